@@ -1,0 +1,426 @@
+//! The command line: `serve`, `demo`, `migrate`, `export-feedback`, `doctor` and `key`, each a
+//! thin sequence over the library: load configuration, open the databases, build the registry,
+//! hand over to the gateway or the exporter, and shut down cleanly.
+
+mod databases;
+mod output;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use secrecy::ExposeSecret;
+
+use crate::config::{self, Config, Env, ServerKind};
+use crate::gateway::http::HttpOptions;
+use crate::gateway::{AppState, Metrics};
+use crate::registry::{Registry, ServerDependencies};
+use crate::tracking::{self, ExportRange, Tracker};
+use databases::Databases;
+use output::{print, print_error};
+
+const ABOUT: &str = "One gateway that gives LLM clients safe, tracked access to data systems over MCP";
+
+const LONG_ABOUT: &str = "\
+One gateway that gives LLM clients safe, tracked access to data systems over MCP.
+
+Every tool call is authorized, recorded in PostgreSQL with a feedback token, and can be rated
+afterwards; `export-feedback` writes the ratings and failures to CSV for review.
+
+Databases: DATABASE_URL is the database the SQL tools work on, ORCA_DATABASE_URL holds orca's own
+state. When neither is set, orca runs a private PostgreSQL under ORCA_HOME from the local server
+binaries. Configuration: environment variables (and .env), plus an optional orca.yaml
+(--config or ORCA_CONFIG). Logs go to stderr; set ORCA_LOG (for example `debug`) to change the level.";
+
+#[derive(Debug, Parser)]
+#[command(name = "orca", version, about = ABOUT, long_about = LONG_ABOUT, propagate_version = true)]
+struct Cli {
+    /// Path of orca.yaml [default: $ORCA_CONFIG, else ./orca.yaml when present]
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve MCP to clients, over stdio or Streamable HTTP
+    #[command(long_about = "Serve MCP to clients, over stdio (one client that started orca, such as Claude Desktop) \
+        or over Streamable HTTP at /mcp (any number of clients; also /mcp/feedback, /healthz and /metrics).\n\n\
+        Examples:\n  orca serve --stdio\n  orca serve --http 127.0.0.1:9000\n  orca serve --http 0.0.0.0:9000 --stateful   (needs auth.api_keys)")]
+    Serve(ServeArgs),
+    /// Load the Chinook sample database and serve it over HTTP, printing the client setup
+    Demo(DemoArgs),
+    /// Create or update orca's own tables (schema `orca`) in the state database
+    Migrate,
+    /// Write feedback and failures of a time range to CSV files
+    #[command(long_about = "Write feedback-<day>.csv (each rating joined with its execution) and \
+        failures-<day>.csv (each failure joined with its execution) into --out. Files are named after \
+        the last day of the range, and re-running replaces them.\n\n\
+        Examples:\n  orca export-feedback --since 24h --out /var/lib/orca/exports\n  \
+        orca export-feedback --since 2026-11-20 --until 2026-11-21 --out ./exports")]
+    ExportFeedback(ExportArgs),
+    /// Print the effective configuration (secrets masked) and check every connection
+    Doctor,
+    /// Manage HTTP API keys
+    #[command(subcommand)]
+    Key(KeyCommand),
+}
+
+#[derive(Debug, Args)]
+#[group(id = "transport", required = true, multiple = false)]
+struct ServeArgs {
+    /// Serve one client on stdin/stdout
+    #[arg(long, group = "transport")]
+    stdio: bool,
+
+    /// Serve Streamable HTTP on this address, for example 127.0.0.1:9000
+    #[arg(long, value_name = "ADDR", group = "transport")]
+    http: Option<SocketAddr>,
+
+    /// Keep MCP sessions (Mcp-Session-Id) instead of stateless requests; HTTP only
+    #[arg(long, requires = "http")]
+    stateful: bool,
+
+    /// Serve only these internal servers (comma-separated) [default: from orca.yaml, else all]
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    servers: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+struct DemoArgs {
+    /// Address to serve on
+    #[arg(long, default_value = "127.0.0.1:9000", value_name = "ADDR")]
+    addr: SocketAddr,
+}
+
+#[derive(Debug, Args)]
+struct ExportArgs {
+    /// Start of the range: a duration back from now (24h, 7d), a date (2026-11-20) or an RFC 3339 time
+    #[arg(long, value_name = "WHEN")]
+    since: String,
+
+    /// End of the range (exclusive), in the same forms [default: now]
+    #[arg(long, value_name = "WHEN")]
+    until: Option<String>,
+
+    /// Directory to write the CSV files into (created if missing)
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+}
+
+#[derive(Debug, Subcommand)]
+enum KeyCommand {
+    /// Generate a new API key and print it with the orca.yaml entry that accepts it
+    New {
+        /// Name of the key's principal, recorded with every call it makes
+        #[arg(long)]
+        name: String,
+        /// Verbs the key grants (comma-separated): read, create, update, delete
+        #[arg(long, value_delimiter = ',', default_value = "read")]
+        verbs: Vec<String>,
+    },
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let env = Env::from_process();
+    let cli = Cli::parse();
+    let stdio = matches!(&cli.command, Command::Serve(args) if args.stdio);
+    init_tracing(&env, stdio);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            print_error(&format!("error: cannot start the async runtime: {error}"));
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(run(cli, env));
+    // Background tasks (such as a stuck client connection) must not keep the process alive.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            match error.downcast_ref::<config::ConfigErrors>() {
+                Some(errors) => print_error(&format!("error: {errors}")),
+                None => print_error(&format!("error: {error:#}")),
+            }
+            ExitCode::from(if error.is::<config::ConfigErrors>() { 2 } else { 1 })
+        }
+    }
+}
+
+fn init_tracing(env: &Env, stdio: bool) {
+    use tracing_subscriber::EnvFilter;
+    let filter = env.get("ORCA_LOG").or_else(|| env.get("RUST_LOG")).unwrap_or("orca=info,warn");
+    let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("orca=info,warn"));
+    let ansi = !stdio && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).try_init();
+}
+
+async fn run(cli: Cli, env: Env) -> anyhow::Result<ExitCode> {
+    if let Command::Key(KeyCommand::New { name, verbs }) = &cli.command {
+        return key_new(name, verbs);
+    }
+    let config = config::load(cli.config.as_deref(), &env)?;
+    match cli.command {
+        Command::Serve(args) => serve(config, args).await,
+        Command::Demo(args) => demo(config, args).await,
+        Command::Migrate => migrate(config).await,
+        Command::ExportFeedback(args) => export_feedback(config, args).await,
+        Command::Doctor => doctor(config).await,
+        Command::Key(_) => unreachable!("handled above"),
+    }
+}
+
+/// What a running gateway holds, and how to take it down.
+struct Running {
+    state: AppState,
+    databases: Databases,
+}
+
+impl Running {
+    async fn start(config: Config, servers: Option<Vec<ServerKind>>, load_sample: bool) -> anyhow::Result<Running> {
+        let databases = Databases::open(&config, load_sample).await?;
+        let state_pool = tracking::connect(databases.state_url.expose_secret())?;
+        tracking::migrate(&state_pool).await?;
+        let tracker = if config.tracking.enabled {
+            Tracker::start(state_pool.clone(), &config.tracking, config.spill_file())
+        } else {
+            Tracker::disabled()
+        };
+        let enabled = servers.or_else(|| config.servers.clone());
+        let registry = Registry::build(enabled.as_deref(), ServerDependencies { state_pool: state_pool.clone(), tracker: tracker.clone() })?;
+        let state = AppState {
+            config: Arc::new(config),
+            registry: Arc::new(registry),
+            tracker,
+            state_pool,
+            metrics: Arc::new(Metrics::default()),
+        };
+        Ok(Running { state, databases })
+    }
+
+    async fn stop(self) -> anyhow::Result<()> {
+        self.state.tracker.shutdown().await;
+        self.state.state_pool.close().await;
+        self.databases.close().await
+    }
+}
+
+fn parse_servers(names: &[String]) -> anyhow::Result<Option<Vec<ServerKind>>> {
+    if names.is_empty() {
+        return Ok(None);
+    }
+    let mut kinds = Vec::new();
+    for name in names {
+        let kind = ServerKind::parse(name.trim()).with_context(|| {
+            format!("--servers: unknown server `{name}`; known servers: {}", ServerKind::ALL.map(ServerKind::name).join(", "))
+        })?;
+        if !kinds.contains(&kind) {
+            kinds.push(kind);
+        }
+    }
+    Ok(Some(kinds))
+}
+
+async fn serve(config: Config, args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let servers = parse_servers(&args.servers)?;
+    if let Some(addr) = args.http {
+        crate::gateway::http::check_bind(&config, addr)?;
+    }
+    let running = Running::start(config, servers, true).await?;
+    let result = match args.http {
+        None => crate::gateway::stdio::serve(running.state.clone(), shutdown_signal()).await,
+        Some(addr) => serve_http(&running, addr, HttpOptions { stateful: args.stateful }).await,
+    };
+    let stopped = running.stop().await;
+    result?;
+    stopped?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn serve_http(running: &Running, addr: SocketAddr, options: HttpOptions) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+    let bound = listener.local_addr()?;
+    tracing::info!(
+        "serving MCP on http://{bound}/mcp ({}), servers: {}",
+        if options.stateful { "stateful sessions" } else { "stateless" },
+        running.state.registry.server_names().join(", ")
+    );
+    crate::gateway::http::serve(listener, running.state.clone(), options, shutdown_signal()).await
+}
+
+async fn demo(config: Config, args: DemoArgs) -> anyhow::Result<ExitCode> {
+    crate::gateway::http::check_bind(&config, args.addr)?;
+    let running = Running::start(config, None, true).await?;
+    let listener = tokio::net::TcpListener::bind(args.addr).await.with_context(|| format!("cannot listen on {}", args.addr))?;
+    let bound = listener.local_addr()?;
+    print(&output::demo_banner(bound, running.databases.target_description().as_deref(), &running.state.config));
+    let result = crate::gateway::http::serve(listener, running.state.clone(), HttpOptions { stateful: false }, shutdown_signal()).await;
+    let stopped = running.stop().await;
+    result?;
+    stopped?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn migrate(config: Config) -> anyhow::Result<ExitCode> {
+    let databases = Databases::open(&config, false).await?;
+    let pool = tracking::connect(databases.state_url.expose_secret())?;
+    let result = tracking::migrate(&pool).await;
+    pool.close().await;
+    databases.close().await?;
+    result?;
+    print(&format!("orca's tables are up to date in {}", config::mask_url(databases_state_url_text(&config).as_str())));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn databases_state_url_text(config: &Config) -> String {
+    config
+        .state_database_url
+        .as_ref()
+        .or(config.database_url.as_ref())
+        .map_or_else(|| format!("the embedded PostgreSQL under {}", config.home.display()), |url| url.expose_secret().to_owned())
+}
+
+async fn export_feedback(config: Config, args: ExportArgs) -> anyhow::Result<ExitCode> {
+    let range = ExportRange::parse(&args.since, args.until.as_deref(), chrono::Utc::now())?;
+    let databases = Databases::open(&config, false).await?;
+    let pool = tracking::connect(databases.state_url.expose_secret())?;
+    let result = async {
+        sqlx::query("SELECT 1").execute(&pool).await.context("cannot reach the state database")?;
+        tracking::export(&pool, range, &args.out).await
+    }
+    .await;
+    pool.close().await;
+    databases.close().await?;
+    let summary = result?;
+    print(&format!(
+        "wrote {} ({} rows) and {} ({} rows) for {} .. {}",
+        summary.feedback_file.display(),
+        summary.feedback_rows,
+        summary.failures_file.display(),
+        summary.failures_rows,
+        range.since.to_rfc3339(),
+        range.until.to_rfc3339()
+    ));
+    let spill = config.spill_file();
+    if spill.exists() || spill.with_extension("jsonl.replaying").exists() {
+        tracing::warn!(
+            "{} holds tracking records that have not reached the database yet; they are replayed by the running server",
+            spill.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn doctor(config: Config) -> anyhow::Result<ExitCode> {
+    let mut report = String::from("effective configuration (secrets masked):\n");
+    for (key, value) in config.describe() {
+        report.push_str(&format!("  {key:<22} {value}\n"));
+    }
+    report.push_str("\nchecks:\n");
+    let mut healthy = true;
+    let mut check = |report: &mut String, name: &str, outcome: Result<String, String>| match outcome {
+        Ok(detail) => report.push_str(&format!("  ok    {name}: {detail}\n")),
+        Err(detail) => {
+            healthy = false;
+            report.push_str(&format!("  FAIL  {name}: {detail}\n"));
+        }
+    };
+    if config.state_database_url.is_none() && config.database_url.is_none() {
+        let found = crate::embedded::find_bindir().await;
+        check(&mut report, "postgresql binaries", found.map(|dir| dir.display().to_string()).map_err(|error| format!("{error:#}")));
+    }
+    match Databases::open(&config, false).await {
+        Err(error) => check(&mut report, "databases", Err(format!("{error:#}"))),
+        Ok(databases) => {
+            let pool = tracking::connect(databases.state_url.expose_secret())?;
+            let state = async {
+                let version: String = sqlx::query_scalar("SHOW server_version").fetch_one(&pool).await.map_err(|error| error.to_string())?;
+                let table: Option<String> = sqlx::query_scalar("SELECT to_regclass('orca._sqlx_migrations')::text")
+                    .fetch_one(&pool)
+                    .await
+                    .map_err(|error| error.to_string())?;
+                let migrated = match table {
+                    None => None,
+                    Some(_) => Some(
+                        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM orca._sqlx_migrations WHERE success")
+                            .fetch_one(&pool)
+                            .await
+                            .map_err(|error| error.to_string())?,
+                    ),
+                };
+                match migrated {
+                    Some(count) => Ok(format!("PostgreSQL {version}, {count} migration(s) applied")),
+                    None => Err(format!("PostgreSQL {version} reachable, but orca's tables are missing: run `orca migrate`")),
+                }
+            }
+            .await;
+            check(&mut report, "state database", state);
+            pool.close().await;
+            if let Some(target) = &databases.target_url {
+                let target_pool = tracking::connect(target.expose_secret())?;
+                let outcome = sqlx::query_scalar::<_, String>("SELECT current_database()")
+                    .fetch_one(&target_pool)
+                    .await
+                    .map(|name| format!("database `{name}` reachable"))
+                    .map_err(|error| error.to_string());
+                check(&mut report, "target database", outcome);
+                target_pool.close().await;
+            }
+            let spill = config.spill_file();
+            let pending = std::fs::read_to_string(&spill).map(|text| text.lines().count()).unwrap_or(0);
+            check(
+                &mut report,
+                "tracking spill file",
+                Ok(if pending == 0 { "empty".into() } else { format!("{pending} record(s) waiting in {}", spill.display()) }),
+            );
+            databases.close().await?;
+        }
+    }
+    print(&report);
+    Ok(if healthy { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn key_new(name: &str, verbs: &[String]) -> anyhow::Result<ExitCode> {
+    use rand::Rng;
+    for verb in verbs {
+        if crate::tool::Verb::parse(verb).is_none() {
+            anyhow::bail!("--verbs: unknown verb `{verb}`; expected read, create, update, delete");
+        }
+    }
+    let bytes: [u8; 32] = rand::rng().random();
+    let key = format!("orca_{}", hex::encode(bytes));
+    let hash = crate::gateway::hash_key(&key);
+    print(&format!(
+        "API key (shown once; give it to the client as `Authorization: Bearer <key>`):\n\n  {key}\n\n\
+         Add this to orca.yaml under auth.api_keys:\n\n  - name: {name}\n    sha256: {hash}\n    verbs: [{}]\n",
+        verbs.join(", ")
+    ));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let interrupt = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        () = interrupt => {}
+        () = terminate => {}
+    }
+    tracing::info!("shutting down");
+}

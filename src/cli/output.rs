@@ -1,0 +1,35 @@
+//! The one place that writes to stdout (and the one that writes errors to stderr): in stdio mode
+//! stdout is the protocol channel, so nothing else may print.
+
+use std::net::SocketAddr;
+
+use crate::config::Config;
+
+#[allow(clippy::print_stdout, reason = "the CLI's user-facing output")]
+pub(super) fn print(text: &str) {
+    println!("{text}");
+}
+
+#[allow(clippy::print_stderr, reason = "errors that end the process, after logging may be unavailable")]
+pub(super) fn print_error(text: &str) {
+    eprintln!("{text}");
+}
+
+/// What `orca demo` tells a person once it is serving.
+pub(super) fn demo_banner(addr: SocketAddr, target: Option<&str>, config: &Config) -> String {
+    let exe = std::env::current_exe().map(|path| path.display().to_string()).unwrap_or_else(|_| "orca".into());
+    let home = config.home.display();
+    let target = target.unwrap_or("(none)");
+    format!(
+        "orca demo is running.\n\n\
+         MCP endpoint (Streamable HTTP): http://{addr}/mcp\n\
+         Feedback:                       POST http://{addr}/mcp/feedback\n\
+         Health and metrics:             http://{addr}/healthz  http://{addr}/metrics\n\
+         Sample database:                {target}\n\n\
+         Claude Desktop (claude_desktop_config.json), over stdio:\n\n\
+         {{\n  \"mcpServers\": {{\n    \"orca\": {{\n      \"command\": \"{exe}\",\n      \"args\": [\"serve\", \"--stdio\"],\n      \"env\": {{ \"ORCA_HOME\": \"{home}\" }}\n    }}\n  }}\n}}\n\n\
+         Try it: curl -s http://{addr}/mcp -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \\\n  \
+         -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{{\"name\":\"list_servers\",\"arguments\":{{}}}}}}'\n\n\
+         Press Ctrl-C to stop."
+    )
+}

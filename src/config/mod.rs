@@ -1,0 +1,514 @@
+//! Configuration: the process environment (with `.env`) plus an optional `orca.yaml`, turned into
+//! one validated [`Config`]. Every problem is collected and reported at once, each with the file
+//! (or variable) and the key it concerns.
+
+mod raw;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use secrecy::{ExposeSecret, SecretString};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::tool::Verb;
+use raw::{RawApiKey, RawAuth, RawHttp, RawPrincipal, RawTracking};
+
+/// The internal servers orca can host: a closed list. Each is enabled by configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum ServerKind {
+    /// orca's own tools: `list_servers`, `submit_feedback`.
+    Orca,
+}
+
+impl ServerKind {
+    pub(crate) const ALL: [ServerKind; 1] = [ServerKind::Orca];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            ServerKind::Orca => "orca",
+        }
+    }
+
+    pub(crate) fn parse(name: &str) -> Option<ServerKind> {
+        ServerKind::ALL.into_iter().find(|kind| kind.name() == name)
+    }
+
+    fn known_names() -> String {
+        ServerKind::ALL.map(ServerKind::name).join(", ")
+    }
+}
+
+/// Who is calling, and what they may do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Principal {
+    pub(crate) name: String,
+    pub(crate) verbs: BTreeSet<Verb>,
+}
+
+impl Principal {
+    pub(crate) fn may(&self, verb: Verb) -> bool {
+        self.verbs.contains(&verb)
+    }
+}
+
+/// An HTTP API key: only the SHA-256 of the key is kept.
+#[derive(Debug, Clone)]
+pub(crate) struct ApiKey {
+    pub(crate) sha256: [u8; 32],
+    pub(crate) principal: Principal,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct AuthConfig {
+    pub(crate) api_keys: Vec<ApiKey>,
+    pub(crate) stdio: Principal,
+    pub(crate) anonymous: Principal,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct HttpConfig {
+    pub(crate) max_body_bytes: usize,
+    /// `None`: loopback names plus the bound address.
+    pub(crate) allowed_hosts: Option<Vec<String>>,
+    pub(crate) allowed_origins: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct TrackingConfig {
+    pub(crate) enabled: bool,
+    pub(crate) queue_capacity: usize,
+    pub(crate) batch_size: usize,
+    pub(crate) replay_interval: Duration,
+    pub(crate) max_response_bytes: usize,
+}
+
+/// The validated configuration of one orca process.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    /// Where orca keeps its state: the embedded cluster, the spill file.
+    pub(crate) home: PathBuf,
+    pub(crate) config_file: Option<PathBuf>,
+    /// The database the SQL tools work on (`DATABASE_URL`).
+    pub(crate) database_url: Option<SecretString>,
+    /// orca's own state: tracking, feedback, tokens (`ORCA_DATABASE_URL`).
+    pub(crate) state_database_url: Option<SecretString>,
+    /// Internal servers enabled by `orca.yaml` (`None`: all of them).
+    pub(crate) servers: Option<Vec<ServerKind>>,
+    pub(crate) auth: AuthConfig,
+    pub(crate) http: HttpConfig,
+    pub(crate) tracking: TrackingConfig,
+}
+
+impl Config {
+    pub(crate) fn spill_file(&self) -> PathBuf {
+        self.home.join("tracking-spill.jsonl")
+    }
+
+    /// The effective configuration as a person reads it, with every secret masked.
+    pub(crate) fn describe(&self) -> BTreeMap<&'static str, String> {
+        let mut out = BTreeMap::new();
+        out.insert("ORCA_HOME", self.home.display().to_string());
+        out.insert(
+            "ORCA_CONFIG",
+            self.config_file.as_ref().map_or("(none)".into(), |path| path.display().to_string()),
+        );
+        let url = |value: &Option<SecretString>| {
+            value.as_ref().map_or("(unset: embedded PostgreSQL)".into(), |url| mask_url(url.expose_secret()))
+        };
+        out.insert("DATABASE_URL", url(&self.database_url));
+        out.insert("ORCA_DATABASE_URL", url(&self.state_database_url));
+        let servers = match &self.servers {
+            None => format!("all ({})", ServerKind::known_names()),
+            Some(list) => list.iter().map(|kind| kind.name()).collect::<Vec<_>>().join(", "),
+        };
+        out.insert("servers", servers);
+        let keys: Vec<String> = self
+            .auth
+            .api_keys
+            .iter()
+            .map(|key| format!("{} [{}] sha256:{}…", key.principal.name, verbs_text(&key.principal.verbs), &hex::encode(key.sha256)[..8]))
+            .collect();
+        out.insert("auth.api_keys", if keys.is_empty() { "(none: anonymous on loopback only)".into() } else { keys.join("; ") });
+        out.insert("auth.stdio", format!("{} [{}]", self.auth.stdio.name, verbs_text(&self.auth.stdio.verbs)));
+        out.insert("auth.anonymous", format!("{} [{}]", self.auth.anonymous.name, verbs_text(&self.auth.anonymous.verbs)));
+        out.insert("http.max_body_bytes", self.http.max_body_bytes.to_string());
+        out.insert(
+            "http.allowed_hosts",
+            self.http.allowed_hosts.as_ref().map_or("loopback names and the bound address".into(), |hosts| hosts.join(", ")),
+        );
+        out.insert(
+            "http.allowed_origins",
+            if self.http.allowed_origins.is_empty() { "(none: browser origins refused)".into() } else { self.http.allowed_origins.join(", ") },
+        );
+        let tracking = &self.tracking;
+        out.insert(
+            "tracking",
+            format!(
+                "enabled={} queue_capacity={} batch_size={} replay_interval_ms={} max_response_bytes={}",
+                tracking.enabled,
+                tracking.queue_capacity,
+                tracking.batch_size,
+                tracking.replay_interval.as_millis(),
+                tracking.max_response_bytes
+            ),
+        );
+        out
+    }
+}
+
+fn verbs_text(verbs: &BTreeSet<Verb>) -> String {
+    verbs.iter().map(|verb| verb.as_str()).collect::<Vec<_>>().join(",")
+}
+
+/// A snapshot of the environment, so that loading is a pure function of its inputs.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Env {
+    vars: HashMap<String, String>,
+}
+
+impl Env {
+    /// The process environment, after `.env` in the working directory (if any) has been applied.
+    /// Variables already set win over `.env`.
+    pub(crate) fn from_process() -> Env {
+        // A missing .env is the normal case; a malformed one is reported by dotenvy as an error
+        // we surface through the log, since it would otherwise silently drop settings.
+        if let Err(error) = dotenvy::dotenv()
+            && !error.not_found()
+        {
+            tracing::warn!("ignoring .env: {error}");
+        }
+        Env { vars: std::env::vars().collect() }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn from_pairs(pairs: &[(&str, &str)]) -> Env {
+        Env { vars: pairs.iter().map(|(key, value)| ((*key).to_owned(), (*value).to_owned())).collect() }
+    }
+
+    pub(crate) fn get(&self, key: &str) -> Option<&str> {
+        self.vars.get(key).map(String::as_str).filter(|value| !value.is_empty())
+    }
+}
+
+/// All the problems found in one load, each naming its file or variable and key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ConfigErrors(pub(crate) Vec<String>);
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "invalid configuration ({} problem{}):", self.0.len(), if self.0.len() == 1 { "" } else { "s" })?;
+        for (index, error) in self.0.iter().enumerate() {
+            if index > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "  - {error}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+/// Load and validate the configuration.
+///
+/// `config_path` is `--config`; without it `ORCA_CONFIG`, then `./orca.yaml` if it exists.
+///
+/// # Errors
+///
+/// Every problem found, in one [`ConfigErrors`].
+pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, ConfigErrors> {
+    let mut errors = Vec::new();
+    let explicit = config_path.map(Path::to_path_buf).or_else(|| env.get("ORCA_CONFIG").map(PathBuf::from));
+    let config_file = match explicit {
+        Some(path) => Some(path),
+        None => Some(PathBuf::from("orca.yaml")).filter(|path| path.is_file()),
+    };
+    let document = match &config_file {
+        None => Value::Object(Default::default()),
+        Some(path) => match std::fs::read_to_string(path) {
+            Ok(text) => parse_yaml(&text, path, &mut errors),
+            Err(error) => {
+                errors.push(format!("{}: cannot read: {error}", path.display()));
+                Value::Object(Default::default())
+            }
+        },
+    };
+    let file_label = config_file.as_ref().map_or_else(|| "orca.yaml".to_owned(), |path| path.display().to_string());
+    let sections = Sections::split(&document, &file_label, &mut errors);
+
+    let home = match env.get("ORCA_HOME") {
+        Some(home) => PathBuf::from(home),
+        None => default_home(env),
+    };
+    let target_database_url = database_url(env, "DATABASE_URL", &mut errors);
+    let state_database_url = database_url(env, "ORCA_DATABASE_URL", &mut errors);
+
+    let servers = sections.servers.and_then(|value| {
+        let names: Option<Vec<String>> = section(value, "servers", &file_label, &mut errors);
+        let mut kinds = Vec::new();
+        for (index, name) in names?.iter().enumerate() {
+            match ServerKind::parse(name) {
+                Some(kind) if !kinds.contains(&kind) => kinds.push(kind),
+                Some(_) => errors.push(format!("{file_label}: servers[{index}]: `{name}` is listed twice")),
+                None => errors.push(format!(
+                    "{file_label}: servers[{index}]: unknown server `{name}`; known servers: {}",
+                    ServerKind::known_names()
+                )),
+            }
+        }
+        Some(kinds)
+    });
+
+    let raw_auth: RawAuth = sections.auth.and_then(|value| section(value, "auth", &file_label, &mut errors)).unwrap_or_default();
+    let auth = validate_auth(raw_auth, &file_label, &mut errors);
+    let raw_http: RawHttp = sections.http.and_then(|value| section(value, "http", &file_label, &mut errors)).unwrap_or_default();
+    let http = HttpConfig {
+        max_body_bytes: positive(raw_http.max_body_bytes, 4 * 1024 * 1024, "http.max_body_bytes", &file_label, &mut errors),
+        allowed_hosts: raw_http.allowed_hosts,
+        allowed_origins: raw_http.allowed_origins.unwrap_or_default(),
+    };
+    for (index, origin) in http.allowed_origins.iter().enumerate() {
+        if origin != "null" && !origin.contains("://") {
+            errors.push(format!(
+                "{file_label}: http.allowed_origins[{index}]: `{origin}` needs a scheme, for example `https://{origin}`"
+            ));
+        }
+    }
+    let raw_tracking: RawTracking =
+        sections.tracking.and_then(|value| section(value, "tracking", &file_label, &mut errors)).unwrap_or_default();
+    let tracking = TrackingConfig {
+        enabled: raw_tracking.enabled.unwrap_or(true),
+        queue_capacity: positive(raw_tracking.queue_capacity, 10_000, "tracking.queue_capacity", &file_label, &mut errors),
+        batch_size: positive(raw_tracking.batch_size, 256, "tracking.batch_size", &file_label, &mut errors),
+        replay_interval: Duration::from_millis(
+            positive(raw_tracking.replay_interval_ms, 2_000, "tracking.replay_interval_ms", &file_label, &mut errors) as u64,
+        ),
+        max_response_bytes: positive(
+            raw_tracking.max_response_bytes,
+            64 * 1024,
+            "tracking.max_response_bytes",
+            &file_label,
+            &mut errors,
+        ),
+    };
+
+    if !errors.is_empty() {
+        return Err(ConfigErrors(errors));
+    }
+    Ok(Config { home, config_file, database_url: target_database_url, state_database_url, servers, auth, http, tracking })
+}
+
+fn parse_yaml(text: &str, path: &Path, errors: &mut Vec<String>) -> Value {
+    if text.trim().is_empty() {
+        return Value::Object(Default::default());
+    }
+    match serde_saphyr::from_str::<Value>(text) {
+        Ok(Value::Null) => Value::Object(Default::default()),
+        Ok(value @ Value::Object(_)) => value,
+        Ok(_) => {
+            errors.push(format!("{}: the top level must be a mapping of sections", path.display()));
+            Value::Object(Default::default())
+        }
+        Err(error) => {
+            errors.push(format!("{}: not valid YAML: {error}", path.display()));
+            Value::Object(Default::default())
+        }
+    }
+}
+
+/// The top-level sections of `orca.yaml`. Unknown section names are errors.
+struct Sections<'a> {
+    servers: Option<&'a Value>,
+    auth: Option<&'a Value>,
+    http: Option<&'a Value>,
+    tracking: Option<&'a Value>,
+}
+
+impl<'a> Sections<'a> {
+    const KNOWN: [&'static str; 4] = ["servers", "auth", "http", "tracking"];
+
+    fn split(document: &'a Value, file: &str, errors: &mut Vec<String>) -> Sections<'a> {
+        let empty = Sections { servers: None, auth: None, http: None, tracking: None };
+        let Value::Object(map) = document else { return empty };
+        for key in map.keys() {
+            if !Sections::KNOWN.contains(&key.as_str()) {
+                errors.push(format!("{file}: {key}: unknown key; known keys: {}", Sections::KNOWN.join(", ")));
+            }
+        }
+        Sections { servers: map.get("servers"), auth: map.get("auth"), http: map.get("http"), tracking: map.get("tracking") }
+    }
+}
+
+/// Deserialize one section, recording an error that names the exact key on failure.
+fn section<T: DeserializeOwned>(value: &Value, name: &str, file: &str, errors: &mut Vec<String>) -> Option<T> {
+    if value.is_null() {
+        return serde_json::from_value(Value::Object(Default::default())).ok();
+    }
+    match serde_path_to_error::deserialize(value.clone()) {
+        Ok(parsed) => Some(parsed),
+        Err(error) => {
+            let path = error.path().to_string();
+            let key = if path == "." { name.to_owned() } else { format!("{name}.{path}") };
+            errors.push(format!("{file}: {key}: {}", error.into_inner()));
+            None
+        }
+    }
+}
+
+fn positive(value: Option<u64>, default: usize, key: &str, file: &str, errors: &mut Vec<String>) -> usize {
+    match value {
+        None => default,
+        Some(0) => {
+            errors.push(format!("{file}: {key}: must be greater than zero"));
+            default
+        }
+        Some(value) => usize::try_from(value).unwrap_or(usize::MAX),
+    }
+}
+
+fn validate_verbs(verbs: &[String], key: &str, file: &str, errors: &mut Vec<String>) -> BTreeSet<Verb> {
+    let mut out = BTreeSet::new();
+    for (index, text) in verbs.iter().enumerate() {
+        match Verb::parse(text) {
+            Some(verb) => {
+                out.insert(verb);
+            }
+            None => errors.push(format!(
+                "{file}: {key}[{index}]: unknown verb `{text}`; expected one of read, create, update, delete"
+            )),
+        }
+    }
+    out
+}
+
+fn validate_principal(raw: Option<RawPrincipal>, default_name: &str, key: &str, file: &str, errors: &mut Vec<String>) -> Principal {
+    let raw = raw.unwrap_or(RawPrincipal { name: None, verbs: None });
+    let verbs = match raw.verbs {
+        None => Verb::ALL.into_iter().collect(),
+        Some(verbs) => validate_verbs(&verbs, &format!("{key}.verbs"), file, errors),
+    };
+    let name = raw.name.unwrap_or_else(|| default_name.to_owned());
+    if name.trim().is_empty() {
+        errors.push(format!("{file}: {key}.name: must not be empty"));
+    }
+    Principal { name, verbs }
+}
+
+fn validate_auth(raw: RawAuth, file: &str, errors: &mut Vec<String>) -> AuthConfig {
+    let mut api_keys = Vec::new();
+    let mut names = BTreeSet::new();
+    let mut hashes = BTreeSet::new();
+    for (index, RawApiKey { name, sha256, verbs }) in raw.api_keys.into_iter().enumerate() {
+        let key = format!("auth.api_keys[{index}]");
+        if name.trim().is_empty() {
+            errors.push(format!("{file}: {key}.name: must not be empty"));
+        } else if !names.insert(name.clone()) {
+            errors.push(format!("{file}: {key}.name: `{name}` is used by another key"));
+        }
+        let digest = match hex::decode(sha256.trim()) {
+            Ok(bytes) if bytes.len() == 32 => {
+                let mut digest = [0u8; 32];
+                digest.copy_from_slice(&bytes);
+                if !hashes.insert(digest) {
+                    errors.push(format!("{file}: {key}.sha256: the same key hash appears twice"));
+                }
+                digest
+            }
+            _ => {
+                errors.push(format!(
+                    "{file}: {key}.sha256: expected 64 hex characters, the SHA-256 of the key (`orca key new` prints one)"
+                ));
+                [0u8; 32]
+            }
+        };
+        if verbs.is_empty() {
+            errors.push(format!("{file}: {key}.verbs: list at least one of read, create, update, delete"));
+        }
+        let verbs = validate_verbs(&verbs, &format!("{key}.verbs"), file, errors);
+        api_keys.push(ApiKey { sha256: digest, principal: Principal { name, verbs } });
+    }
+    AuthConfig {
+        api_keys,
+        stdio: validate_principal(raw.stdio, "local", "auth.stdio", file, errors),
+        anonymous: validate_principal(raw.anonymous, "anonymous", "auth.anonymous", file, errors),
+    }
+}
+
+fn database_url(env: &Env, var: &str, errors: &mut Vec<String>) -> Option<SecretString> {
+    let value = env.get(var)?;
+    if !(value.starts_with("postgres://") || value.starts_with("postgresql://")) {
+        errors.push(format!("environment: {var}: expected a postgres:// or postgresql:// URL"));
+        return None;
+    }
+    if let Err(error) = sqlx::postgres::PgConnectOptions::from_str(value) {
+        // The parser's message can quote the URL; keep only its kind.
+        let _ = error;
+        errors.push(format!("environment: {var}: not a valid PostgreSQL URL ({})", mask_url(value)));
+        return None;
+    }
+    Some(SecretString::from(value.to_owned()))
+}
+
+/// `ORCA_HOME` when unset: `~/.local/share/orca`, or `/var/lib/orca` for root, whose home
+/// directory the `postgres` user cannot traverse.
+fn default_home(env: &Env) -> PathBuf {
+    if running_as_root() {
+        return PathBuf::from("/var/lib/orca");
+    }
+    if let Some(data) = env.get("XDG_DATA_HOME") {
+        return PathBuf::from(data).join("orca");
+    }
+    match env.get("HOME") {
+        Some(home) => PathBuf::from(home).join(".local/share/orca"),
+        None => PathBuf::from(".orca"),
+    }
+}
+
+/// Whether this process runs with uid 0, read from `/proc/self` so no unsafe call is needed.
+pub(crate) fn running_as_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").is_ok_and(|meta| meta.uid() == 0)
+}
+
+/// A database URL with its password replaced by `****`, safe to print.
+pub(crate) fn mask_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return "****".into() };
+    let (authority, tail) = match rest.find('/') {
+        Some(index) => rest.split_at(index),
+        None => (rest, ""),
+    };
+    let masked_authority = match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _password)) => format!("{user}:****@{host}"),
+            None => format!("{userinfo}@{host}"),
+        },
+        None => authority.to_owned(),
+    };
+    // Query parameters may carry a password too (`?password=`).
+    let tail = match tail.split_once('?') {
+        Some((path, query)) => {
+            let query: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some((key, _)) if key.eq_ignore_ascii_case("password") => format!("{key}=****"),
+                    _ => pair.to_owned(),
+                })
+                .collect();
+            format!("{path}?{}", query.join("&"))
+        }
+        None => tail.to_owned(),
+    };
+    format!("{scheme}://{masked_authority}{tail}")
+}
+
+/// Whether an HTTP bind address is loopback, where anonymous callers may be served.
+pub(crate) fn is_loopback(addr: &SocketAddr) -> bool {
+    addr.ip().is_loopback()
+}

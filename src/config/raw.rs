@@ -1,0 +1,54 @@
+//! The shape of `orca.yaml` as written by a person, before validation. Every struct denies
+//! unknown fields so that a typo is an error, never a silently ignored setting.
+
+use serde::Deserialize;
+
+/// `auth:` section.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAuth {
+    /// API keys accepted on HTTP, each stored as the SHA-256 of the key.
+    #[serde(default)]
+    pub(super) api_keys: Vec<RawApiKey>,
+    /// The principal used for stdio connections.
+    pub(super) stdio: Option<RawPrincipal>,
+    /// Verbs of anonymous loopback callers when no API key is configured.
+    pub(super) anonymous: Option<RawPrincipal>,
+}
+
+/// One entry of `auth.api_keys`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawApiKey {
+    pub(super) name: String,
+    pub(super) sha256: String,
+    pub(super) verbs: Vec<String>,
+}
+
+/// `auth.stdio` and `auth.anonymous`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPrincipal {
+    pub(super) name: Option<String>,
+    pub(super) verbs: Option<Vec<String>>,
+}
+
+/// `http:` section.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHttp {
+    pub(super) max_body_bytes: Option<u64>,
+    pub(super) allowed_hosts: Option<Vec<String>>,
+    pub(super) allowed_origins: Option<Vec<String>>,
+}
+
+/// `tracking:` section.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTracking {
+    pub(super) enabled: Option<bool>,
+    pub(super) queue_capacity: Option<u64>,
+    pub(super) batch_size: Option<u64>,
+    pub(super) replay_interval_ms: Option<u64>,
+    pub(super) max_response_bytes: Option<u64>,
+}

@@ -1,0 +1,451 @@
+//! The embedded PostgreSQL: a private cluster under `ORCA_HOME/pg`, started from the local
+//! server binaries when no database URL is configured, reused across runs, and stopped on exit
+//! by the process that started it.
+//!
+//! As root, PostgreSQL refuses to run, so every server command runs as the `postgres` user
+//! through `runuser`, and the cluster directory is owned by that user.
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use rand::Rng;
+use tokio::process::Command;
+
+/// The Chinook sample database (schema and data), loaded by `orca demo`.
+const CHINOOK_SQL: &str = include_str!("../../data/chinook/chinook_postgres.sql");
+
+/// The apt package that provides the server binaries, named in the error when none are found.
+const INSTALL_HINT: &str = "install the PostgreSQL server binaries (Debian/Ubuntu: `apt-get install -y postgresql`), \
+or point ORCA_DATABASE_URL and DATABASE_URL at an existing server";
+
+/// A running private cluster. Stopping it is explicit ([`EmbeddedPostgres::stop`]); dropping one
+/// that this process started stops it too, so no server is left behind on an error path.
+#[derive(Debug)]
+pub struct EmbeddedPostgres {
+    root: PathBuf,
+    bindir: PathBuf,
+    port: u16,
+    password: String,
+    as_postgres_user: bool,
+    /// Only the process that started the server stops it; a second orca reuses it as is.
+    started_here: bool,
+}
+
+impl EmbeddedPostgres {
+    /// Start (or reuse) the cluster whose files live in `root`.
+    ///
+    /// # Errors
+    ///
+    /// When no server binaries are found (the message names the package to install), when
+    /// `root` cannot be used by the `postgres` user, or when the server does not start (the
+    /// message carries the end of the server log).
+    pub async fn start(root: &Path) -> anyhow::Result<EmbeddedPostgres> {
+        let bindir = find_bindir().await?;
+        let as_postgres_user = crate::config::running_as_root();
+        std::fs::create_dir_all(root).with_context(|| format!("cannot create {}", root.display()))?;
+        let root = root.canonicalize().with_context(|| format!("cannot resolve {}", root.display()))?;
+        if as_postgres_user {
+            prepare_root_for_postgres_user(&root).await?;
+        } else {
+            std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700))
+                .with_context(|| format!("cannot restrict {}", root.display()))?;
+        }
+        let mut cluster =
+            EmbeddedPostgres { root, bindir, port: 0, password: String::new(), as_postgres_user, started_here: false };
+        cluster.init_if_needed().await?;
+        cluster.password = std::fs::read_to_string(cluster.password_file())
+            .with_context(|| {
+                format!(
+                    "the cluster in {} has no password file; remove that directory to start afresh",
+                    cluster.root.display()
+                )
+            })?
+            .trim()
+            .to_owned();
+        if cluster.is_running().await {
+            cluster.port = cluster.saved_port().context("the running embedded cluster has no port file")?;
+            tracing::info!(port = cluster.port, "reusing the embedded PostgreSQL that is already running");
+        } else {
+            cluster.port = cluster.choose_port()?;
+            cluster.start_server().await?;
+            cluster.started_here = true;
+        }
+        cluster.wait_until_ready().await?;
+        Ok(cluster)
+    }
+
+    /// The URL of one database of this cluster.
+    pub fn url(&self, database: &str) -> String {
+        format!("postgres://postgres:{}@127.0.0.1:{}/{database}", self.password, self.port)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Create `name` unless it exists.
+    ///
+    /// # Errors
+    ///
+    /// When the server cannot be reached or refuses the statement.
+    pub async fn ensure_database(&self, name: &str) -> anyhow::Result<()> {
+        use sqlx::Connection;
+        let mut connection = sqlx::PgConnection::connect(&self.url("postgres")).await.context("cannot connect to the embedded PostgreSQL")?;
+        let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+            .bind(name)
+            .fetch_one(&mut connection)
+            .await?;
+        if !exists {
+            let statement = format!("CREATE DATABASE {}", quote_identifier(name));
+            sqlx::raw_sql(sqlx::AssertSqlSafe(statement)).execute(&mut connection).await.with_context(|| format!("cannot create database {name}"))?;
+        }
+        Ok(())
+    }
+
+    /// Load the Chinook sample database into `name`, once: it is loaded under a temporary name
+    /// and renamed when complete, so a crash half-way leaves no half-loaded database behind.
+    /// Returns whether it was loaded now.
+    ///
+    /// # Errors
+    ///
+    /// When the server cannot be reached or the load fails.
+    pub async fn ensure_chinook(&self, name: &str) -> anyhow::Result<bool> {
+        load_chinook(&self.url("postgres"), |database| self.url(database), name).await
+    }
+
+    /// Stop the server if this process started it.
+    ///
+    /// # Errors
+    ///
+    /// When `pg_ctl stop` fails.
+    pub async fn stop(mut self) -> anyhow::Result<()> {
+        if !self.started_here {
+            return Ok(());
+        }
+        self.started_here = false;
+        let output = self
+            .pg_command("pg_ctl")
+            .arg("-D")
+            .arg(self.data_dir())
+            .args(["-m", "fast", "-w", "-t", "60", "stop"])
+            .output()
+            .await
+            .context("cannot run pg_ctl stop")?;
+        if !output.status.success() {
+            bail!("pg_ctl stop failed: {}", String::from_utf8_lossy(&output.stderr).trim());
+        }
+        tracing::info!("embedded PostgreSQL stopped");
+        Ok(())
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.root.join("data")
+    }
+
+    fn password_file(&self) -> PathBuf {
+        self.root.join("password")
+    }
+
+    fn port_file(&self) -> PathBuf {
+        self.root.join("port")
+    }
+
+    fn log_file(&self) -> PathBuf {
+        self.root.join("server.log")
+    }
+
+    fn socket_dir(&self) -> PathBuf {
+        self.root.join("run")
+    }
+
+    fn pg_command(&self, program: &str) -> Command {
+        let binary = self.bindir.join(program);
+        let mut command = if self.as_postgres_user {
+            let mut command = Command::new("runuser");
+            command.args(["-u", "postgres", "--"]).arg(binary);
+            command
+        } else {
+            Command::new(binary)
+        };
+        command.stdin(Stdio::null()).kill_on_drop(false);
+        command
+    }
+
+    async fn init_if_needed(&self) -> anyhow::Result<()> {
+        if self.data_dir().join("PG_VERSION").is_file() {
+            return Ok(());
+        }
+        let password: String = rand::rng().sample_iter(rand::distr::Alphanumeric).take(32).map(char::from).collect();
+        // initdb reads the superuser password from a file that the server user can read; it is
+        // removed right after. orca keeps its own copy, readable by orca's user only.
+        let password_input = self.root.join("initdb-password");
+        write_private(&password_input, &password)?;
+        if self.as_postgres_user {
+            chown_to_postgres(&password_input).await?;
+        }
+        std::fs::create_dir_all(self.socket_dir())?;
+        if self.as_postgres_user {
+            chown_to_postgres(&self.socket_dir()).await?;
+        }
+        let output = self
+            .pg_command("initdb")
+            .arg("-D")
+            .arg(self.data_dir())
+            .args(["-U", "postgres", "--auth=scram-sha-256", "-E", "UTF8", "--locale=C"])
+            .arg(format!("--pwfile={}", password_input.display()))
+            .output()
+            .await
+            .context("cannot run initdb")?;
+        let _ = std::fs::remove_file(&password_input);
+        if !output.status.success() {
+            bail!(
+                "initdb failed in {}: {}",
+                self.data_dir().display(),
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
+        }
+        write_private(&self.password_file(), &password)?;
+        tracing::info!(dir = %self.data_dir().display(), "created the embedded PostgreSQL cluster");
+        Ok(())
+    }
+
+    async fn is_running(&self) -> bool {
+        self.pg_command("pg_ctl")
+            .arg("-D")
+            .arg(self.data_dir())
+            .arg("status")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .await
+            .is_ok_and(|status| status.success())
+    }
+
+    fn saved_port(&self) -> Option<u16> {
+        std::fs::read_to_string(self.port_file()).ok()?.trim().parse().ok()
+    }
+
+    /// The port used last time if it is free, so URLs printed earlier stay valid; otherwise a
+    /// free one picked by the kernel.
+    fn choose_port(&self) -> anyhow::Result<u16> {
+        if let Some(port) = self.saved_port()
+            && TcpListener::bind(("127.0.0.1", port)).is_ok()
+        {
+            return Ok(port);
+        }
+        let port = TcpListener::bind(("127.0.0.1", 0))?.local_addr()?.port();
+        std::fs::write(self.port_file(), port.to_string())?;
+        Ok(port)
+    }
+
+    async fn start_server(&self) -> anyhow::Result<()> {
+        let options = format!("-p {} -k {} -c listen_addresses=127.0.0.1", self.port, self.socket_dir().display());
+        let output = self
+            .pg_command("pg_ctl")
+            .arg("-D")
+            .arg(self.data_dir())
+            .arg("-l")
+            .arg(self.log_file())
+            .args(["-w", "-t", "60", "-o", &options, "start"])
+            .stdout(Stdio::null())
+            .output()
+            .await
+            .context("cannot run pg_ctl start")?;
+        if !output.status.success() {
+            bail!(
+                "the embedded PostgreSQL did not start: {}\nlast lines of {}:\n{}",
+                String::from_utf8_lossy(&output.stderr).trim(),
+                self.log_file().display(),
+                tail(&self.log_file(), 10)
+            );
+        }
+        tracing::info!(port = self.port, "embedded PostgreSQL started");
+        Ok(())
+    }
+
+    async fn wait_until_ready(&self) -> anyhow::Result<()> {
+        use sqlx::Connection;
+        let url = self.url("postgres");
+        let mut last_error = None;
+        for _ in 0..100 {
+            match sqlx::PgConnection::connect(&url).await {
+                Ok(connection) => {
+                    let _ = connection.close().await;
+                    return Ok(());
+                }
+                Err(error) => last_error = Some(error),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        bail!(
+            "the embedded PostgreSQL on port {} does not accept connections: {}",
+            self.port,
+            last_error.map(|error| error.to_string()).unwrap_or_default()
+        )
+    }
+}
+
+impl Drop for EmbeddedPostgres {
+    fn drop(&mut self) {
+        if !self.started_here {
+            return;
+        }
+        let binary = self.bindir.join("pg_ctl");
+        let mut command = if self.as_postgres_user {
+            let mut command = std::process::Command::new("runuser");
+            command.args(["-u", "postgres", "--"]).arg(binary);
+            command
+        } else {
+            std::process::Command::new(binary)
+        };
+        let _ = command
+            .arg("-D")
+            .arg(self.data_dir())
+            .args(["-m", "fast", "-w", "stop"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// Load Chinook into `name` on the server reached by `admin_url`, once.
+///
+/// # Errors
+///
+/// When the server cannot be reached or a statement of the load fails.
+pub async fn load_chinook(admin_url: &str, url_of: impl Fn(&str) -> String, name: &str) -> anyhow::Result<bool> {
+    use sqlx::Connection;
+    let mut admin = sqlx::PgConnection::connect(admin_url).await.context("cannot connect to load the sample database")?;
+    let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+        .bind(name)
+        .fetch_one(&mut admin)
+        .await?;
+    if exists {
+        return Ok(false);
+    }
+    let staging = format!("{name}_loading");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {}", quote_identifier(&staging)))).execute(&mut admin).await?;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {}", quote_identifier(&staging)))).execute(&mut admin).await?;
+    {
+        let mut target = sqlx::PgConnection::connect(&url_of(&staging)).await?;
+        sqlx::raw_sql(chinook_body()).execute(&mut target).await.context("loading the Chinook sample database failed")?;
+        target.close().await?;
+    }
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("ALTER DATABASE {} RENAME TO {}", quote_identifier(&staging), quote_identifier(name))))
+        .execute(&mut admin)
+        .await?;
+    admin.close().await?;
+    tracing::info!(database = name, "loaded the Chinook sample database");
+    Ok(true)
+}
+
+/// The Chinook script without its leading `DROP DATABASE` / `CREATE DATABASE` / `\c` lines,
+/// which only psql understands.
+fn chinook_body() -> &'static str {
+    let marker = "\\c chinook;";
+    match CHINOOK_SQL.find(marker) {
+        Some(index) => &CHINOOK_SQL[index + marker.len()..],
+        None => CHINOOK_SQL,
+    }
+}
+
+/// Quote an identifier for PostgreSQL: double quotes, with inner quotes doubled.
+pub(crate) fn quote_identifier(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// Find the directory holding `initdb`, `pg_ctl` and `postgres`: on PATH, through
+/// `pg_config --bindir`, or the newest `/usr/lib/postgresql/*/bin`.
+///
+/// # Errors
+///
+/// When none is found; the message names the package to install.
+pub async fn find_bindir() -> anyhow::Result<PathBuf> {
+    let complete = |dir: &Path| ["initdb", "pg_ctl", "postgres"].iter().all(|program| dir.join(program).is_file());
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path) {
+            if complete(&dir) {
+                return Ok(dir);
+            }
+        }
+    }
+    if let Ok(output) = Command::new("pg_config").arg("--bindir").stdin(Stdio::null()).output().await
+        && output.status.success()
+    {
+        let dir = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
+        if complete(&dir) {
+            return Ok(dir);
+        }
+    }
+    let mut candidates: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let version = entry.file_name().to_string_lossy().parse::<u32>().ok()?;
+            let dir = entry.path().join("bin");
+            complete(&dir).then_some((version, dir))
+        })
+        .collect();
+    candidates.sort();
+    match candidates.pop() {
+        Some((_, dir)) => Ok(dir),
+        None => bail!("no PostgreSQL server binaries found (looked on PATH, in `pg_config --bindir` and under /usr/lib/postgresql/*/bin): {INSTALL_HINT}"),
+    }
+}
+
+async fn prepare_root_for_postgres_user(root: &Path) -> anyhow::Result<()> {
+    let known = Command::new("id").args(["-u", "postgres"]).stdout(Stdio::null()).stderr(Stdio::null()).status().await;
+    if !known.is_ok_and(|status| status.success()) {
+        bail!("orca runs as root, so PostgreSQL must run as the `postgres` user, which does not exist: {INSTALL_HINT}");
+    }
+    chown_to_postgres(root).await?;
+    std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700))?;
+    let reachable = Command::new("runuser")
+        .args(["-u", "postgres", "--", "test", "-w"])
+        .arg(root)
+        .stdin(Stdio::null())
+        .status()
+        .await
+        .is_ok_and(|status| status.success());
+    if !reachable {
+        bail!(
+            "the `postgres` user cannot reach {} (a parent directory is not traversable, as root's home is); \
+             set ORCA_HOME to a directory it can reach, such as /var/lib/orca",
+            root.display()
+        );
+    }
+    Ok(())
+}
+
+async fn chown_to_postgres(path: &Path) -> anyhow::Result<()> {
+    let status = Command::new("chown").args(["postgres:postgres"]).arg(path).stdin(Stdio::null()).status().await?;
+    if !status.success() {
+        bail!("cannot give {} to the postgres user", path.display());
+    }
+    Ok(())
+}
+
+fn write_private(path: &Path, contents: &str) -> anyhow::Result<()> {
+    let _ = std::fs::remove_file(path);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    file.write_all(contents.as_bytes())?;
+    Ok(())
+}
+
+fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}

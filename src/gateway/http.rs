@@ -1,0 +1,300 @@
+//! The HTTP face of the gateway: Streamable HTTP at `/mcp` (stateless by default, sessions with
+//! `--stateful`), `POST /mcp/feedback`, `/healthz` and `/metrics`, behind Host/Origin checks,
+//! a request-body limit and bearer-key authentication.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::bail;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use super::auth::{AuthFailure, authenticate};
+use super::{AppState, Gateway, Transport};
+use crate::config::{Config, Principal, is_loopback};
+use crate::tool::{ErrorCode, ToolError};
+use crate::tracking::{FeedbackError, FeedbackInput, submit_feedback};
+
+/// How the HTTP server runs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HttpOptions {
+    /// Keep MCP sessions (`Mcp-Session-Id`) instead of serving each request on its own.
+    pub(crate) stateful: bool,
+}
+
+/// Refuse to serve anonymous callers anywhere but on a loopback address.
+///
+/// # Errors
+///
+/// When no API key is configured and `addr` is not loopback.
+pub(crate) fn check_bind(config: &Config, addr: SocketAddr) -> anyhow::Result<()> {
+    if config.auth.api_keys.is_empty() && !is_loopback(&addr) {
+        bail!(
+            "refusing to serve {addr} without API keys: anonymous callers are served on loopback addresses only; \
+             add auth.api_keys to orca.yaml (`orca key new` prints one) or bind to 127.0.0.1"
+        );
+    }
+    Ok(())
+}
+
+/// The host names a request may carry in `Host` (DNS-rebinding protection).
+fn allowed_hosts(config: &Config, addr: SocketAddr) -> Vec<String> {
+    match &config.http.allowed_hosts {
+        Some(hosts) => hosts.iter().map(|host| host.to_ascii_lowercase()).collect(),
+        None => {
+            let mut hosts = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "::1".to_owned()];
+            if !addr.ip().is_unspecified() {
+                hosts.push(addr.ip().to_string());
+            }
+            hosts
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Guard {
+    hosts: Vec<String>,
+    origins: Vec<String>,
+}
+
+/// Build the router. `cancel` stops the MCP service's streams on shutdown.
+pub(crate) fn router(state: AppState, addr: SocketAddr, options: HttpOptions, cancel: CancellationToken) -> Router {
+    let config = state.config.clone();
+    let mcp_config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(options.stateful)
+        .with_json_response(!options.stateful)
+        .with_max_request_body_bytes(config.http.max_body_bytes)
+        .with_cancellation_token(cancel)
+        // Host and Origin are checked by `guard` for every route, in one place.
+        .disable_allowed_hosts()
+        .disable_allowed_origins();
+    let factory_state = state.clone();
+    let mcp = StreamableHttpService::new(
+        move || Ok(Gateway::new(factory_state.clone(), Transport::Http)),
+        Arc::new(LocalSessionManager::default()),
+        mcp_config,
+    );
+    let guard = Arc::new(Guard { hosts: allowed_hosts(&config, addr), origins: config.http.allowed_origins.clone() });
+
+    let authenticated = Router::new()
+        .route_service("/mcp", mcp)
+        .route("/mcp/feedback", post(feedback))
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_principal));
+    Router::new()
+        .merge(authenticated)
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .layer(DefaultBodyLimit::max(config.http.max_body_bytes))
+        .layer(middleware::from_fn_with_state(guard, check_host_and_origin))
+        .with_state(state)
+}
+
+/// Serve until `shutdown` resolves, then stop accepting, finish open requests and return.
+///
+/// # Errors
+///
+/// When the server fails.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    options: HttpOptions,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let addr = listener.local_addr()?;
+    let cancel = CancellationToken::new();
+    let app = router(state, addr, options, cancel.clone());
+    let stop = cancel.clone();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            stop.cancel();
+        })
+        .await?;
+    Ok(())
+}
+
+fn error_response(status: StatusCode, code: ErrorCode, message: &str, hint: Option<&str>) -> Response {
+    let mut error = ToolError::new(code, message);
+    if let Some(hint) = hint {
+        error = error.with_hint(hint);
+    }
+    let trace_id = uuid::Uuid::new_v4().simple().to_string();
+    (status, axum::Json(error.to_json(&trace_id))).into_response()
+}
+
+async fn check_host_and_origin(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
+    let host = request.headers().get(header::HOST).and_then(|value| value.to_str().ok()).map(host_name);
+    let host_ok = guard.hosts.iter().any(|allowed| allowed == "*")
+        || host.as_deref().is_some_and(|host| guard.hosts.iter().any(|allowed| allowed == host));
+    if !host_ok {
+        return error_response(
+            StatusCode::FORBIDDEN,
+            ErrorCode::Unauthorized,
+            "this Host is not allowed",
+            Some("add the host name to http.allowed_hosts in orca.yaml"),
+        );
+    }
+    if let Some(origin) = request.headers().get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or_default().to_ascii_lowercase();
+        if !guard.origins.iter().any(|allowed| origin_matches(allowed, &origin)) {
+            return error_response(
+                StatusCode::FORBIDDEN,
+                ErrorCode::Unauthorized,
+                "this Origin is not allowed",
+                Some("add the origin to http.allowed_origins in orca.yaml"),
+            );
+        }
+    }
+    next.run(request).await
+}
+
+/// The host part of a `Host` header value, without port or IPv6 brackets, lowercased.
+fn host_name(value: &str) -> String {
+    let value = value.trim().to_ascii_lowercase();
+    if let Some(rest) = value.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or_default().to_owned();
+    }
+    match value.rsplit_once(':') {
+        Some((host, port)) if port.bytes().all(|byte| byte.is_ascii_digit()) => host.to_owned(),
+        _ => value,
+    }
+}
+
+/// `allowed` is `scheme://host[:port]`, `scheme://host:*` for any port, or `null`.
+fn origin_matches(allowed: &str, origin: &str) -> bool {
+    let allowed = allowed.to_ascii_lowercase();
+    match allowed.strip_suffix(":*") {
+        Some(prefix) => {
+            origin == prefix
+                || origin.strip_prefix(prefix).and_then(|rest| rest.strip_prefix(':')).is_some_and(|port| {
+                    !port.is_empty() && port.bytes().all(|byte| byte.is_ascii_digit())
+                })
+        }
+        None => origin == allowed,
+    }
+}
+
+async fn require_principal(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    let header = request.headers().get(header::AUTHORIZATION).and_then(|value| value.to_str().ok());
+    match authenticate(&state.config.auth, header) {
+        Ok(principal) => {
+            request.extensions_mut().insert::<Principal>(principal);
+            next.run(request).await
+        }
+        Err(failure) => {
+            let message = match failure {
+                AuthFailure::Missing => "an API key is required: send `Authorization: Bearer <key>`",
+                AuthFailure::Invalid => "the API key is not valid",
+            };
+            let mut response = error_response(StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized, message, None);
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            response
+        }
+    }
+}
+
+async fn feedback(State(state): State<AppState>, request: Request) -> Response {
+    let principal = request.extensions().get::<Principal>().cloned();
+    let body = match axum::body::to_bytes(request.into_body(), state.config.http.max_body_bytes).await {
+        Ok(body) => body,
+        Err(_) => {
+            return error_response(StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::InvalidInput, "the request body is too large", None);
+        }
+    };
+    feedback_body(&state, principal, &body).await
+}
+
+async fn feedback_body(state: &AppState, principal: Option<Principal>, body: &Bytes) -> Response {
+    let value: Value = match serde_json::from_slice(body) {
+        Ok(value) => value,
+        Err(error) => {
+            return error_response(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                ErrorCode::InvalidInput,
+                &format!("the body is not valid JSON: {error}"),
+                Some(r#"send {"feedback_token": "<uuid>", "rating": "up"|"down", "rating_score"?: 1..5, "comment"?: "..."}"#),
+            );
+        }
+    };
+    let input = match FeedbackInput::parse(&value) {
+        Ok(input) => input,
+        Err(message) => return error_response(StatusCode::UNPROCESSABLE_ENTITY, ErrorCode::InvalidInput, &message, None),
+    };
+    let user = principal.map(|principal| principal.name);
+    match submit_feedback(&state.state_pool, &state.tracker, &input, user.as_deref()).await {
+        Ok(row) => (StatusCode::CREATED, axum::Json(row)).into_response(),
+        Err(FeedbackError::NotFound) => error_response(
+            StatusCode::NOT_FOUND,
+            ErrorCode::NotFound,
+            "no execution has this feedback token",
+            Some("use the _meta.feedback_token of a tool result"),
+        ),
+        Err(FeedbackError::Unavailable) => {
+            let mut response = error_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::UpstreamUnavailable,
+                "the feedback store is unavailable",
+                Some("try again shortly"),
+            );
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+            response
+        }
+    }
+}
+
+async fn healthz(State(state): State<AppState>) -> Response {
+    let tracker = &state.tracker;
+    let database_up = tracker.stats().map(|stats| stats.database_healthy.load(std::sync::atomic::Ordering::Relaxed));
+    axum::Json(json!({
+        "status": "ok",
+        "version": env!("CARGO_PKG_VERSION"),
+        "servers": state.registry.server_names(),
+        "tracking": {
+            "enabled": tracker.is_enabled(),
+            "database_up": database_up,
+            "queue_depth": tracker.queue_depth(),
+            "spill_pending": tracker.spill_pending(),
+        }
+    }))
+    .into_response()
+}
+
+async fn metrics(State(state): State<AppState>) -> Response {
+    let mut headers = HeaderMap::new();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
+    (headers, state.metrics.render(&state.tracker)).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_names_lose_ports_and_brackets() {
+        assert_eq!(host_name("LocalHost:9000"), "localhost");
+        assert_eq!(host_name("[::1]:9000"), "::1");
+        assert_eq!(host_name("127.0.0.1"), "127.0.0.1");
+        assert_eq!(host_name("example.com"), "example.com");
+    }
+
+    #[test]
+    fn origins_match_exactly_or_on_any_port() {
+        assert!(origin_matches("http://localhost:*", "http://localhost:3000"));
+        assert!(origin_matches("http://localhost:*", "http://localhost"));
+        assert!(!origin_matches("http://localhost:*", "http://localhost.evil.com"));
+        assert!(!origin_matches("http://localhost:*", "http://localhost:3000x"));
+        assert!(origin_matches("https://app.example.com", "https://app.example.com"));
+        assert!(!origin_matches("https://app.example.com", "https://app.example.com:8443"));
+    }
+}

@@ -1,0 +1,119 @@
+//! Prometheus metrics: calls by tool and status, a latency histogram per tool, unknown-tool
+//! calls, and the tracking pipeline's queue depth and spill counters.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::tracking::Tracker;
+
+/// Upper bounds of the latency buckets, in seconds.
+const BUCKETS: [f64; 14] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0, 30.0];
+
+#[derive(Debug, Default)]
+struct ToolStats {
+    by_status: BTreeMap<&'static str, u64>,
+    /// Cumulative counts per bucket are computed when rendering; these are per-bucket counts,
+    /// with one extra slot for `+Inf`.
+    buckets: [u64; BUCKETS.len() + 1],
+    sum_seconds: f64,
+    count: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Metrics {
+    tools: Mutex<BTreeMap<String, ToolStats>>,
+    unknown_tool: AtomicU64,
+}
+
+impl Metrics {
+    pub(crate) fn observe(&self, tool: &str, status: &'static str, elapsed: Duration) {
+        let seconds = elapsed.as_secs_f64();
+        let slot = BUCKETS.iter().position(|bound| seconds <= *bound).unwrap_or(BUCKETS.len());
+        let mut tools = self.tools.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let stats = match tools.get_mut(tool) {
+            Some(stats) => stats,
+            None => tools.entry(tool.to_owned()).or_default(),
+        };
+        *stats.by_status.entry(status).or_default() += 1;
+        stats.buckets[slot] += 1;
+        stats.sum_seconds += seconds;
+        stats.count += 1;
+    }
+
+    pub(crate) fn unknown_tool(&self) {
+        self.unknown_tool.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub(crate) fn render(&self, tracker: &Tracker) -> String {
+        let mut out = String::with_capacity(4096);
+        let tools = self.tools.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        out.push_str("# HELP orca_tool_calls_total Tool calls by tool and status.\n# TYPE orca_tool_calls_total counter\n");
+        for (tool, stats) in tools.iter() {
+            for (status, count) in &stats.by_status {
+                let _ = writeln!(out, "orca_tool_calls_total{{tool=\"{}\",status=\"{status}\"}} {count}", escape(tool));
+            }
+        }
+        out.push_str(
+            "# HELP orca_tool_call_duration_seconds Time spent in the gateway per tool call.\n\
+             # TYPE orca_tool_call_duration_seconds histogram\n",
+        );
+        for (tool, stats) in tools.iter() {
+            let tool = escape(tool);
+            let mut cumulative = 0;
+            for (index, bound) in BUCKETS.iter().enumerate() {
+                cumulative += stats.buckets[index];
+                let _ = writeln!(out, "orca_tool_call_duration_seconds_bucket{{tool=\"{tool}\",le=\"{bound}\"}} {cumulative}");
+            }
+            cumulative += stats.buckets[BUCKETS.len()];
+            let _ = writeln!(out, "orca_tool_call_duration_seconds_bucket{{tool=\"{tool}\",le=\"+Inf\"}} {cumulative}");
+            let _ = writeln!(out, "orca_tool_call_duration_seconds_sum{{tool=\"{tool}\"}} {}", stats.sum_seconds);
+            let _ = writeln!(out, "orca_tool_call_duration_seconds_count{{tool=\"{tool}\"}} {}", stats.count);
+        }
+        drop(tools);
+        let _ = writeln!(
+            out,
+            "# HELP orca_unknown_tool_calls_total Calls naming a tool that does not exist or is not allowed.\n\
+             # TYPE orca_unknown_tool_calls_total counter\norca_unknown_tool_calls_total {}",
+            self.unknown_tool.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP orca_tracking_enabled Whether execution tracking is on.\n# TYPE orca_tracking_enabled gauge\norca_tracking_enabled {}",
+            u8::from(tracker.is_enabled())
+        );
+        let _ = writeln!(
+            out,
+            "# HELP orca_tracking_queue_depth Execution records waiting for the writer.\n# TYPE orca_tracking_queue_depth gauge\norca_tracking_queue_depth {}",
+            tracker.queue_depth()
+        );
+        let _ = writeln!(
+            out,
+            "# HELP orca_tracking_spill_pending Records in the spill file waiting for the database.\n# TYPE orca_tracking_spill_pending gauge\norca_tracking_spill_pending {}",
+            tracker.spill_pending()
+        );
+        if let Some(stats) = tracker.stats() {
+            let counters = [
+                ("orca_tracking_spilled_records_total", "Records written to the spill file.", &stats.spilled_total),
+                ("orca_tracking_replayed_records_total", "Spilled records replayed into the database.", &stats.replayed_total),
+                ("orca_tracking_written_records_total", "Records written to the database directly.", &stats.written_total),
+            ];
+            for (name, help, counter) in counters {
+                let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", counter.load(Ordering::Relaxed));
+            }
+            let _ = writeln!(
+                out,
+                "# HELP orca_tracking_database_up Whether the last write to the tracking database succeeded.\n# TYPE orca_tracking_database_up gauge\norca_tracking_database_up {}",
+                u8::from(stats.database_healthy.load(Ordering::Relaxed))
+            );
+        }
+        out
+    }
+}
+
+fn escape(label: &str) -> String {
+    label.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}

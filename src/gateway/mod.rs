@@ -1,0 +1,245 @@
+//! The gateway: the MCP facade over the registry, and the only module that knows JSON-RPC and
+//! HTTP. It authenticates the caller, checks the tool's verb, dispatches, maps the domain result
+//! to a `CallToolResult` with `_meta` (`execution_id`, `feedback_token`, `trace_id`), and hands
+//! the execution record to tracking without waiting for it.
+
+mod auth;
+mod error;
+pub(crate) mod http;
+mod metrics;
+pub(crate) mod stdio;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use chrono::Utc;
+use rmcp::ErrorData as McpError;
+use rmcp::handler::server::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
+    ServerConfig, Tool,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use serde_json::{Map, Value};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::config::{Config, Principal};
+use crate::registry::Registry;
+use crate::servers::CallContext;
+use crate::tool::ErrorCode;
+use crate::tracking::{Execution, ExecutionStatus, Failure, Tracker, cut_response, redact};
+
+pub(crate) use auth::hash_key;
+pub(crate) use metrics::Metrics;
+
+/// Everything a request needs, as cheap clones.
+#[derive(Debug, Clone)]
+pub(crate) struct AppState {
+    pub(crate) config: Arc<Config>,
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) tracker: Tracker,
+    pub(crate) state_pool: PgPool,
+    pub(crate) metrics: Arc<Metrics>,
+}
+
+/// How a client reached the gateway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Transport {
+    Stdio,
+    Http,
+}
+
+impl Transport {
+    fn as_str(self) -> &'static str {
+        match self {
+            Transport::Stdio => "stdio",
+            Transport::Http => "http",
+        }
+    }
+}
+
+/// One MCP server facade; cloned per HTTP request in stateless mode, so it holds only handles.
+#[derive(Debug, Clone)]
+pub(crate) struct Gateway {
+    state: AppState,
+    transport: Transport,
+}
+
+impl Gateway {
+    pub(crate) fn new(state: AppState, transport: Transport) -> Gateway {
+        Gateway { state, transport }
+    }
+
+    /// The caller: the configured stdio principal, or the one the HTTP auth layer attached.
+    fn principal(&self, context: &RequestContext<RoleServer>) -> Result<Principal, McpError> {
+        match self.transport {
+            Transport::Stdio => Ok(self.state.config.auth.stdio.clone()),
+            Transport::Http => http_parts(context)
+                .and_then(|parts| parts.extensions.get::<Principal>().cloned())
+                .ok_or_else(|| McpError::internal_error("request reached the gateway without authentication", None)),
+        }
+    }
+
+    fn visible_tools(&self, principal: &Principal) -> Vec<Tool> {
+        self.state.registry.tools().filter(|tool| principal.may(tool.spec.verb)).map(|tool| tool.spec.tool.clone()).collect()
+    }
+
+    fn instructions(&self) -> String {
+        let servers = self.state.registry.server_names().join(", ");
+        format!(
+            "orca is one governed gateway to data tools. Servers behind it: {servers}. \
+             Every tool result carries _meta.feedback_token; rate a result with the submit_feedback tool \
+             (or POST /mcp/feedback) so the people who curate the context can learn from it. \
+             Call list_servers to see every server, its status and its tools."
+        )
+    }
+}
+
+fn http_parts(context: &RequestContext<RoleServer>) -> Option<&::http::request::Parts> {
+    context.extensions.get::<::http::request::Parts>()
+}
+
+/// `_meta.<key>` of the call, as a string, from the params or the request context.
+fn meta_string(request: &CallToolRequestParams, context: &RequestContext<RoleServer>, key: &str) -> Option<String> {
+    let from_params = request.meta.as_ref().and_then(|meta| meta.get(key)).and_then(Value::as_str);
+    let from_context = context.meta.get(key).and_then(Value::as_str);
+    from_params.or(from_context).map(str::to_owned).filter(|value| !value.is_empty() && value.len() <= 256)
+}
+
+fn header_string(context: &RequestContext<RoleServer>, name: &str) -> Option<String> {
+    let value = http_parts(context)?.headers.get(name)?.to_str().ok()?;
+    Some(value.to_owned()).filter(|value| !value.is_empty() && value.len() <= 256)
+}
+
+/// The W3C trace id of an incoming `traceparent`, or a fresh one.
+fn trace_id(request: &CallToolRequestParams, context: &RequestContext<RoleServer>) -> String {
+    let incoming = meta_string(request, context, "traceparent").or_else(|| header_string(context, "traceparent"));
+    if let Some(traceparent) = incoming {
+        let parts: Vec<&str> = traceparent.split('-').collect();
+        if parts.len() == 4
+            && parts[1].len() == 32
+            && parts[1].bytes().all(|byte| byte.is_ascii_hexdigit())
+            && parts[1] != "00000000000000000000000000000000"
+        {
+            return parts[1].to_ascii_lowercase();
+        }
+    }
+    Uuid::new_v4().simple().to_string()
+}
+
+impl ServerHandler for Gateway {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("orca", env!("CARGO_PKG_VERSION")))
+            .with_instructions(self.instructions())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let principal = self.principal(&context)?;
+        Ok(ListToolsResult::with_all_items(self.visible_tools(&principal)))
+    }
+
+    fn get_tool(&self, _name: &str) -> Option<Tool> {
+        // Visibility depends on the caller, which this hook cannot see; call_tool checks it.
+        None
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let started = Instant::now();
+        let principal = self.principal(&context)?;
+        // A tool the caller may not use is reported exactly like one that does not exist.
+        let Some(tool) =
+            self.state.registry.resolve(&request.name).filter(|tool| principal.may(tool.spec.verb))
+        else {
+            self.state.metrics.unknown_tool();
+            return Err(error::unknown_tool(&request.name));
+        };
+        let execution_id = Uuid::now_v7();
+        let feedback_token = Uuid::new_v4();
+        let trace_id = trace_id(&request, &context);
+        let tracking = self.state.tracker.is_enabled();
+        let stored_arguments = if tracking {
+            redact(&Value::Object(request.arguments.clone().unwrap_or_default()))
+        } else {
+            Value::Null
+        };
+        let call_context = CallContext { principal: principal.clone() };
+        let outcome = self.state.registry.call(tool, request.arguments.clone(), &call_context).await;
+        let elapsed = started.elapsed();
+
+        let mut meta = Map::new();
+        meta.insert("execution_id".into(), Value::from(execution_id.to_string()));
+        meta.insert("feedback_token".into(), Value::from(feedback_token.to_string()));
+        meta.insert("trace_id".into(), Value::from(trace_id.clone()));
+        let (result, status, llm, error) = match outcome {
+            Ok(output) => {
+                for (key, value) in output.meta {
+                    meta.entry(key).or_insert(value);
+                }
+                (error::success(output.value, meta), ExecutionStatus::Success, output.llm, None)
+            }
+            Err(tool_error) => {
+                let status =
+                    if tool_error.code == ErrorCode::Timeout { ExecutionStatus::Timeout } else { ExecutionStatus::Error };
+                (error::failure(&tool_error, &trace_id, meta), status, None, Some(tool_error))
+            }
+        };
+        self.state.metrics.observe(tool.spec.name(), status.as_str(), elapsed);
+
+        if tracking {
+            let now = Utc::now();
+            let response = result.structured_content.clone().unwrap_or(Value::Null);
+            let (response_data, response_bytes) = cut_response(&response, self.state.config.tracking.max_response_bytes);
+            let failures = error
+                .as_ref()
+                .map(|tool_error| {
+                    vec![Failure {
+                        id: Uuid::now_v7(),
+                        error_type: tool_error.code.error_type().to_owned(),
+                        error_code: Some(tool_error.code.as_str().to_owned()),
+                        error_details: tool_error.to_json(&trace_id),
+                        retry_attempt: 1,
+                        created_at: now,
+                    }]
+                })
+                .unwrap_or_default();
+            let agent_id = meta_string(&request, &context, "agent_id").or_else(|| header_string(&context, "x-agent-id"));
+            self.state.tracker.record(Execution {
+                id: execution_id,
+                server: tool.server.to_owned(),
+                tool: tool.spec.name().to_owned(),
+                upstream_tool: None,
+                principal: principal.name,
+                user_id: meta_string(&request, &context, "user_id"),
+                agent_id,
+                session_id: header_string(&context, "mcp-session-id"),
+                transport: self.transport.as_str().to_owned(),
+                trace_id,
+                request_data: stored_arguments,
+                response_data: Some(response_data),
+                response_bytes,
+                llm_provider: llm.as_ref().map(|usage| usage.provider.clone()),
+                llm_model: llm.as_ref().map(|usage| usage.model.clone()),
+                llm_prompt_tokens: llm.as_ref().and_then(|usage| usage.prompt_tokens),
+                llm_completion_tokens: llm.as_ref().and_then(|usage| usage.completion_tokens),
+                execution_time_ms: i32::try_from(elapsed.as_millis()).unwrap_or(i32::MAX),
+                status,
+                error_code: error.as_ref().map(|tool_error| tool_error.code.as_str().to_owned()),
+                error_message: error.as_ref().map(|tool_error| tool_error.message.clone()),
+                feedback_token,
+                created_at: now,
+                failures,
+            });
+        }
+        Ok(CallToolResponse::Complete(result))
+    }
+}

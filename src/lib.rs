@@ -1,0 +1,23 @@
+//! orca: one gateway that gives LLM clients safe, tracked access to data systems over MCP.
+//!
+//! # Layout
+//!
+//! Modules are declared in reading order, from the outside in:
+//!
+//! - [`cli`]: the commands a person runs (`serve`, `demo`, `migrate`, `export-feedback`, `doctor`).
+//! - `config`: environment, `.env` and `orca.yaml` turned into one validated `Config`.
+//! - `gateway`: the MCP facade (stdio and Streamable HTTP), auth, metrics and the wire mapping of errors.
+//! - `registry`: the closed list of internal servers, tool routing and collision checks.
+//! - `servers`: the internal MCP servers; each tool is a thin adapter over a domain function.
+//! - `tool`: what every tool shares: verbs, the error taxonomy, the domain result.
+//! - [`tracking`]: executions, failures and feedback, written off the request path; the CSV export.
+//! - [`embedded`]: the private PostgreSQL cluster used when no database URL is configured.
+
+pub mod cli;
+mod config;
+mod gateway;
+mod registry;
+mod servers;
+mod tool;
+mod tracking;
+pub mod embedded;

@@ -1,0 +1,213 @@
+//! The registry: the closed list of internal servers, which of them are enabled, the index from
+//! tool name to owner, and dispatch. Two servers declaring the same tool name stop start-up with
+//! both owners named.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use serde_json::{Map, Value};
+use sqlx::PgPool;
+
+use crate::config::ServerKind;
+use crate::servers::orca::{Directory, OrcaServer, ServerCapabilitiesSummary, ServerSummary};
+use crate::servers::{CallContext, ToolSpec};
+use crate::tool::{ToolError, ToolOutput};
+use crate::tracking::Tracker;
+
+/// One internal server, as a closed enum: dispatch is a match, not a trait object.
+#[derive(Debug, Clone)]
+pub(crate) enum InternalServer {
+    Orca(OrcaServer),
+}
+
+impl InternalServer {
+    fn kind(&self) -> ServerKind {
+        match self {
+            InternalServer::Orca(_) => ServerKind::Orca,
+        }
+    }
+
+    fn description(&self) -> &'static str {
+        match self {
+            InternalServer::Orca(_) => OrcaServer::DESCRIPTION,
+        }
+    }
+
+    fn tools(&self) -> &[ToolSpec] {
+        match self {
+            InternalServer::Orca(server) => server.tools(),
+        }
+    }
+
+    async fn call(
+        &self,
+        tool: &str,
+        arguments: Option<Map<String, Value>>,
+        context: &CallContext,
+    ) -> Result<ToolOutput, ToolError> {
+        match self {
+            InternalServer::Orca(server) => server.call(tool, arguments, context).await,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub(crate) enum RegistryError {
+    #[error("tool `{tool}` is declared by both `{first}` and `{second}`; disable one of them")]
+    ToolCollision { tool: String, first: String, second: String },
+    #[error("no server is enabled; enable at least one of: {known}")]
+    NothingEnabled { known: String },
+}
+
+/// What the internal servers need from the rest of orca.
+#[derive(Debug, Clone)]
+pub(crate) struct ServerDependencies {
+    pub(crate) state_pool: PgPool,
+    pub(crate) tracker: Tracker,
+}
+
+/// A tool found by name: its owner and its declaration.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ResolvedTool<'a> {
+    pub(crate) server: &'static str,
+    pub(crate) spec: &'a ToolSpec,
+    index: (usize, usize),
+}
+
+#[derive(Debug)]
+pub(crate) struct Registry {
+    servers: Vec<InternalServer>,
+    /// Tool name -> (server index, tool index).
+    index: HashMap<String, (usize, usize)>,
+}
+
+impl Registry {
+    /// Build the enabled servers (`enabled`: `None` means every internal server).
+    ///
+    /// # Errors
+    ///
+    /// When two servers declare the same tool, or nothing is enabled.
+    pub(crate) fn build(enabled: Option<&[ServerKind]>, dependencies: ServerDependencies) -> Result<Registry, RegistryError> {
+        let enabled: Vec<ServerKind> = enabled.map_or_else(|| ServerKind::ALL.to_vec(), <[ServerKind]>::to_vec);
+        if enabled.is_empty() {
+            return Err(RegistryError::NothingEnabled {
+                known: ServerKind::ALL.map(ServerKind::name).join(", "),
+            });
+        }
+        let directory: Directory = Arc::new(RwLock::new(Vec::new()));
+        let servers: Vec<InternalServer> = enabled
+            .iter()
+            .map(|kind| match kind {
+                ServerKind::Orca => InternalServer::Orca(OrcaServer::new(
+                    directory.clone(),
+                    dependencies.state_pool.clone(),
+                    dependencies.tracker.clone(),
+                )),
+            })
+            .collect();
+        let declared: Vec<(&str, Vec<&str>)> = servers
+            .iter()
+            .map(|server| (server.kind().name(), server.tools().iter().map(ToolSpec::name).collect()))
+            .collect();
+        let index = index_tools(&declared)?;
+        let summaries = ServerKind::ALL
+            .iter()
+            .map(|kind| match servers.iter().find(|server| server.kind() == *kind) {
+                Some(server) => ServerSummary {
+                    name: kind.name().to_owned(),
+                    kind: "internal",
+                    status: "running".to_owned(),
+                    description: server.description().to_owned(),
+                    tool_count: server.tools().len(),
+                    tools: server.tools().iter().map(|tool| tool.name().to_owned()).collect(),
+                    capabilities: ServerCapabilitiesSummary { tools: true, resources: false, prompts: false },
+                },
+                None => ServerSummary {
+                    name: kind.name().to_owned(),
+                    kind: "internal",
+                    status: "disabled".to_owned(),
+                    description: String::new(),
+                    tool_count: 0,
+                    tools: Vec::new(),
+                    capabilities: ServerCapabilitiesSummary { tools: false, resources: false, prompts: false },
+                },
+            })
+            .collect();
+        *directory.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = summaries;
+        Ok(Registry { servers, index })
+    }
+
+    /// Names of the servers that are serving.
+    pub(crate) fn server_names(&self) -> Vec<&'static str> {
+        self.servers.iter().map(|server| server.kind().name()).collect()
+    }
+
+    /// Every tool with its owner, in server order.
+    pub(crate) fn tools(&self) -> impl Iterator<Item = ResolvedTool<'_>> {
+        self.servers.iter().enumerate().flat_map(|(server_index, server)| {
+            server.tools().iter().enumerate().map(move |(tool_index, spec)| ResolvedTool {
+                server: server.kind().name(),
+                spec,
+                index: (server_index, tool_index),
+            })
+        })
+    }
+
+    pub(crate) fn resolve(&self, name: &str) -> Option<ResolvedTool<'_>> {
+        let &(server_index, tool_index) = self.index.get(name)?;
+        let server = &self.servers[server_index];
+        Some(ResolvedTool { server: server.kind().name(), spec: &server.tools()[tool_index], index: (server_index, tool_index) })
+    }
+
+    pub(crate) async fn call(
+        &self,
+        tool: ResolvedTool<'_>,
+        arguments: Option<Map<String, Value>>,
+        context: &CallContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let server = &self.servers[tool.index.0];
+        server.call(tool.spec.name(), arguments, context).await
+    }
+}
+
+/// Map each tool name to its owner, refusing a name declared twice.
+fn index_tools(declared: &[(&str, Vec<&str>)]) -> Result<HashMap<String, (usize, usize)>, RegistryError> {
+    let mut index: HashMap<String, (usize, usize)> = HashMap::new();
+    for (server_index, (server, tools)) in declared.iter().enumerate() {
+        for (tool_index, tool) in tools.iter().enumerate() {
+            if let Some(&(other, _)) = index.get(*tool) {
+                return Err(RegistryError::ToolCollision {
+                    tool: (*tool).to_owned(),
+                    first: declared[other].0.to_owned(),
+                    second: (*server).to_owned(),
+                });
+            }
+            index.insert((*tool).to_owned(), (server_index, tool_index));
+        }
+    }
+    Ok(index)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tool_name_declared_twice_names_both_owners() {
+        let declared = vec![("orca", vec!["list_servers", "x"]), ("postgres", vec!["execute_sql", "x"])];
+        assert_eq!(
+            index_tools(&declared),
+            Err(RegistryError::ToolCollision { tool: "x".into(), first: "orca".into(), second: "postgres".into() })
+        );
+        let message = index_tools(&declared).unwrap_err().to_string();
+        assert!(message.contains("`orca`") && message.contains("`postgres`"), "{message}");
+    }
+
+    #[test]
+    fn distinct_tool_names_are_indexed_by_owner() {
+        let declared = vec![("a", vec!["one", "two"]), ("b", vec!["three"])];
+        let index = index_tools(&declared).unwrap();
+        assert_eq!(index["three"], (1, 0));
+        assert_eq!(index["two"], (0, 1));
+    }
+}

@@ -1,0 +1,138 @@
+//! The built-in `orca` server: `list_servers` (every server with its status, tool count and
+//! capabilities) and `submit_feedback` (the contract of `POST /mcp/feedback`, for agents).
+
+use std::sync::{Arc, RwLock};
+
+use rmcp::model::ToolAnnotations;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use sqlx::PgPool;
+
+use super::{CallContext, ToolSpec};
+use crate::tool::{ToolError, ToolOutput, Verb, parse_arguments};
+use crate::tracking::{FeedbackError, FeedbackInput, Tracker, submit_feedback};
+
+/// One server as `list_servers` reports it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct ServerSummary {
+    pub(crate) name: String,
+    /// `internal` or `external`.
+    pub(crate) kind: &'static str,
+    /// `running`, `disabled`, or a reason it is not serving.
+    pub(crate) status: String,
+    pub(crate) description: String,
+    pub(crate) tool_count: usize,
+    pub(crate) tools: Vec<String>,
+    pub(crate) capabilities: ServerCapabilitiesSummary,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub(crate) struct ServerCapabilitiesSummary {
+    pub(crate) tools: bool,
+    pub(crate) resources: bool,
+    pub(crate) prompts: bool,
+}
+
+/// The registry's current view of every server, shared with `list_servers`.
+pub(crate) type Directory = Arc<RwLock<Vec<ServerSummary>>>;
+
+#[derive(Debug, Clone)]
+pub(crate) struct OrcaServer {
+    directory: Directory,
+    pool: PgPool,
+    tracker: Tracker,
+    tools: Arc<[ToolSpec]>,
+}
+
+/// `list_servers` takes no arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ListServersParams {}
+
+/// Feedback on an earlier tool result.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code, reason = "validated by FeedbackInput; this type documents the schema")]
+pub(crate) struct SubmitFeedbackParams {
+    /// The `_meta.feedback_token` of the tool result being rated.
+    feedback_token: String,
+    /// `up` or `down`.
+    rating: Rating,
+    /// Optional detailed rating from 1 to 5.
+    #[schemars(range(min = 1, max = 5))]
+    rating_score: Option<i64>,
+    /// Optional free text: what was wrong, or what helped.
+    comment: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum Rating {
+    Up,
+    Down,
+}
+
+impl OrcaServer {
+    pub(crate) const DESCRIPTION: &str = "orca itself: the servers behind this gateway, and feedback on tool results";
+
+    pub(crate) fn new(directory: Directory, pool: PgPool, tracker: Tracker) -> OrcaServer {
+        let tools = vec![
+            ToolSpec::new::<ListServersParams>(
+                "list_servers",
+                "List every MCP server behind this gateway, internal and external, with its status, tool count, tool names and capabilities.",
+                Verb::Read,
+                ToolAnnotations::new().read_only(true).idempotent(true).open_world(false),
+            ),
+            ToolSpec::new::<SubmitFeedbackParams>(
+                "submit_feedback",
+                "Rate an earlier tool result: pass its _meta.feedback_token, a rating (up or down), and optionally a 1-5 rating_score and a comment. A second rating for the same token replaces the first.",
+                // Rating an answer changes none of the user's data, so read-only principals may do it.
+                Verb::Read,
+                ToolAnnotations::new().read_only(false).destructive(false).idempotent(true).open_world(false),
+            ),
+        ];
+        OrcaServer { directory, pool, tracker, tools: tools.into() }
+    }
+
+    pub(crate) fn tools(&self) -> &[ToolSpec] {
+        &self.tools
+    }
+
+    pub(crate) async fn call(
+        &self,
+        tool: &str,
+        arguments: Option<Map<String, Value>>,
+        context: &CallContext,
+    ) -> Result<ToolOutput, ToolError> {
+        match tool {
+            "list_servers" => {
+                let ListServersParams {} = parse_arguments(arguments)?;
+                Ok(ToolOutput::new(self.list_servers()))
+            }
+            "submit_feedback" => self.submit_feedback(arguments.as_ref(), context).await,
+            other => Err(ToolError::not_found(format!("the orca server has no tool `{other}`"))),
+        }
+    }
+
+    fn list_servers(&self) -> Value {
+        let servers = self.directory.read().map(|servers| servers.clone()).unwrap_or_default();
+        json!({ "servers": servers })
+    }
+
+    async fn submit_feedback(
+        &self,
+        arguments: Option<&Map<String, Value>>,
+        context: &CallContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let input = FeedbackInput::from_arguments(arguments).map_err(ToolError::invalid_input)?;
+        match submit_feedback(&self.pool, &self.tracker, &input, Some(&context.principal.name)).await {
+            Ok(row) => Ok(ToolOutput::new(json!({ "feedback": row }))),
+            Err(FeedbackError::NotFound) => Err(ToolError::not_found("no execution has this feedback token")
+                .with_hint("pass the _meta.feedback_token of an earlier tool result")),
+            Err(FeedbackError::Unavailable) => {
+                Err(ToolError::upstream_unavailable("the feedback store is unavailable").with_hint("try again shortly"))
+            }
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! The execution record and its failures as they travel to the database (and, on an outage,
+//! through the spill file), plus the redaction and truncation applied before storing them.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum ExecutionStatus {
+    Success,
+    Error,
+    Timeout,
+}
+
+impl ExecutionStatus {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            ExecutionStatus::Success => "success",
+            ExecutionStatus::Error => "error",
+            ExecutionStatus::Timeout => "timeout",
+        }
+    }
+}
+
+/// One tool call, whichever server answered it. The id is a UUID v7 minted by the gateway, so
+/// replaying a record that may already be stored is harmless.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Execution {
+    pub(crate) id: Uuid,
+    pub(crate) server: String,
+    pub(crate) tool: String,
+    pub(crate) upstream_tool: Option<String>,
+    pub(crate) principal: String,
+    pub(crate) user_id: Option<String>,
+    pub(crate) agent_id: Option<String>,
+    pub(crate) session_id: Option<String>,
+    pub(crate) transport: String,
+    pub(crate) trace_id: String,
+    /// Arguments with secrets redacted.
+    pub(crate) request_data: Value,
+    /// The response, cut at the configured size.
+    pub(crate) response_data: Option<Value>,
+    /// The full size of the serialized response, even when `response_data` was cut.
+    pub(crate) response_bytes: i64,
+    pub(crate) llm_provider: Option<String>,
+    pub(crate) llm_model: Option<String>,
+    pub(crate) llm_prompt_tokens: Option<i64>,
+    pub(crate) llm_completion_tokens: Option<i64>,
+    pub(crate) execution_time_ms: i32,
+    pub(crate) status: ExecutionStatus,
+    pub(crate) error_code: Option<String>,
+    pub(crate) error_message: Option<String>,
+    pub(crate) feedback_token: Uuid,
+    pub(crate) created_at: DateTime<Utc>,
+    pub(crate) failures: Vec<Failure>,
+}
+
+/// One failed attempt within an execution (a failed call has at least one).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Failure {
+    pub(crate) id: Uuid,
+    pub(crate) error_type: String,
+    pub(crate) error_code: Option<String>,
+    pub(crate) error_details: Value,
+    pub(crate) retry_attempt: i32,
+    pub(crate) created_at: DateTime<Utc>,
+}
+
+const REDACTED: &str = "[REDACTED]";
+
+/// Whether an argument name looks like it holds a secret.
+fn is_secret_key(key: &str) -> bool {
+    let key = key.to_ascii_lowercase().replace('-', "_");
+    const EXACT_SUFFIXES: [&str; 9] =
+        ["token", "api_key", "apikey", "authorization", "credentials", "credential", "private_key", "access_key", "passwd"];
+    key.contains("password") || key.contains("secret") || EXACT_SUFFIXES.iter().any(|suffix| key.ends_with(suffix))
+}
+
+/// Arguments as stored: values under secret-looking keys (password, token, secret, api_key,
+/// authorization ...) are replaced, and passwords inside connection URLs are masked.
+pub(crate) fn redact(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut out = Map::with_capacity(map.len());
+            for (key, inner) in map {
+                let stored = if is_secret_key(key) && !inner.is_null() { Value::from(REDACTED) } else { redact(inner) };
+                out.insert(key.clone(), stored);
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(redact).collect()),
+        Value::String(text) if text.contains("://") && text.contains('@') => {
+            Value::from(crate::config::mask_url(text))
+        }
+        other => other.clone(),
+    }
+}
+
+/// A response as stored: whole when it fits in `max_bytes`, otherwise a preview of its start.
+/// Returns the stored value and the full serialized size.
+pub(crate) fn cut_response(value: &Value, max_bytes: usize) -> (Value, i64) {
+    let text = value.to_string();
+    let size = i64::try_from(text.len()).unwrap_or(i64::MAX);
+    if text.len() <= max_bytes {
+        return (value.clone(), size);
+    }
+    let mut end = max_bytes;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let preview = serde_json::json!({ "truncated": true, "size_bytes": size, "preview": &text[..end] });
+    (preview, size)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn secrets_are_redacted_at_any_depth() {
+        let input = json!({
+            "sql": "select 1",
+            "password": "hunter2",
+            "nested": {"api_key": "k", "Authorization": "Bearer x", "max_tokens": 5, "list": [{"client-secret": "s"}]},
+            "dsn": "postgres://app:pw@db:5432/x",
+            "feedback_token": "t"
+        });
+        let expected = json!({
+            "sql": "select 1",
+            "password": REDACTED,
+            "nested": {"api_key": REDACTED, "Authorization": REDACTED, "max_tokens": 5, "list": [{"client-secret": REDACTED}]},
+            "dsn": "postgres://app:****@db:5432/x",
+            "feedback_token": REDACTED
+        });
+        assert_eq!(redact(&input), expected);
+    }
+
+    #[test]
+    fn large_responses_are_cut_with_their_full_size_kept() {
+        let value = json!({"text": "é".repeat(100)});
+        let (stored, size) = cut_response(&value, 50);
+        assert_eq!(size, value.to_string().len() as i64);
+        assert_eq!(stored["truncated"], json!(true));
+        assert!(stored["preview"].as_str().is_some_and(|preview| preview.len() <= 50));
+        let (whole, _) = cut_response(&value, 10_000);
+        assert_eq!(whole, value);
+    }
+}

@@ -1,0 +1,212 @@
+//! The background writer: drains the channel in batches into PostgreSQL, spills a batch to the
+//! spill file when the database fails, and replays the spill file once the database is back.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use sqlx::PgPool;
+use tokio::sync::{mpsc, oneshot};
+
+use super::TrackingStats;
+use super::record::Execution;
+use super::spill::Spill;
+use super::store::insert_batch;
+use crate::config::TrackingConfig;
+
+#[derive(Debug)]
+pub(super) enum Command {
+    Record(Box<Execution>),
+    /// Acknowledge once every record sent before this one is stored or spilled.
+    Flush(oneshot::Sender<()>),
+    /// Flush, try a last replay, acknowledge and stop.
+    Shutdown(oneshot::Sender<()>),
+}
+
+pub(super) struct Writer {
+    pool: PgPool,
+    receiver: mpsc::Receiver<Command>,
+    spill: Arc<Spill>,
+    stats: Arc<TrackingStats>,
+    config: TrackingConfig,
+}
+
+impl Writer {
+    pub(super) fn new(
+        pool: PgPool,
+        receiver: mpsc::Receiver<Command>,
+        spill: Arc<Spill>,
+        stats: Arc<TrackingStats>,
+        config: TrackingConfig,
+    ) -> Writer {
+        Writer { pool, receiver, spill, stats, config }
+    }
+
+    pub(super) async fn run(mut self) {
+        self.replay().await;
+        let mut batch: Vec<Execution> = Vec::with_capacity(self.config.batch_size);
+        let mut replay_tick = tokio::time::interval(self.config.replay_interval);
+        replay_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let command = tokio::select! {
+                command = self.receiver.recv() => command,
+                _ = replay_tick.tick() => {
+                    if self.spill.pending() > 0 {
+                        self.replay().await;
+                    }
+                    continue;
+                }
+            };
+            let mut acks = Vec::new();
+            let mut shutdown = None;
+            match command {
+                None => break,
+                Some(command) => self.take(command, &mut batch, &mut acks, &mut shutdown),
+            }
+            // Take whatever else is already waiting, up to one batch.
+            while batch.len() < self.config.batch_size && shutdown.is_none() {
+                match self.receiver.try_recv() {
+                    Ok(command) => self.take(command, &mut batch, &mut acks, &mut shutdown),
+                    Err(_) => break,
+                }
+            }
+            self.write(&mut batch).await;
+            for ack in acks {
+                let _ = ack.send(());
+            }
+            if let Some(ack) = shutdown {
+                self.drain_and_stop(ack).await;
+                return;
+            }
+        }
+        // Every sender is gone: nothing more can arrive.
+        self.write(&mut batch).await;
+    }
+
+    fn take(
+        &self,
+        command: Command,
+        batch: &mut Vec<Execution>,
+        acks: &mut Vec<oneshot::Sender<()>>,
+        shutdown: &mut Option<oneshot::Sender<()>>,
+    ) {
+        match command {
+            Command::Record(execution) => batch.push(*execution),
+            Command::Flush(ack) => acks.push(ack),
+            Command::Shutdown(ack) => *shutdown = Some(ack),
+        }
+    }
+
+    async fn drain_and_stop(mut self, ack: oneshot::Sender<()>) {
+        self.receiver.close();
+        let mut batch = Vec::new();
+        while let Ok(command) = self.receiver.try_recv() {
+            match command {
+                Command::Record(execution) => batch.push(*execution),
+                Command::Flush(other) | Command::Shutdown(other) => {
+                    let _ = other.send(());
+                }
+            }
+        }
+        for chunk in batch.chunks(self.config.batch_size.max(1)) {
+            let mut chunk = chunk.to_vec();
+            self.write(&mut chunk).await;
+        }
+        if self.spill.pending() > 0 {
+            self.replay().await;
+        }
+        let _ = ack.send(());
+    }
+
+    /// Store a batch, or spill it when the database is unhealthy or the insert fails.
+    async fn write(&self, batch: &mut Vec<Execution>) {
+        if batch.is_empty() {
+            return;
+        }
+        let healthy = self.stats.database_healthy.load(Ordering::Relaxed);
+        let stored = healthy && self.try_insert(batch).await;
+        if stored {
+            self.stats.written_total.fetch_add(batch.len() as u64, Ordering::Relaxed);
+        } else {
+            match self.spill.append(batch) {
+                Ok(()) => {
+                    self.stats.spilled_total.fetch_add(batch.len() as u64, Ordering::Relaxed);
+                }
+                Err(error) => {
+                    tracing::error!(records = batch.len(), "tracking records lost: cannot write the spill file: {error}");
+                }
+            }
+        }
+        batch.clear();
+    }
+
+    async fn try_insert(&self, batch: &[Execution]) -> bool {
+        match insert_batch(&self.pool, batch).await {
+            Ok(()) => true,
+            Err(error) => {
+                if self.stats.database_healthy.swap(false, Ordering::Relaxed) {
+                    tracing::warn!("tracking database unavailable, spilling records to disk: {}", describe(&error));
+                }
+                false
+            }
+        }
+    }
+
+    /// Replay spilled records; on success the database is marked healthy again.
+    async fn replay(&self) {
+        loop {
+            let path = match self.spill.take_for_replay() {
+                Ok(Some(path)) => path,
+                Ok(None) => {
+                    self.mark_healthy_if_reachable().await;
+                    return;
+                }
+                Err(error) => {
+                    tracing::error!("cannot open the tracking spill file: {error}");
+                    return;
+                }
+            };
+            let executions = match self.spill.read(&path) {
+                Ok(executions) => executions,
+                Err(error) => {
+                    tracing::error!("cannot read the tracking spill file: {error}");
+                    return;
+                }
+            };
+            for chunk in executions.chunks(self.config.batch_size.max(1)) {
+                if let Err(error) = insert_batch(&self.pool, chunk).await {
+                    self.stats.database_healthy.store(false, Ordering::Relaxed);
+                    tracing::debug!("tracking replay postponed: {}", describe(&error));
+                    return;
+                }
+            }
+            if let Err(error) = self.spill.finish_replay(&path, executions.len()) {
+                tracing::error!("cannot remove the replayed spill file: {error}");
+                return;
+            }
+            self.stats.replayed_total.fetch_add(executions.len() as u64, Ordering::Relaxed);
+            if !self.stats.database_healthy.swap(true, Ordering::Relaxed) {
+                tracing::info!(records = executions.len(), "tracking database back, spilled records replayed");
+            }
+        }
+    }
+
+    async fn mark_healthy_if_reachable(&self) {
+        if self.stats.database_healthy.load(Ordering::Relaxed) {
+            return;
+        }
+        if sqlx::query("SELECT 1").execute(&self.pool).await.is_ok() {
+            self.stats.database_healthy.store(true, Ordering::Relaxed);
+            tracing::info!("tracking database reachable again");
+        }
+    }
+}
+
+/// A database error without connection details.
+fn describe(error: &sqlx::Error) -> String {
+    match error {
+        sqlx::Error::Database(database) => database.message().to_owned(),
+        sqlx::Error::PoolTimedOut => "timed out waiting for a connection".to_owned(),
+        sqlx::Error::Io(io) => io.kind().to_string(),
+        other => other.to_string(),
+    }
+}
