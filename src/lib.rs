@@ -15,9 +15,9 @@
 
 pub mod cli;
 mod config;
+pub mod embedded;
 mod gateway;
 mod registry;
 mod servers;
 mod tool;
 mod tracking;
-pub mod embedded;

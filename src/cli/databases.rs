@@ -21,9 +21,14 @@ impl Databases {
     /// Resolve the URLs, starting the embedded cluster when none is configured. With
     /// `load_sample`, the embedded cluster gets the Chinook database (once).
     pub(super) async fn open(config: &Config, load_sample: bool) -> anyhow::Result<Databases> {
-        let configured_state = config.state_database_url.clone().or_else(|| config.database_url.clone());
+        let configured_state =
+            config.state_database_url.clone().or_else(|| config.database_url.clone());
         if let Some(state_url) = configured_state {
-            return Ok(Databases { state_url, target_url: config.database_url.clone(), embedded: None });
+            return Ok(Databases {
+                state_url,
+                target_url: config.database_url.clone(),
+                embedded: None,
+            });
         }
         let cluster = EmbeddedPostgres::start(&config.home.join("pg"))
             .await
@@ -35,7 +40,11 @@ impl Databases {
         } else {
             None
         };
-        Ok(Databases { state_url: SecretString::from(cluster.url("orca")), target_url, embedded: Some(cluster) })
+        Ok(Databases {
+            state_url: SecretString::from(cluster.url("orca")),
+            target_url,
+            embedded: Some(cluster),
+        })
     }
 
     /// The target database as it may be printed.

@@ -22,7 +22,8 @@ use crate::tracking::{self, ExportRange, Tracker};
 use databases::Databases;
 use output::{print, print_error};
 
-const ABOUT: &str = "One gateway that gives LLM clients safe, tracked access to data systems over MCP";
+const ABOUT: &str =
+    "One gateway that gives LLM clients safe, tracked access to data systems over MCP";
 
 const LONG_ABOUT: &str = "\
 One gateway that gives LLM clients safe, tracked access to data systems over MCP.
@@ -49,9 +50,11 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve MCP to clients, over stdio or Streamable HTTP
-    #[command(long_about = "Serve MCP to clients, over stdio (one client that started orca, such as Claude Desktop) \
+    #[command(
+        long_about = "Serve MCP to clients, over stdio (one client that started orca, such as Claude Desktop) \
         or over Streamable HTTP at /mcp (any number of clients; also /mcp/feedback, /healthz and /metrics).\n\n\
-        Examples:\n  orca serve --stdio\n  orca serve --http 127.0.0.1:9000\n  orca serve --http 0.0.0.0:9000 --stateful   (needs auth.api_keys)")]
+        Examples:\n  orca serve --stdio\n  orca serve --http 127.0.0.1:9000\n  orca serve --http 0.0.0.0:9000 --stateful   (needs auth.api_keys)"
+    )]
     Serve(ServeArgs),
     /// Load the Chinook sample database and serve it over HTTP, printing the client setup
     Demo(DemoArgs),
@@ -72,7 +75,8 @@ enum Command {
 }
 
 #[derive(Debug, Args)]
-#[group(id = "transport", required = true, multiple = false)]
+#[group(skip)]
+#[command(group = clap::ArgGroup::new("transport").required(true).multiple(false))]
 struct ServeArgs {
     /// Serve one client on stdin/stdout
     #[arg(long, group = "transport")]
@@ -159,7 +163,11 @@ fn init_tracing(env: &Env, stdio: bool) {
     let filter = env.get("ORCA_LOG").or_else(|| env.get("RUST_LOG")).unwrap_or("orca=info,warn");
     let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("orca=info,warn"));
     let ansi = !stdio && std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .try_init();
 }
 
 async fn run(cli: Cli, env: Env) -> anyhow::Result<ExitCode> {
@@ -184,7 +192,11 @@ struct Running {
 }
 
 impl Running {
-    async fn start(config: Config, servers: Option<Vec<ServerKind>>, load_sample: bool) -> anyhow::Result<Running> {
+    async fn start(
+        config: Config,
+        servers: Option<Vec<ServerKind>>,
+        load_sample: bool,
+    ) -> anyhow::Result<Running> {
         let databases = Databases::open(&config, load_sample).await?;
         let state_pool = tracking::connect(databases.state_url.expose_secret())?;
         tracking::migrate(&state_pool).await?;
@@ -194,7 +206,10 @@ impl Running {
             Tracker::disabled()
         };
         let enabled = servers.or_else(|| config.servers.clone());
-        let registry = Registry::build(enabled.as_deref(), ServerDependencies { state_pool: state_pool.clone(), tracker: tracker.clone() })?;
+        let registry = Registry::build(
+            enabled.as_deref(),
+            ServerDependencies { state_pool: state_pool.clone(), tracker: tracker.clone() },
+        )?;
         let state = AppState {
             config: Arc::new(config),
             registry: Arc::new(registry),
@@ -219,7 +234,10 @@ fn parse_servers(names: &[String]) -> anyhow::Result<Option<Vec<ServerKind>>> {
     let mut kinds = Vec::new();
     for name in names {
         let kind = ServerKind::parse(name.trim()).with_context(|| {
-            format!("--servers: unknown server `{name}`; known servers: {}", ServerKind::ALL.map(ServerKind::name).join(", "))
+            format!(
+                "--servers: unknown server `{name}`; known servers: {}",
+                ServerKind::ALL.map(ServerKind::name).join(", ")
+            )
         })?;
         if !kinds.contains(&kind) {
             kinds.push(kind);
@@ -244,8 +262,14 @@ async fn serve(config: Config, args: ServeArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn serve_http(running: &Running, addr: SocketAddr, options: HttpOptions) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+async fn serve_http(
+    running: &Running,
+    addr: SocketAddr,
+    options: HttpOptions,
+) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
     let bound = listener.local_addr()?;
     tracing::info!(
         "serving MCP on http://{bound}/mcp ({}), servers: {}",
@@ -258,10 +282,22 @@ async fn serve_http(running: &Running, addr: SocketAddr, options: HttpOptions) -
 async fn demo(config: Config, args: DemoArgs) -> anyhow::Result<ExitCode> {
     crate::gateway::http::check_bind(&config, args.addr)?;
     let running = Running::start(config, None, true).await?;
-    let listener = tokio::net::TcpListener::bind(args.addr).await.with_context(|| format!("cannot listen on {}", args.addr))?;
+    let listener = tokio::net::TcpListener::bind(args.addr)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.addr))?;
     let bound = listener.local_addr()?;
-    print(&output::demo_banner(bound, running.databases.target_description().as_deref(), &running.state.config));
-    let result = crate::gateway::http::serve(listener, running.state.clone(), HttpOptions { stateful: false }, shutdown_signal()).await;
+    print(&output::demo_banner(
+        bound,
+        running.databases.target_description().as_deref(),
+        &running.state.config,
+    ));
+    let result = crate::gateway::http::serve(
+        listener,
+        running.state.clone(),
+        HttpOptions { stateful: false },
+        shutdown_signal(),
+    )
+    .await;
     let stopped = running.stop().await;
     result?;
     stopped?;
@@ -275,16 +311,18 @@ async fn migrate(config: Config) -> anyhow::Result<ExitCode> {
     pool.close().await;
     databases.close().await?;
     result?;
-    print(&format!("orca's tables are up to date in {}", config::mask_url(databases_state_url_text(&config).as_str())));
+    print(&format!(
+        "orca's tables are up to date in {}",
+        config::mask_url(databases_state_url_text(&config).as_str())
+    ));
     Ok(ExitCode::SUCCESS)
 }
 
 fn databases_state_url_text(config: &Config) -> String {
-    config
-        .state_database_url
-        .as_ref()
-        .or(config.database_url.as_ref())
-        .map_or_else(|| format!("the embedded PostgreSQL under {}", config.home.display()), |url| url.expose_secret().to_owned())
+    config.state_database_url.as_ref().or(config.database_url.as_ref()).map_or_else(
+        || format!("the embedded PostgreSQL under {}", config.home.display()),
+        |url| url.expose_secret().to_owned(),
+    )
 }
 
 async fn export_feedback(config: Config, args: ExportArgs) -> anyhow::Result<ExitCode> {
@@ -325,7 +363,8 @@ async fn doctor(config: Config) -> anyhow::Result<ExitCode> {
     }
     report.push_str("\nchecks:\n");
     let mut healthy = true;
-    let mut check = |report: &mut String, name: &str, outcome: Result<String, String>| match outcome {
+    let mut check = |report: &mut String, name: &str, outcome: Result<String, String>| match outcome
+    {
         Ok(detail) => report.push_str(&format!("  ok    {name}: {detail}\n")),
         Err(detail) => {
             healthy = false;
@@ -334,7 +373,11 @@ async fn doctor(config: Config) -> anyhow::Result<ExitCode> {
     };
     if config.state_database_url.is_none() && config.database_url.is_none() {
         let found = crate::embedded::find_bindir().await;
-        check(&mut report, "postgresql binaries", found.map(|dir| dir.display().to_string()).map_err(|error| format!("{error:#}")));
+        check(
+            &mut report,
+            "postgresql binaries",
+            found.map(|dir| dir.display().to_string()).map_err(|error| format!("{error:#}")),
+        );
     }
     match Databases::open(&config, false).await {
         Err(error) => check(&mut report, "databases", Err(format!("{error:#}"))),
@@ -374,11 +417,16 @@ async fn doctor(config: Config) -> anyhow::Result<ExitCode> {
                 target_pool.close().await;
             }
             let spill = config.spill_file();
-            let pending = std::fs::read_to_string(&spill).map(|text| text.lines().count()).unwrap_or(0);
+            let pending =
+                std::fs::read_to_string(&spill).map(|text| text.lines().count()).unwrap_or(0);
             check(
                 &mut report,
                 "tracking spill file",
-                Ok(if pending == 0 { "empty".into() } else { format!("{pending} record(s) waiting in {}", spill.display()) }),
+                Ok(if pending == 0 {
+                    "empty".into()
+                } else {
+                    format!("{pending} record(s) waiting in {}", spill.display())
+                }),
             );
             databases.close().await?;
         }

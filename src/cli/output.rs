@@ -10,14 +10,19 @@ pub(super) fn print(text: &str) {
     println!("{text}");
 }
 
-#[allow(clippy::print_stderr, reason = "errors that end the process, after logging may be unavailable")]
+#[allow(
+    clippy::print_stderr,
+    reason = "errors that end the process, after logging may be unavailable"
+)]
 pub(super) fn print_error(text: &str) {
     eprintln!("{text}");
 }
 
 /// What `orca demo` tells a person once it is serving.
 pub(super) fn demo_banner(addr: SocketAddr, target: Option<&str>, config: &Config) -> String {
-    let exe = std::env::current_exe().map(|path| path.display().to_string()).unwrap_or_else(|_| "orca".into());
+    let exe = std::env::current_exe()
+        .map(|path| path.display().to_string())
+        .unwrap_or_else(|_| "orca".into());
     let home = config.home.display();
     let target = target.unwrap_or("(none)");
     format!(

@@ -120,7 +120,9 @@ impl Config {
             self.config_file.as_ref().map_or("(none)".into(), |path| path.display().to_string()),
         );
         let url = |value: &Option<SecretString>| {
-            value.as_ref().map_or("(unset: embedded PostgreSQL)".into(), |url| mask_url(url.expose_secret()))
+            value
+                .as_ref()
+                .map_or("(unset: embedded PostgreSQL)".into(), |url| mask_url(url.expose_secret()))
         };
         out.insert("DATABASE_URL", url(&self.database_url));
         out.insert("ORCA_DATABASE_URL", url(&self.state_database_url));
@@ -133,19 +135,46 @@ impl Config {
             .auth
             .api_keys
             .iter()
-            .map(|key| format!("{} [{}] sha256:{}…", key.principal.name, verbs_text(&key.principal.verbs), &hex::encode(key.sha256)[..8]))
+            .map(|key| {
+                format!(
+                    "{} [{}] sha256:{}…",
+                    key.principal.name,
+                    verbs_text(&key.principal.verbs),
+                    &hex::encode(key.sha256)[..8]
+                )
+            })
             .collect();
-        out.insert("auth.api_keys", if keys.is_empty() { "(none: anonymous on loopback only)".into() } else { keys.join("; ") });
-        out.insert("auth.stdio", format!("{} [{}]", self.auth.stdio.name, verbs_text(&self.auth.stdio.verbs)));
-        out.insert("auth.anonymous", format!("{} [{}]", self.auth.anonymous.name, verbs_text(&self.auth.anonymous.verbs)));
+        out.insert(
+            "auth.api_keys",
+            if keys.is_empty() {
+                "(none: anonymous on loopback only)".into()
+            } else {
+                keys.join("; ")
+            },
+        );
+        out.insert(
+            "auth.stdio",
+            format!("{} [{}]", self.auth.stdio.name, verbs_text(&self.auth.stdio.verbs)),
+        );
+        out.insert(
+            "auth.anonymous",
+            format!("{} [{}]", self.auth.anonymous.name, verbs_text(&self.auth.anonymous.verbs)),
+        );
         out.insert("http.max_body_bytes", self.http.max_body_bytes.to_string());
         out.insert(
             "http.allowed_hosts",
-            self.http.allowed_hosts.as_ref().map_or("loopback names and the bound address".into(), |hosts| hosts.join(", ")),
+            self.http
+                .allowed_hosts
+                .as_ref()
+                .map_or("loopback names and the bound address".into(), |hosts| hosts.join(", ")),
         );
         out.insert(
             "http.allowed_origins",
-            if self.http.allowed_origins.is_empty() { "(none: browser origins refused)".into() } else { self.http.allowed_origins.join(", ") },
+            if self.http.allowed_origins.is_empty() {
+                "(none: browser origins refused)".into()
+            } else {
+                self.http.allowed_origins.join(", ")
+            },
         );
         let tracking = &self.tracking;
         out.insert(
@@ -189,7 +218,12 @@ impl Env {
 
     #[cfg(test)]
     pub(crate) fn from_pairs(pairs: &[(&str, &str)]) -> Env {
-        Env { vars: pairs.iter().map(|(key, value)| ((*key).to_owned(), (*value).to_owned())).collect() }
+        Env {
+            vars: pairs
+                .iter()
+                .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+                .collect(),
+        }
     }
 
     pub(crate) fn get(&self, key: &str) -> Option<&str> {
@@ -203,7 +237,12 @@ pub(crate) struct ConfigErrors(pub(crate) Vec<String>);
 
 impl fmt::Display for ConfigErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "invalid configuration ({} problem{}):", self.0.len(), if self.0.len() == 1 { "" } else { "s" })?;
+        writeln!(
+            f,
+            "invalid configuration ({} problem{}):",
+            self.0.len(),
+            if self.0.len() == 1 { "" } else { "s" }
+        )?;
         for (index, error) in self.0.iter().enumerate() {
             if index > 0 {
                 writeln!(f)?;
@@ -225,7 +264,8 @@ impl std::error::Error for ConfigErrors {}
 /// Every problem found, in one [`ConfigErrors`].
 pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, ConfigErrors> {
     let mut errors = Vec::new();
-    let explicit = config_path.map(Path::to_path_buf).or_else(|| env.get("ORCA_CONFIG").map(PathBuf::from));
+    let explicit =
+        config_path.map(Path::to_path_buf).or_else(|| env.get("ORCA_CONFIG").map(PathBuf::from));
     let config_file = match explicit {
         Some(path) => Some(path),
         None => Some(PathBuf::from("orca.yaml")).filter(|path| path.is_file()),
@@ -240,7 +280,9 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
             }
         },
     };
-    let file_label = config_file.as_ref().map_or_else(|| "orca.yaml".to_owned(), |path| path.display().to_string());
+    let file_label = config_file
+        .as_ref()
+        .map_or_else(|| "orca.yaml".to_owned(), |path| path.display().to_string());
     let sections = Sections::split(&document, &file_label, &mut errors);
 
     let home = match env.get("ORCA_HOME") {
@@ -256,7 +298,9 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
         for (index, name) in names?.iter().enumerate() {
             match ServerKind::parse(name) {
                 Some(kind) if !kinds.contains(&kind) => kinds.push(kind),
-                Some(_) => errors.push(format!("{file_label}: servers[{index}]: `{name}` is listed twice")),
+                Some(_) => {
+                    errors.push(format!("{file_label}: servers[{index}]: `{name}` is listed twice"))
+                }
                 None => errors.push(format!(
                     "{file_label}: servers[{index}]: unknown server `{name}`; known servers: {}",
                     ServerKind::known_names()
@@ -266,11 +310,23 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
         Some(kinds)
     });
 
-    let raw_auth: RawAuth = sections.auth.and_then(|value| section(value, "auth", &file_label, &mut errors)).unwrap_or_default();
+    let raw_auth: RawAuth = sections
+        .auth
+        .and_then(|value| section(value, "auth", &file_label, &mut errors))
+        .unwrap_or_default();
     let auth = validate_auth(raw_auth, &file_label, &mut errors);
-    let raw_http: RawHttp = sections.http.and_then(|value| section(value, "http", &file_label, &mut errors)).unwrap_or_default();
+    let raw_http: RawHttp = sections
+        .http
+        .and_then(|value| section(value, "http", &file_label, &mut errors))
+        .unwrap_or_default();
     let http = HttpConfig {
-        max_body_bytes: positive(raw_http.max_body_bytes, 4 * 1024 * 1024, "http.max_body_bytes", &file_label, &mut errors),
+        max_body_bytes: positive(
+            raw_http.max_body_bytes,
+            4 * 1024 * 1024,
+            "http.max_body_bytes",
+            &file_label,
+            &mut errors,
+        ),
         allowed_hosts: raw_http.allowed_hosts,
         allowed_origins: raw_http.allowed_origins.unwrap_or_default(),
     };
@@ -281,15 +337,33 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
             ));
         }
     }
-    let raw_tracking: RawTracking =
-        sections.tracking.and_then(|value| section(value, "tracking", &file_label, &mut errors)).unwrap_or_default();
+    let raw_tracking: RawTracking = sections
+        .tracking
+        .and_then(|value| section(value, "tracking", &file_label, &mut errors))
+        .unwrap_or_default();
     let tracking = TrackingConfig {
         enabled: raw_tracking.enabled.unwrap_or(true),
-        queue_capacity: positive(raw_tracking.queue_capacity, 10_000, "tracking.queue_capacity", &file_label, &mut errors),
-        batch_size: positive(raw_tracking.batch_size, 256, "tracking.batch_size", &file_label, &mut errors),
-        replay_interval: Duration::from_millis(
-            positive(raw_tracking.replay_interval_ms, 2_000, "tracking.replay_interval_ms", &file_label, &mut errors) as u64,
+        queue_capacity: positive(
+            raw_tracking.queue_capacity,
+            10_000,
+            "tracking.queue_capacity",
+            &file_label,
+            &mut errors,
         ),
+        batch_size: positive(
+            raw_tracking.batch_size,
+            256,
+            "tracking.batch_size",
+            &file_label,
+            &mut errors,
+        ),
+        replay_interval: Duration::from_millis(positive(
+            raw_tracking.replay_interval_ms,
+            2_000,
+            "tracking.replay_interval_ms",
+            &file_label,
+            &mut errors,
+        ) as u64),
         max_response_bytes: positive(
             raw_tracking.max_response_bytes,
             64 * 1024,
@@ -302,7 +376,16 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
     if !errors.is_empty() {
         return Err(ConfigErrors(errors));
     }
-    Ok(Config { home, config_file, database_url: target_database_url, state_database_url, servers, auth, http, tracking })
+    Ok(Config {
+        home,
+        config_file,
+        database_url: target_database_url,
+        state_database_url,
+        servers,
+        auth,
+        http,
+        tracking,
+    })
 }
 
 fn parse_yaml(text: &str, path: &Path, errors: &mut Vec<String>) -> Value {
@@ -339,15 +422,28 @@ impl<'a> Sections<'a> {
         let Value::Object(map) = document else { return empty };
         for key in map.keys() {
             if !Sections::KNOWN.contains(&key.as_str()) {
-                errors.push(format!("{file}: {key}: unknown key; known keys: {}", Sections::KNOWN.join(", ")));
+                errors.push(format!(
+                    "{file}: {key}: unknown key; known keys: {}",
+                    Sections::KNOWN.join(", ")
+                ));
             }
         }
-        Sections { servers: map.get("servers"), auth: map.get("auth"), http: map.get("http"), tracking: map.get("tracking") }
+        Sections {
+            servers: map.get("servers"),
+            auth: map.get("auth"),
+            http: map.get("http"),
+            tracking: map.get("tracking"),
+        }
     }
 }
 
 /// Deserialize one section, recording an error that names the exact key on failure.
-fn section<T: DeserializeOwned>(value: &Value, name: &str, file: &str, errors: &mut Vec<String>) -> Option<T> {
+fn section<T: DeserializeOwned>(
+    value: &Value,
+    name: &str,
+    file: &str,
+    errors: &mut Vec<String>,
+) -> Option<T> {
     if value.is_null() {
         return serde_json::from_value(Value::Object(Default::default())).ok();
     }
@@ -362,7 +458,13 @@ fn section<T: DeserializeOwned>(value: &Value, name: &str, file: &str, errors: &
     }
 }
 
-fn positive(value: Option<u64>, default: usize, key: &str, file: &str, errors: &mut Vec<String>) -> usize {
+fn positive(
+    value: Option<u64>,
+    default: usize,
+    key: &str,
+    file: &str,
+    errors: &mut Vec<String>,
+) -> usize {
     match value {
         None => default,
         Some(0) => {
@@ -373,7 +475,12 @@ fn positive(value: Option<u64>, default: usize, key: &str, file: &str, errors: &
     }
 }
 
-fn validate_verbs(verbs: &[String], key: &str, file: &str, errors: &mut Vec<String>) -> BTreeSet<Verb> {
+fn validate_verbs(
+    verbs: &[String],
+    key: &str,
+    file: &str,
+    errors: &mut Vec<String>,
+) -> BTreeSet<Verb> {
     let mut out = BTreeSet::new();
     for (index, text) in verbs.iter().enumerate() {
         match Verb::parse(text) {
@@ -388,7 +495,13 @@ fn validate_verbs(verbs: &[String], key: &str, file: &str, errors: &mut Vec<Stri
     out
 }
 
-fn validate_principal(raw: Option<RawPrincipal>, default_name: &str, key: &str, file: &str, errors: &mut Vec<String>) -> Principal {
+fn validate_principal(
+    raw: Option<RawPrincipal>,
+    default_name: &str,
+    key: &str,
+    file: &str,
+    errors: &mut Vec<String>,
+) -> Principal {
     let raw = raw.unwrap_or(RawPrincipal { name: None, verbs: None });
     let verbs = match raw.verbs {
         None => Verb::ALL.into_iter().collect(),
@@ -429,7 +542,9 @@ fn validate_auth(raw: RawAuth, file: &str, errors: &mut Vec<String>) -> AuthConf
             }
         };
         if verbs.is_empty() {
-            errors.push(format!("{file}: {key}.verbs: list at least one of read, create, update, delete"));
+            errors.push(format!(
+                "{file}: {key}.verbs: list at least one of read, create, update, delete"
+            ));
         }
         let verbs = validate_verbs(&verbs, &format!("{key}.verbs"), file, errors);
         api_keys.push(ApiKey { sha256: digest, principal: Principal { name, verbs } });
@@ -450,7 +565,8 @@ fn database_url(env: &Env, var: &str, errors: &mut Vec<String>) -> Option<Secret
     if let Err(error) = sqlx::postgres::PgConnectOptions::from_str(value) {
         // The parser's message can quote the URL; keep only its kind.
         let _ = error;
-        errors.push(format!("environment: {var}: not a valid PostgreSQL URL ({})", mask_url(value)));
+        errors
+            .push(format!("environment: {var}: not a valid PostgreSQL URL ({})", mask_url(value)));
         return None;
     }
     Some(SecretString::from(value.to_owned()))

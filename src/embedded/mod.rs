@@ -47,16 +47,24 @@ impl EmbeddedPostgres {
     pub async fn start(root: &Path) -> anyhow::Result<EmbeddedPostgres> {
         let bindir = find_bindir().await?;
         let as_postgres_user = crate::config::running_as_root();
-        std::fs::create_dir_all(root).with_context(|| format!("cannot create {}", root.display()))?;
-        let root = root.canonicalize().with_context(|| format!("cannot resolve {}", root.display()))?;
+        std::fs::create_dir_all(root)
+            .with_context(|| format!("cannot create {}", root.display()))?;
+        let root =
+            root.canonicalize().with_context(|| format!("cannot resolve {}", root.display()))?;
         if as_postgres_user {
             prepare_root_for_postgres_user(&root).await?;
         } else {
             std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700))
                 .with_context(|| format!("cannot restrict {}", root.display()))?;
         }
-        let mut cluster =
-            EmbeddedPostgres { root, bindir, port: 0, password: String::new(), as_postgres_user, started_here: false };
+        let mut cluster = EmbeddedPostgres {
+            root,
+            bindir,
+            port: 0,
+            password: String::new(),
+            as_postgres_user,
+            started_here: false,
+        };
         cluster.init_if_needed().await?;
         cluster.password = std::fs::read_to_string(cluster.password_file())
             .with_context(|| {
@@ -68,8 +76,12 @@ impl EmbeddedPostgres {
             .trim()
             .to_owned();
         if cluster.is_running().await {
-            cluster.port = cluster.saved_port().context("the running embedded cluster has no port file")?;
-            tracing::info!(port = cluster.port, "reusing the embedded PostgreSQL that is already running");
+            cluster.port =
+                cluster.saved_port().context("the running embedded cluster has no port file")?;
+            tracing::info!(
+                port = cluster.port,
+                "reusing the embedded PostgreSQL that is already running"
+            );
         } else {
             cluster.port = cluster.choose_port()?;
             cluster.start_server().await?;
@@ -95,14 +107,20 @@ impl EmbeddedPostgres {
     /// When the server cannot be reached or refuses the statement.
     pub async fn ensure_database(&self, name: &str) -> anyhow::Result<()> {
         use sqlx::Connection;
-        let mut connection = sqlx::PgConnection::connect(&self.url("postgres")).await.context("cannot connect to the embedded PostgreSQL")?;
-        let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
-            .bind(name)
-            .fetch_one(&mut connection)
-            .await?;
+        let mut connection = sqlx::PgConnection::connect(&self.url("postgres"))
+            .await
+            .context("cannot connect to the embedded PostgreSQL")?;
+        let exists: bool =
+            sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+                .bind(name)
+                .fetch_one(&mut connection)
+                .await?;
         if !exists {
             let statement = format!("CREATE DATABASE {}", quote_identifier(name));
-            sqlx::raw_sql(sqlx::AssertSqlSafe(statement)).execute(&mut connection).await.with_context(|| format!("cannot create database {name}"))?;
+            sqlx::raw_sql(sqlx::AssertSqlSafe(statement))
+                .execute(&mut connection)
+                .await
+                .with_context(|| format!("cannot create database {name}"))?;
         }
         Ok(())
     }
@@ -180,7 +198,8 @@ impl EmbeddedPostgres {
         if self.data_dir().join("PG_VERSION").is_file() {
             return Ok(());
         }
-        let password: String = rand::rng().sample_iter(rand::distr::Alphanumeric).take(32).map(char::from).collect();
+        let password: String =
+            rand::rng().sample_iter(rand::distr::Alphanumeric).take(32).map(char::from).collect();
         // initdb reads the superuser password from a file that the server user can read; it is
         // removed right after. orca keeps its own copy, readable by orca's user only.
         let password_input = self.root.join("initdb-password");
@@ -244,7 +263,11 @@ impl EmbeddedPostgres {
     }
 
     async fn start_server(&self) -> anyhow::Result<()> {
-        let options = format!("-p {} -k {} -c listen_addresses=127.0.0.1", self.port, self.socket_dir().display());
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1",
+            self.port,
+            self.socket_dir().display()
+        );
         let output = self
             .pg_command("pg_ctl")
             .arg("-D")
@@ -319,27 +342,48 @@ impl Drop for EmbeddedPostgres {
 /// # Errors
 ///
 /// When the server cannot be reached or a statement of the load fails.
-pub async fn load_chinook(admin_url: &str, url_of: impl Fn(&str) -> String, name: &str) -> anyhow::Result<bool> {
+pub async fn load_chinook(
+    admin_url: &str,
+    url_of: impl Fn(&str) -> String,
+    name: &str,
+) -> anyhow::Result<bool> {
     use sqlx::Connection;
-    let mut admin = sqlx::PgConnection::connect(admin_url).await.context("cannot connect to load the sample database")?;
-    let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
-        .bind(name)
-        .fetch_one(&mut admin)
-        .await?;
+    let mut admin = sqlx::PgConnection::connect(admin_url)
+        .await
+        .context("cannot connect to load the sample database")?;
+    let exists: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+            .bind(name)
+            .fetch_one(&mut admin)
+            .await?;
     if exists {
         return Ok(false);
     }
     let staging = format!("{name}_loading");
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {}", quote_identifier(&staging)))).execute(&mut admin).await?;
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {}", quote_identifier(&staging)))).execute(&mut admin).await?;
-    {
-        let mut target = sqlx::PgConnection::connect(&url_of(&staging)).await?;
-        sqlx::raw_sql(chinook_body()).execute(&mut target).await.context("loading the Chinook sample database failed")?;
-        target.close().await?;
-    }
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("ALTER DATABASE {} RENAME TO {}", quote_identifier(&staging), quote_identifier(name))))
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS {}",
+        quote_identifier(&staging)
+    )))
+    .execute(&mut admin)
+    .await?;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {}", quote_identifier(&staging))))
         .execute(&mut admin)
         .await?;
+    {
+        let mut target = sqlx::PgConnection::connect(&url_of(&staging)).await?;
+        sqlx::raw_sql(chinook_body())
+            .execute(&mut target)
+            .await
+            .context("loading the Chinook sample database failed")?;
+        target.close().await?;
+    }
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "ALTER DATABASE {} RENAME TO {}",
+        quote_identifier(&staging),
+        quote_identifier(name)
+    )))
+    .execute(&mut admin)
+    .await?;
     admin.close().await?;
     tracing::info!(database = name, "loaded the Chinook sample database");
     Ok(true)
@@ -367,7 +411,9 @@ pub(crate) fn quote_identifier(name: &str) -> String {
 ///
 /// When none is found; the message names the package to install.
 pub async fn find_bindir() -> anyhow::Result<PathBuf> {
-    let complete = |dir: &Path| ["initdb", "pg_ctl", "postgres"].iter().all(|program| dir.join(program).is_file());
+    let complete = |dir: &Path| {
+        ["initdb", "pg_ctl", "postgres"].iter().all(|program| dir.join(program).is_file())
+    };
     if let Some(path) = std::env::var_os("PATH") {
         for dir in std::env::split_paths(&path) {
             if complete(&dir) {
@@ -375,7 +421,8 @@ pub async fn find_bindir() -> anyhow::Result<PathBuf> {
             }
         }
     }
-    if let Ok(output) = Command::new("pg_config").arg("--bindir").stdin(Stdio::null()).output().await
+    if let Ok(output) =
+        Command::new("pg_config").arg("--bindir").stdin(Stdio::null()).output().await
         && output.status.success()
     {
         let dir = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
@@ -396,14 +443,23 @@ pub async fn find_bindir() -> anyhow::Result<PathBuf> {
     candidates.sort();
     match candidates.pop() {
         Some((_, dir)) => Ok(dir),
-        None => bail!("no PostgreSQL server binaries found (looked on PATH, in `pg_config --bindir` and under /usr/lib/postgresql/*/bin): {INSTALL_HINT}"),
+        None => bail!(
+            "no PostgreSQL server binaries found (looked on PATH, in `pg_config --bindir` and under /usr/lib/postgresql/*/bin): {INSTALL_HINT}"
+        ),
     }
 }
 
 async fn prepare_root_for_postgres_user(root: &Path) -> anyhow::Result<()> {
-    let known = Command::new("id").args(["-u", "postgres"]).stdout(Stdio::null()).stderr(Stdio::null()).status().await;
+    let known = Command::new("id")
+        .args(["-u", "postgres"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .await;
     if !known.is_ok_and(|status| status.success()) {
-        bail!("orca runs as root, so PostgreSQL must run as the `postgres` user, which does not exist: {INSTALL_HINT}");
+        bail!(
+            "orca runs as root, so PostgreSQL must run as the `postgres` user, which does not exist: {INSTALL_HINT}"
+        );
     }
     chown_to_postgres(root).await?;
     std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700))?;
@@ -425,7 +481,12 @@ async fn prepare_root_for_postgres_user(root: &Path) -> anyhow::Result<()> {
 }
 
 async fn chown_to_postgres(path: &Path) -> anyhow::Result<()> {
-    let status = Command::new("chown").args(["postgres:postgres"]).arg(path).stdin(Stdio::null()).status().await?;
+    let status = Command::new("chown")
+        .args(["postgres:postgres"])
+        .arg(path)
+        .stdin(Stdio::null())
+        .status()
+        .await?;
     if !status.success() {
         bail!("cannot give {} to the postgres user", path.display());
     }

@@ -19,7 +19,10 @@ pub(crate) enum AuthFailure {
 /// # Errors
 ///
 /// When keys are configured and the header is missing or matches none of them.
-pub(crate) fn authenticate(auth: &AuthConfig, header: Option<&str>) -> Result<Principal, AuthFailure> {
+pub(crate) fn authenticate(
+    auth: &AuthConfig,
+    header: Option<&str>,
+) -> Result<Principal, AuthFailure> {
     if auth.api_keys.is_empty() {
         return Ok(auth.anonymous.clone());
     }

@@ -12,7 +12,11 @@ pub(super) fn success(value: Value, meta: Map<String, Value>) -> CallToolResult 
     CallToolResult::structured(value).with_meta(Some(MetaObject(meta)))
 }
 
-pub(super) fn failure(error: &ToolError, trace_id: &str, meta: Map<String, Value>) -> CallToolResult {
+pub(super) fn failure(
+    error: &ToolError,
+    trace_id: &str,
+    meta: Map<String, Value>,
+) -> CallToolResult {
     CallToolResult::structured_error(error.to_json(trace_id)).with_meta(Some(MetaObject(meta)))
 }
 

@@ -69,7 +69,12 @@ struct Guard {
 }
 
 /// Build the router. `cancel` stops the MCP service's streams on shutdown.
-pub(crate) fn router(state: AppState, addr: SocketAddr, options: HttpOptions, cancel: CancellationToken) -> Router {
+pub(crate) fn router(
+    state: AppState,
+    addr: SocketAddr,
+    options: HttpOptions,
+    cancel: CancellationToken,
+) -> Router {
     let config = state.config.clone();
     let mcp_config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(options.stateful)
@@ -85,7 +90,10 @@ pub(crate) fn router(state: AppState, addr: SocketAddr, options: HttpOptions, ca
         Arc::new(LocalSessionManager::default()),
         mcp_config,
     );
-    let guard = Arc::new(Guard { hosts: allowed_hosts(&config, addr), origins: config.http.allowed_origins.clone() });
+    let guard = Arc::new(Guard {
+        hosts: allowed_hosts(&config, addr),
+        origins: config.http.allowed_origins.clone(),
+    });
 
     let authenticated = Router::new()
         .route_service("/mcp", mcp)
@@ -124,7 +132,12 @@ pub(crate) async fn serve(
     Ok(())
 }
 
-fn error_response(status: StatusCode, code: ErrorCode, message: &str, hint: Option<&str>) -> Response {
+fn error_response(
+    status: StatusCode,
+    code: ErrorCode,
+    message: &str,
+    hint: Option<&str>,
+) -> Response {
     let mut error = ToolError::new(code, message);
     if let Some(hint) = hint {
         error = error.with_hint(hint);
@@ -133,8 +146,13 @@ fn error_response(status: StatusCode, code: ErrorCode, message: &str, hint: Opti
     (status, axum::Json(error.to_json(&trace_id))).into_response()
 }
 
-async fn check_host_and_origin(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
-    let host = request.headers().get(header::HOST).and_then(|value| value.to_str().ok()).map(host_name);
+async fn check_host_and_origin(
+    State(guard): State<Arc<Guard>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let host =
+        request.headers().get(header::HOST).and_then(|value| value.to_str().ok()).map(host_name);
     let host_ok = guard.hosts.iter().any(|allowed| allowed == "*")
         || host.as_deref().is_some_and(|host| guard.hosts.iter().any(|allowed| allowed == host));
     if !host_ok {
@@ -177,15 +195,19 @@ fn origin_matches(allowed: &str, origin: &str) -> bool {
     match allowed.strip_suffix(":*") {
         Some(prefix) => {
             origin == prefix
-                || origin.strip_prefix(prefix).and_then(|rest| rest.strip_prefix(':')).is_some_and(|port| {
-                    !port.is_empty() && port.bytes().all(|byte| byte.is_ascii_digit())
-                })
+                || origin.strip_prefix(prefix).and_then(|rest| rest.strip_prefix(':')).is_some_and(
+                    |port| !port.is_empty() && port.bytes().all(|byte| byte.is_ascii_digit()),
+                )
         }
         None => origin == allowed,
     }
 }
 
-async fn require_principal(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+async fn require_principal(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let header = request.headers().get(header::AUTHORIZATION).and_then(|value| value.to_str().ok());
     match authenticate(&state.config.auth, header) {
         Ok(principal) => {
@@ -194,11 +216,16 @@ async fn require_principal(State(state): State<AppState>, mut request: Request, 
         }
         Err(failure) => {
             let message = match failure {
-                AuthFailure::Missing => "an API key is required: send `Authorization: Bearer <key>`",
+                AuthFailure::Missing => {
+                    "an API key is required: send `Authorization: Bearer <key>`"
+                }
                 AuthFailure::Invalid => "the API key is not valid",
             };
-            let mut response = error_response(StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized, message, None);
-            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            let mut response =
+                error_response(StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized, message, None);
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             response
         }
     }
@@ -206,12 +233,18 @@ async fn require_principal(State(state): State<AppState>, mut request: Request, 
 
 async fn feedback(State(state): State<AppState>, request: Request) -> Response {
     let principal = request.extensions().get::<Principal>().cloned();
-    let body = match axum::body::to_bytes(request.into_body(), state.config.http.max_body_bytes).await {
-        Ok(body) => body,
-        Err(_) => {
-            return error_response(StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::InvalidInput, "the request body is too large", None);
-        }
-    };
+    let body =
+        match axum::body::to_bytes(request.into_body(), state.config.http.max_body_bytes).await {
+            Ok(body) => body,
+            Err(_) => {
+                return error_response(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    ErrorCode::InvalidInput,
+                    "the request body is too large",
+                    None,
+                );
+            }
+        };
     feedback_body(&state, principal, &body).await
 }
 
@@ -223,13 +256,22 @@ async fn feedback_body(state: &AppState, principal: Option<Principal>, body: &By
                 StatusCode::UNPROCESSABLE_ENTITY,
                 ErrorCode::InvalidInput,
                 &format!("the body is not valid JSON: {error}"),
-                Some(r#"send {"feedback_token": "<uuid>", "rating": "up"|"down", "rating_score"?: 1..5, "comment"?: "..."}"#),
+                Some(
+                    r#"send {"feedback_token": "<uuid>", "rating": "up"|"down", "rating_score"?: 1..5, "comment"?: "..."}"#,
+                ),
             );
         }
     };
     let input = match FeedbackInput::parse(&value) {
         Ok(input) => input,
-        Err(message) => return error_response(StatusCode::UNPROCESSABLE_ENTITY, ErrorCode::InvalidInput, &message, None),
+        Err(message) => {
+            return error_response(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                ErrorCode::InvalidInput,
+                &message,
+                None,
+            );
+        }
     };
     let user = principal.map(|principal| principal.name);
     match submit_feedback(&state.state_pool, &state.tracker, &input, user.as_deref()).await {
@@ -255,7 +297,9 @@ async fn feedback_body(state: &AppState, principal: Option<Principal>, body: &By
 
 async fn healthz(State(state): State<AppState>) -> Response {
     let tracker = &state.tracker;
-    let database_up = tracker.stats().map(|stats| stats.database_healthy.load(std::sync::atomic::Ordering::Relaxed));
+    let database_up = tracker
+        .stats()
+        .map(|stats| stats.database_healthy.load(std::sync::atomic::Ordering::Relaxed));
     axum::Json(json!({
         "status": "ok",
         "version": env!("CARGO_PKG_VERSION"),
@@ -272,7 +316,10 @@ async fn healthz(State(state): State<AppState>) -> Response {
 
 async fn metrics(State(state): State<AppState>) -> Response {
     let mut headers = HeaderMap::new();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
     (headers, state.metrics.render(&state.tracker)).into_response()
 }
 

@@ -10,7 +10,8 @@ use std::time::Duration;
 use crate::tracking::Tracker;
 
 /// Upper bounds of the latency buckets, in seconds.
-const BUCKETS: [f64; 14] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0, 30.0];
+const BUCKETS: [f64; 14] =
+    [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0, 30.0];
 
 #[derive(Debug, Default)]
 struct ToolStats {
@@ -54,7 +55,11 @@ impl Metrics {
         out.push_str("# HELP orca_tool_calls_total Tool calls by tool and status.\n# TYPE orca_tool_calls_total counter\n");
         for (tool, stats) in tools.iter() {
             for (status, count) in &stats.by_status {
-                let _ = writeln!(out, "orca_tool_calls_total{{tool=\"{}\",status=\"{status}\"}} {count}", escape(tool));
+                let _ = writeln!(
+                    out,
+                    "orca_tool_calls_total{{tool=\"{}\",status=\"{status}\"}} {count}",
+                    escape(tool)
+                );
             }
         }
         out.push_str(
@@ -66,12 +71,26 @@ impl Metrics {
             let mut cumulative = 0;
             for (index, bound) in BUCKETS.iter().enumerate() {
                 cumulative += stats.buckets[index];
-                let _ = writeln!(out, "orca_tool_call_duration_seconds_bucket{{tool=\"{tool}\",le=\"{bound}\"}} {cumulative}");
+                let _ = writeln!(
+                    out,
+                    "orca_tool_call_duration_seconds_bucket{{tool=\"{tool}\",le=\"{bound}\"}} {cumulative}"
+                );
             }
             cumulative += stats.buckets[BUCKETS.len()];
-            let _ = writeln!(out, "orca_tool_call_duration_seconds_bucket{{tool=\"{tool}\",le=\"+Inf\"}} {cumulative}");
-            let _ = writeln!(out, "orca_tool_call_duration_seconds_sum{{tool=\"{tool}\"}} {}", stats.sum_seconds);
-            let _ = writeln!(out, "orca_tool_call_duration_seconds_count{{tool=\"{tool}\"}} {}", stats.count);
+            let _ = writeln!(
+                out,
+                "orca_tool_call_duration_seconds_bucket{{tool=\"{tool}\",le=\"+Inf\"}} {cumulative}"
+            );
+            let _ = writeln!(
+                out,
+                "orca_tool_call_duration_seconds_sum{{tool=\"{tool}\"}} {}",
+                stats.sum_seconds
+            );
+            let _ = writeln!(
+                out,
+                "orca_tool_call_duration_seconds_count{{tool=\"{tool}\"}} {}",
+                stats.count
+            );
         }
         drop(tools);
         let _ = writeln!(
@@ -97,12 +116,28 @@ impl Metrics {
         );
         if let Some(stats) = tracker.stats() {
             let counters = [
-                ("orca_tracking_spilled_records_total", "Records written to the spill file.", &stats.spilled_total),
-                ("orca_tracking_replayed_records_total", "Spilled records replayed into the database.", &stats.replayed_total),
-                ("orca_tracking_written_records_total", "Records written to the database directly.", &stats.written_total),
+                (
+                    "orca_tracking_spilled_records_total",
+                    "Records written to the spill file.",
+                    &stats.spilled_total,
+                ),
+                (
+                    "orca_tracking_replayed_records_total",
+                    "Spilled records replayed into the database.",
+                    &stats.replayed_total,
+                ),
+                (
+                    "orca_tracking_written_records_total",
+                    "Records written to the database directly.",
+                    &stats.written_total,
+                ),
             ];
             for (name, help, counter) in counters {
-                let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", counter.load(Ordering::Relaxed));
+                let _ = writeln!(
+                    out,
+                    "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
+                    counter.load(Ordering::Relaxed)
+                );
             }
             let _ = writeln!(
                 out,

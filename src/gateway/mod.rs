@@ -16,8 +16,8 @@ use chrono::Utc;
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
-    ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::{Map, Value};
@@ -77,12 +77,22 @@ impl Gateway {
             Transport::Stdio => Ok(self.state.config.auth.stdio.clone()),
             Transport::Http => http_parts(context)
                 .and_then(|parts| parts.extensions.get::<Principal>().cloned())
-                .ok_or_else(|| McpError::internal_error("request reached the gateway without authentication", None)),
+                .ok_or_else(|| {
+                    McpError::internal_error(
+                        "request reached the gateway without authentication",
+                        None,
+                    )
+                }),
         }
     }
 
     fn visible_tools(&self, principal: &Principal) -> Vec<Tool> {
-        self.state.registry.tools().filter(|tool| principal.may(tool.spec.verb)).map(|tool| tool.spec.tool.clone()).collect()
+        self.state
+            .registry
+            .tools()
+            .filter(|tool| principal.may(tool.spec.verb))
+            .map(|tool| tool.spec.tool.clone())
+            .collect()
     }
 
     fn instructions(&self) -> String {
@@ -101,10 +111,17 @@ fn http_parts(context: &RequestContext<RoleServer>) -> Option<&::http::request::
 }
 
 /// `_meta.<key>` of the call, as a string, from the params or the request context.
-fn meta_string(request: &CallToolRequestParams, context: &RequestContext<RoleServer>, key: &str) -> Option<String> {
+fn meta_string(
+    request: &CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+    key: &str,
+) -> Option<String> {
     let from_params = request.meta.as_ref().and_then(|meta| meta.get(key)).and_then(Value::as_str);
     let from_context = context.meta.get(key).and_then(Value::as_str);
-    from_params.or(from_context).map(str::to_owned).filter(|value| !value.is_empty() && value.len() <= 256)
+    from_params
+        .or(from_context)
+        .map(str::to_owned)
+        .filter(|value| !value.is_empty() && value.len() <= 256)
 }
 
 fn header_string(context: &RequestContext<RoleServer>, name: &str) -> Option<String> {
@@ -114,7 +131,8 @@ fn header_string(context: &RequestContext<RoleServer>, name: &str) -> Option<Str
 
 /// The W3C trace id of an incoming `traceparent`, or a fresh one.
 fn trace_id(request: &CallToolRequestParams, context: &RequestContext<RoleServer>) -> String {
-    let incoming = meta_string(request, context, "traceparent").or_else(|| header_string(context, "traceparent"));
+    let incoming = meta_string(request, context, "traceparent")
+        .or_else(|| header_string(context, "traceparent"));
     if let Some(traceparent) = incoming {
         let parts: Vec<&str> = traceparent.split('-').collect();
         if parts.len() == 4
@@ -173,7 +191,8 @@ impl ServerHandler for Gateway {
             Value::Null
         };
         let call_context = CallContext { principal: principal.clone() };
-        let outcome = self.state.registry.call(tool, request.arguments.clone(), &call_context).await;
+        let outcome =
+            self.state.registry.call(tool, request.arguments.clone(), &call_context).await;
         let elapsed = started.elapsed();
 
         let mut meta = Map::new();
@@ -188,8 +207,11 @@ impl ServerHandler for Gateway {
                 (error::success(output.value, meta), ExecutionStatus::Success, output.llm, None)
             }
             Err(tool_error) => {
-                let status =
-                    if tool_error.code == ErrorCode::Timeout { ExecutionStatus::Timeout } else { ExecutionStatus::Error };
+                let status = if tool_error.code == ErrorCode::Timeout {
+                    ExecutionStatus::Timeout
+                } else {
+                    ExecutionStatus::Error
+                };
                 (error::failure(&tool_error, &trace_id, meta), status, None, Some(tool_error))
             }
         };
@@ -198,7 +220,8 @@ impl ServerHandler for Gateway {
         if tracking {
             let now = Utc::now();
             let response = result.structured_content.clone().unwrap_or(Value::Null);
-            let (response_data, response_bytes) = cut_response(&response, self.state.config.tracking.max_response_bytes);
+            let (response_data, response_bytes) =
+                cut_response(&response, self.state.config.tracking.max_response_bytes);
             let failures = error
                 .as_ref()
                 .map(|tool_error| {
@@ -212,7 +235,8 @@ impl ServerHandler for Gateway {
                     }]
                 })
                 .unwrap_or_default();
-            let agent_id = meta_string(&request, &context, "agent_id").or_else(|| header_string(&context, "x-agent-id"));
+            let agent_id = meta_string(&request, &context, "agent_id")
+                .or_else(|| header_string(&context, "x-agent-id"));
             self.state.tracker.record(Execution {
                 id: execution_id,
                 server: tool.server.to_owned(),

@@ -13,9 +13,13 @@ use super::{AppState, Gateway, Transport};
 /// # Errors
 ///
 /// When the MCP handshake fails.
-pub(crate) async fn serve(state: AppState, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+pub(crate) async fn serve(
+    state: AppState,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
     let gateway = Gateway::new(state, Transport::Stdio);
-    let service = gateway.serve(rmcp::transport::stdio()).await.context("MCP handshake on stdio failed")?;
+    let service =
+        gateway.serve(rmcp::transport::stdio()).await.context("MCP handshake on stdio failed")?;
     let cancel = service.cancellation_token();
     tokio::select! {
         result = service.waiting() => {

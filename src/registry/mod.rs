@@ -87,8 +87,12 @@ impl Registry {
     /// # Errors
     ///
     /// When two servers declare the same tool, or nothing is enabled.
-    pub(crate) fn build(enabled: Option<&[ServerKind]>, dependencies: ServerDependencies) -> Result<Registry, RegistryError> {
-        let enabled: Vec<ServerKind> = enabled.map_or_else(|| ServerKind::ALL.to_vec(), <[ServerKind]>::to_vec);
+    pub(crate) fn build(
+        enabled: Option<&[ServerKind]>,
+        dependencies: ServerDependencies,
+    ) -> Result<Registry, RegistryError> {
+        let enabled: Vec<ServerKind> =
+            enabled.map_or_else(|| ServerKind::ALL.to_vec(), <[ServerKind]>::to_vec);
         if enabled.is_empty() {
             return Err(RegistryError::NothingEnabled {
                 known: ServerKind::ALL.map(ServerKind::name).join(", "),
@@ -107,7 +111,9 @@ impl Registry {
             .collect();
         let declared: Vec<(&str, Vec<&str>)> = servers
             .iter()
-            .map(|server| (server.kind().name(), server.tools().iter().map(ToolSpec::name).collect()))
+            .map(|server| {
+                (server.kind().name(), server.tools().iter().map(ToolSpec::name).collect())
+            })
             .collect();
         let index = index_tools(&declared)?;
         let summaries = ServerKind::ALL
@@ -120,7 +126,11 @@ impl Registry {
                     description: server.description().to_owned(),
                     tool_count: server.tools().len(),
                     tools: server.tools().iter().map(|tool| tool.name().to_owned()).collect(),
-                    capabilities: ServerCapabilitiesSummary { tools: true, resources: false, prompts: false },
+                    capabilities: ServerCapabilitiesSummary {
+                        tools: true,
+                        resources: false,
+                        prompts: false,
+                    },
                 },
                 None => ServerSummary {
                     name: kind.name().to_owned(),
@@ -129,7 +139,11 @@ impl Registry {
                     description: String::new(),
                     tool_count: 0,
                     tools: Vec::new(),
-                    capabilities: ServerCapabilitiesSummary { tools: false, resources: false, prompts: false },
+                    capabilities: ServerCapabilitiesSummary {
+                        tools: false,
+                        resources: false,
+                        prompts: false,
+                    },
                 },
             })
             .collect();
@@ -156,7 +170,11 @@ impl Registry {
     pub(crate) fn resolve(&self, name: &str) -> Option<ResolvedTool<'_>> {
         let &(server_index, tool_index) = self.index.get(name)?;
         let server = &self.servers[server_index];
-        Some(ResolvedTool { server: server.kind().name(), spec: &server.tools()[tool_index], index: (server_index, tool_index) })
+        Some(ResolvedTool {
+            server: server.kind().name(),
+            spec: &server.tools()[tool_index],
+            index: (server_index, tool_index),
+        })
     }
 
     pub(crate) async fn call(
@@ -171,7 +189,9 @@ impl Registry {
 }
 
 /// Map each tool name to its owner, refusing a name declared twice.
-fn index_tools(declared: &[(&str, Vec<&str>)]) -> Result<HashMap<String, (usize, usize)>, RegistryError> {
+fn index_tools(
+    declared: &[(&str, Vec<&str>)],
+) -> Result<HashMap<String, (usize, usize)>, RegistryError> {
     let mut index: HashMap<String, (usize, usize)> = HashMap::new();
     for (server_index, (server, tools)) in declared.iter().enumerate() {
         for (tool_index, tool) in tools.iter().enumerate() {
@@ -194,10 +214,15 @@ mod tests {
 
     #[test]
     fn a_tool_name_declared_twice_names_both_owners() {
-        let declared = vec![("orca", vec!["list_servers", "x"]), ("postgres", vec!["execute_sql", "x"])];
+        let declared =
+            vec![("orca", vec!["list_servers", "x"]), ("postgres", vec!["execute_sql", "x"])];
         assert_eq!(
             index_tools(&declared),
-            Err(RegistryError::ToolCollision { tool: "x".into(), first: "orca".into(), second: "postgres".into() })
+            Err(RegistryError::ToolCollision {
+                tool: "x".into(),
+                first: "orca".into(),
+                second: "postgres".into()
+            })
         );
         let message = index_tools(&declared).unwrap_err().to_string();
         assert!(message.contains("`orca`") && message.contains("`postgres`"), "{message}");

@@ -23,7 +23,11 @@ impl ExportRange {
     /// # Errors
     ///
     /// When a bound cannot be read, or `since` is not before `until`.
-    pub(crate) fn parse(since: &str, until: Option<&str>, now: DateTime<Utc>) -> anyhow::Result<ExportRange> {
+    pub(crate) fn parse(
+        since: &str,
+        until: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<ExportRange> {
         let since = parse_bound(since, now).with_context(|| format!("--since {since:?}"))?;
         let until = match until {
             Some(text) => parse_bound(text, now).with_context(|| format!("--until {text:?}"))?,
@@ -52,7 +56,9 @@ fn parse_bound(text: &str, now: DateTime<Utc>) -> anyhow::Result<DateTime<Utc>> 
     let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
     let amount: i64 = number.parse().map_err(|_| {
-        anyhow::anyhow!("expected a duration such as 24h or 7d, a date such as 2026-11-20, or an RFC 3339 time")
+        anyhow::anyhow!(
+            "expected a duration such as 24h or 7d, a date such as 2026-11-20, or an RFC 3339 time"
+        )
     })?;
     let duration = match unit {
         "s" => Duration::seconds(amount),
@@ -119,8 +125,13 @@ struct FailureExportRow {
 ///
 /// When the database cannot be read or the files cannot be written; nothing half-written is
 /// left in place of an earlier file.
-pub(crate) async fn export(pool: &PgPool, range: ExportRange, out_dir: &Path) -> anyhow::Result<ExportSummary> {
-    std::fs::create_dir_all(out_dir).with_context(|| format!("cannot create {}", out_dir.display()))?;
+pub(crate) async fn export(
+    pool: &PgPool,
+    range: ExportRange,
+    out_dir: &Path,
+) -> anyhow::Result<ExportSummary> {
+    std::fs::create_dir_all(out_dir)
+        .with_context(|| format!("cannot create {}", out_dir.display()))?;
     let label = range.label();
 
     let feedback: Vec<FeedbackExportRow> = sqlx::query_as(
@@ -236,7 +247,12 @@ pub(crate) async fn export(pool: &PgPool, range: ExportRange, out_dir: &Path) ->
         }),
     )?;
 
-    Ok(ExportSummary { feedback_file, feedback_rows: feedback.len(), failures_file, failures_rows: failures.len() })
+    Ok(ExportSummary {
+        feedback_file,
+        feedback_rows: feedback.len(),
+        failures_file,
+        failures_rows: failures.len(),
+    })
 }
 
 fn text(value: &Option<String>) -> String {
@@ -248,10 +264,15 @@ fn time(value: DateTime<Utc>) -> String {
 }
 
 /// Write a CSV file next to its final name, then rename it into place.
-fn write_csv(path: &Path, header: &[&str], rows: impl Iterator<Item = Vec<String>>) -> anyhow::Result<()> {
+fn write_csv(
+    path: &Path,
+    header: &[&str],
+    rows: impl Iterator<Item = Vec<String>>,
+) -> anyhow::Result<()> {
     let partial = path.with_extension("csv.partial");
     {
-        let mut writer = csv::Writer::from_path(&partial).with_context(|| format!("cannot write {}", partial.display()))?;
+        let mut writer = csv::Writer::from_path(&partial)
+            .with_context(|| format!("cannot write {}", partial.display()))?;
         writer.write_record(header)?;
         for row in rows {
             writer.write_record(&row)?;

@@ -48,7 +48,9 @@ impl FeedbackInput {
         let mut problems = Vec::new();
         for key in map.keys() {
             if !["feedback_token", "rating", "rating_score", "comment"].contains(&key.as_str()) {
-                problems.push(format!("unknown field `{key}` (expected feedback_token, rating, rating_score, comment)"));
+                problems.push(format!(
+                    "unknown field `{key}` (expected feedback_token, rating, rating_score, comment)"
+                ));
             }
         }
         let feedback_token = match map.get("feedback_token") {
@@ -111,7 +113,9 @@ impl FeedbackInput {
     }
 
     /// Parse tool arguments (the same contract as the HTTP body).
-    pub(crate) fn from_arguments(arguments: Option<&Map<String, Value>>) -> Result<FeedbackInput, String> {
+    pub(crate) fn from_arguments(
+        arguments: Option<&Map<String, Value>>,
+    ) -> Result<FeedbackInput, String> {
         FeedbackInput::parse(&Value::Object(arguments.cloned().unwrap_or_default()))
     }
 }
@@ -145,9 +149,23 @@ pub(crate) async fn submit_feedback(
     upsert(pool, input, user_id).await?.ok_or(FeedbackError::NotFound)
 }
 
-type FeedbackRow = (Uuid, Uuid, Uuid, Option<String>, String, Option<i32>, Option<String>, DateTime<Utc>, Option<DateTime<Utc>>);
+type FeedbackRow = (
+    Uuid,
+    Uuid,
+    Uuid,
+    Option<String>,
+    String,
+    Option<i32>,
+    Option<String>,
+    DateTime<Utc>,
+    Option<DateTime<Utc>>,
+);
 
-async fn upsert(pool: &PgPool, input: &FeedbackInput, user_id: Option<&str>) -> Result<Option<Value>, FeedbackError> {
+async fn upsert(
+    pool: &PgPool,
+    input: &FeedbackInput,
+    user_id: Option<&str>,
+) -> Result<Option<Value>, FeedbackError> {
     let row: Option<FeedbackRow> = sqlx::query_as(
         "INSERT INTO orca.mcp_feedback (feedback_token, execution_id, user_id, rating, rating_score, comment) \
          SELECT $1, e.id, $2, $3, $4, $5 FROM orca.mcp_executions e WHERE e.feedback_token = $1 \
@@ -166,19 +184,31 @@ async fn upsert(pool: &PgPool, input: &FeedbackInput, user_id: Option<&str>) -> 
         tracing::warn!("feedback not stored: {error}");
         FeedbackError::Unavailable
     })?;
-    Ok(row.map(|(id, feedback_token, execution_id, user_id, rating, rating_score, comment, created_at, updated_at)| {
-        json!({
-            "id": id,
-            "feedback_token": feedback_token,
-            "execution_id": execution_id,
-            "user_id": user_id,
-            "rating": rating,
-            "rating_score": rating_score,
-            "comment": comment,
-            "created_at": created_at,
-            "updated_at": updated_at,
-        })
-    }))
+    Ok(row.map(
+        |(
+            id,
+            feedback_token,
+            execution_id,
+            user_id,
+            rating,
+            rating_score,
+            comment,
+            created_at,
+            updated_at,
+        )| {
+            json!({
+                "id": id,
+                "feedback_token": feedback_token,
+                "execution_id": execution_id,
+                "user_id": user_id,
+                "rating": rating,
+                "rating_score": rating_score,
+                "comment": comment,
+                "created_at": created_at,
+                "updated_at": updated_at,
+            })
+        },
+    ))
 }
 
 #[cfg(test)]
@@ -190,7 +220,9 @@ mod tests {
         let result = FeedbackInput::parse(&body).map(|_| ());
         match (result, expect) {
             (Ok(()), Ok(())) => {}
-            (Err(message), Err(expected)) => assert!(message.contains(expected), "{message:?} lacks {expected:?}"),
+            (Err(message), Err(expected)) => {
+                assert!(message.contains(expected), "{message:?} lacks {expected:?}")
+            }
             (result, expect) => panic!("got {result:?}, expected {expect:?}"),
         }
     }
@@ -199,16 +231,31 @@ mod tests {
     fn feedback_bodies_are_validated_with_clear_messages() {
         let token = "0192f0a4-8b1c-7cc3-9d2e-3f4a5b6c7d8e";
         check(json!({"feedback_token": token, "rating": "up"}), Ok(()));
-        check(json!({"feedback_token": token, "rating": "down", "rating_score": 5, "comment": "ok"}), Ok(()));
+        check(
+            json!({"feedback_token": token, "rating": "down", "rating_score": 5, "comment": "ok"}),
+            Ok(()),
+        );
         check(json!({"feedback_token": token, "rating": "down", "rating_score": null}), Ok(()));
         check(json!([]), Err("JSON object"));
         check(json!({"rating": "up"}), Err("`feedback_token` is required"));
         check(json!({"feedback_token": "nope", "rating": "up"}), Err("must be a UUID"));
         check(json!({"feedback_token": token}), Err("`rating` is required"));
         check(json!({"feedback_token": token, "rating": "meh"}), Err("\"up\" or \"down\""));
-        check(json!({"feedback_token": token, "rating": "up", "rating_score": 6}), Err("from 1 to 5"));
-        check(json!({"feedback_token": token, "rating": "up", "rating_score": 2.5}), Err("from 1 to 5"));
-        check(json!({"feedback_token": token, "rating": "up", "comment": 3}), Err("`comment` must be a string"));
-        check(json!({"feedback_token": token, "rating": "up", "stars": 3}), Err("unknown field `stars`"));
+        check(
+            json!({"feedback_token": token, "rating": "up", "rating_score": 6}),
+            Err("from 1 to 5"),
+        );
+        check(
+            json!({"feedback_token": token, "rating": "up", "rating_score": 2.5}),
+            Err("from 1 to 5"),
+        );
+        check(
+            json!({"feedback_token": token, "rating": "up", "comment": 3}),
+            Err("`comment` must be a string"),
+        );
+        check(
+            json!({"feedback_token": token, "rating": "up", "stars": 3}),
+            Err("unknown field `stars`"),
+        );
     }
 }

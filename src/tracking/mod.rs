@@ -22,7 +22,7 @@ use crate::config::TrackingConfig;
 
 pub(crate) use export::{ExportRange, export};
 pub(crate) use feedback::{FeedbackError, FeedbackInput, submit_feedback};
-pub(crate) use record::{Execution, Failure, ExecutionStatus, redact, cut_response};
+pub(crate) use record::{Execution, ExecutionStatus, Failure, cut_response, redact};
 pub(crate) use store::{connect, migrate};
 
 use spill::Spill;
@@ -60,7 +60,11 @@ struct TrackerInner {
 impl Tracker {
     /// Start the background writer. Leftover spilled records from an earlier run are replayed
     /// first.
-    pub(crate) fn start(pool: PgPool, config: &TrackingConfig, spill_path: std::path::PathBuf) -> Tracker {
+    pub(crate) fn start(
+        pool: PgPool,
+        config: &TrackingConfig,
+        spill_path: std::path::PathBuf,
+    ) -> Tracker {
         if !config.enabled {
             return Tracker { inner: None };
         }
@@ -102,7 +106,9 @@ impl Tracker {
                     Ok(()) => {
                         inner.stats.spilled_total.fetch_add(1, Ordering::Relaxed);
                     }
-                    Err(error) => tracing::error!("tracking record lost: cannot write the spill file: {error}"),
+                    Err(error) => tracing::error!(
+                        "tracking record lost: cannot write the spill file: {error}"
+                    ),
                 }
             }
             Err(_) => {}

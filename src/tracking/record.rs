@@ -73,9 +73,20 @@ const REDACTED: &str = "[REDACTED]";
 /// Whether an argument name looks like it holds a secret.
 fn is_secret_key(key: &str) -> bool {
     let key = key.to_ascii_lowercase().replace('-', "_");
-    const EXACT_SUFFIXES: [&str; 9] =
-        ["token", "api_key", "apikey", "authorization", "credentials", "credential", "private_key", "access_key", "passwd"];
-    key.contains("password") || key.contains("secret") || EXACT_SUFFIXES.iter().any(|suffix| key.ends_with(suffix))
+    const EXACT_SUFFIXES: [&str; 9] = [
+        "token",
+        "api_key",
+        "apikey",
+        "authorization",
+        "credentials",
+        "credential",
+        "private_key",
+        "access_key",
+        "passwd",
+    ];
+    key.contains("password")
+        || key.contains("secret")
+        || EXACT_SUFFIXES.iter().any(|suffix| key.ends_with(suffix))
 }
 
 /// Arguments as stored: values under secret-looking keys (password, token, secret, api_key,
@@ -85,7 +96,11 @@ pub(crate) fn redact(value: &Value) -> Value {
         Value::Object(map) => {
             let mut out = Map::with_capacity(map.len());
             for (key, inner) in map {
-                let stored = if is_secret_key(key) && !inner.is_null() { Value::from(REDACTED) } else { redact(inner) };
+                let stored = if is_secret_key(key) && !inner.is_null() {
+                    Value::from(REDACTED)
+                } else {
+                    redact(inner)
+                };
                 out.insert(key.clone(), stored);
             }
             Value::Object(out)
@@ -110,7 +125,8 @@ pub(crate) fn cut_response(value: &Value, max_bytes: usize) -> (Value, i64) {
     while !text.is_char_boundary(end) {
         end -= 1;
     }
-    let preview = serde_json::json!({ "truncated": true, "size_bytes": size, "preview": &text[..end] });
+    let preview =
+        serde_json::json!({ "truncated": true, "size_bytes": size, "preview": &text[..end] });
     (preview, size)
 }
 

@@ -86,12 +86,16 @@ impl Spill {
             }
         }
         if !rejected.is_empty() {
-            let mut file = OpenOptions::new().create(true).append(true).open(path.with_extension("rejected"))?;
+            let mut file = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path.with_extension("rejected"))?;
             for line in &rejected {
                 writeln!(file, "{line}")?;
             }
             file.sync_data()?;
-            self.pending.fetch_sub(rejected.len().min(self.pending() as usize) as u64, Ordering::Relaxed);
+            self.pending
+                .fetch_sub(rejected.len().min(self.pending() as usize) as u64, Ordering::Relaxed);
         }
         Ok(executions)
     }
@@ -113,6 +117,12 @@ fn replaying_path(path: &Path) -> PathBuf {
 
 fn count_lines(path: &Path) -> u64 {
     std::fs::File::open(path)
-        .map(|file| BufReader::new(file).lines().map_while(Result::ok).filter(|line| !line.trim().is_empty()).count() as u64)
+        .map(|file| {
+            BufReader::new(file)
+                .lines()
+                .map_while(Result::ok)
+                .filter(|line| !line.trim().is_empty())
+                .count() as u64
+        })
         .unwrap_or(0)
 }

@@ -42,7 +42,10 @@ pub(crate) async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
 
 /// Insert executions and their failures in one transaction. Records already stored (same id)
 /// are skipped, which makes replays idempotent.
-pub(super) async fn insert_batch(pool: &PgPool, executions: &[Execution]) -> Result<(), sqlx::Error> {
+pub(super) async fn insert_batch(
+    pool: &PgPool,
+    executions: &[Execution],
+) -> Result<(), sqlx::Error> {
     if executions.is_empty() {
         return Ok(());
     }
@@ -84,8 +87,10 @@ pub(super) async fn insert_batch(pool: &PgPool, executions: &[Execution]) -> Res
         insert.push(" ON CONFLICT DO NOTHING");
         insert.build().execute(&mut *transaction).await?;
     }
-    let failures: Vec<_> =
-        executions.iter().flat_map(|execution| execution.failures.iter().map(move |failure| (execution.id, failure))).collect();
+    let failures: Vec<_> = executions
+        .iter()
+        .flat_map(|execution| execution.failures.iter().map(move |failure| (execution.id, failure)))
+        .collect();
     for chunk in failures.chunks(5000) {
         let mut insert: QueryBuilder<Postgres> = QueryBuilder::new(
             "INSERT INTO orca.mcp_failures (id, execution_id, error_type, error_code, error_details, retry_attempt, created_at) ",

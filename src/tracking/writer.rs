@@ -132,7 +132,10 @@ impl Writer {
                     self.stats.spilled_total.fetch_add(batch.len() as u64, Ordering::Relaxed);
                 }
                 Err(error) => {
-                    tracing::error!(records = batch.len(), "tracking records lost: cannot write the spill file: {error}");
+                    tracing::error!(
+                        records = batch.len(),
+                        "tracking records lost: cannot write the spill file: {error}"
+                    );
                 }
             }
         }
@@ -144,7 +147,10 @@ impl Writer {
             Ok(()) => true,
             Err(error) => {
                 if self.stats.database_healthy.swap(false, Ordering::Relaxed) {
-                    tracing::warn!("tracking database unavailable, spilling records to disk: {}", describe(&error));
+                    tracing::warn!(
+                        "tracking database unavailable, spilling records to disk: {}",
+                        describe(&error)
+                    );
                 }
                 false
             }
@@ -185,7 +191,10 @@ impl Writer {
             }
             self.stats.replayed_total.fetch_add(executions.len() as u64, Ordering::Relaxed);
             if !self.stats.database_healthy.swap(true, Ordering::Relaxed) {
-                tracing::info!(records = executions.len(), "tracking database back, spilled records replayed");
+                tracing::info!(
+                    records = executions.len(),
+                    "tracking database back, spilled records replayed"
+                );
             }
         }
     }

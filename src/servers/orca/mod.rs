@@ -74,7 +74,8 @@ enum Rating {
 }
 
 impl OrcaServer {
-    pub(crate) const DESCRIPTION: &str = "orca itself: the servers behind this gateway, and feedback on tool results";
+    pub(crate) const DESCRIPTION: &str =
+        "orca itself: the servers behind this gateway, and feedback on tool results";
 
     pub(crate) fn new(directory: Directory, pool: PgPool, tracker: Tracker) -> OrcaServer {
         let tools = vec![
@@ -89,7 +90,11 @@ impl OrcaServer {
                 "Rate an earlier tool result: pass its _meta.feedback_token, a rating (up or down), and optionally a 1-5 rating_score and a comment. A second rating for the same token replaces the first.",
                 // Rating an answer changes none of the user's data, so read-only principals may do it.
                 Verb::Read,
-                ToolAnnotations::new().read_only(false).destructive(false).idempotent(true).open_world(false),
+                ToolAnnotations::new()
+                    .read_only(false)
+                    .destructive(false)
+                    .idempotent(true)
+                    .open_world(false),
             ),
         ];
         OrcaServer { directory, pool, tracker, tools: tools.into() }
@@ -126,12 +131,17 @@ impl OrcaServer {
         context: &CallContext,
     ) -> Result<ToolOutput, ToolError> {
         let input = FeedbackInput::from_arguments(arguments).map_err(ToolError::invalid_input)?;
-        match submit_feedback(&self.pool, &self.tracker, &input, Some(&context.principal.name)).await {
+        match submit_feedback(&self.pool, &self.tracker, &input, Some(&context.principal.name))
+            .await
+        {
             Ok(row) => Ok(ToolOutput::new(json!({ "feedback": row }))),
-            Err(FeedbackError::NotFound) => Err(ToolError::not_found("no execution has this feedback token")
-                .with_hint("pass the _meta.feedback_token of an earlier tool result")),
+            Err(FeedbackError::NotFound) => {
+                Err(ToolError::not_found("no execution has this feedback token")
+                    .with_hint("pass the _meta.feedback_token of an earlier tool result"))
+            }
             Err(FeedbackError::Unavailable) => {
-                Err(ToolError::upstream_unavailable("the feedback store is unavailable").with_hint("try again shortly"))
+                Err(ToolError::upstream_unavailable("the feedback store is unavailable")
+                    .with_hint("try again shortly"))
             }
         }
     }

@@ -1,0 +1,123 @@
+//! Data-driven tests of configuration loading: each case is a YAML text and environment, and the
+//! errors (or absence of errors) expected.
+
+use std::io::Write;
+
+use super::*;
+
+#[track_caller]
+fn check(yaml: &str, env: &[(&str, &str)], expected_errors: &[&str]) -> Option<Config> {
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(yaml.as_bytes()).unwrap();
+    let path = file.path().to_path_buf();
+    let result = load(Some(&path), &Env::from_pairs(env));
+    match result {
+        Ok(config) => {
+            assert!(
+                expected_errors.is_empty(),
+                "expected errors {expected_errors:?}, got a valid config"
+            );
+            Some(config)
+        }
+        Err(ConfigErrors(errors)) => {
+            assert_eq!(errors.len(), expected_errors.len(), "errors: {errors:#?}");
+            for (error, expected) in errors.iter().zip(expected_errors) {
+                assert!(error.contains(expected), "{error:?} lacks {expected:?}");
+                assert!(
+                    error.starts_with(&path.display().to_string())
+                        || error.starts_with("environment:"),
+                    "{error}"
+                );
+            }
+            None
+        }
+    }
+}
+
+#[test]
+fn an_empty_file_gives_the_defaults() {
+    let config = check("", &[("HOME", "/home/ana")], &[]).unwrap();
+    assert_eq!(config.servers, None);
+    assert!(config.auth.api_keys.is_empty());
+    assert_eq!(config.auth.stdio.name, "local");
+    assert_eq!(config.auth.stdio.verbs.len(), 4);
+    assert_eq!(config.http.max_body_bytes, 4 * 1024 * 1024);
+    assert!(config.tracking.enabled);
+    assert_eq!(config.tracking.queue_capacity, 10_000);
+    assert!(config.database_url.is_none() && config.state_database_url.is_none());
+}
+
+#[test]
+fn a_full_file_is_read_into_typed_values() {
+    let hash = "a".repeat(64);
+    let yaml = format!(
+        "servers: [orca]\n\
+         auth:\n  api_keys:\n    - {{name: ci, sha256: {hash}, verbs: [read, delete]}}\n  stdio: {{name: me, verbs: [read]}}\n\
+         http: {{max_body_bytes: 1000, allowed_hosts: [orca.internal], allowed_origins: ['https://ui.example']}}\n\
+         tracking: {{enabled: false, queue_capacity: 5, batch_size: 2, replay_interval_ms: 50, max_response_bytes: 10}}\n"
+    );
+    let config =
+        check(&yaml, &[("ORCA_HOME", "/srv/orca"), ("DATABASE_URL", "postgres://a:b@h/db")], &[])
+            .unwrap();
+    assert_eq!(config.home, PathBuf::from("/srv/orca"));
+    assert_eq!(config.servers, Some(vec![ServerKind::Orca]));
+    let key = &config.auth.api_keys[0];
+    assert_eq!(key.principal.name, "ci");
+    assert!(key.principal.may(Verb::Delete) && !key.principal.may(Verb::Create));
+    assert_eq!(config.auth.stdio.name, "me");
+    assert_eq!(config.http.allowed_hosts, Some(vec!["orca.internal".to_owned()]));
+    assert!(!config.tracking.enabled);
+    assert_eq!(config.tracking.replay_interval, Duration::from_millis(50));
+    assert_eq!(
+        config.database_url.as_ref().map(|url| url.expose_secret().to_owned()),
+        Some("postgres://a:b@h/db".into())
+    );
+}
+
+#[test]
+fn every_problem_is_reported_with_its_key() {
+    check(
+        "nope: 1\nhttp:\n  max_body_bytes: -1\ntracking:\n  batch_size: 0\n  extra: true\n",
+        &[("DATABASE_URL", "mysql://x")],
+        &[
+            "nope: unknown key",
+            "environment: DATABASE_URL",
+            "http.max_body_bytes",
+            "tracking.extra: unknown field `extra`",
+        ],
+    );
+    check("tracking:\n  batch_size: 0\n", &[], &["tracking.batch_size: must be greater than zero"]);
+    check(
+        &format!(
+            "auth:\n  api_keys:\n    - {{name: a, sha256: {h}, verbs: []}}\n    - {{name: a, sha256: {h}, verbs: [root]}}\n",
+            h = "b".repeat(64)
+        ),
+        &[],
+        &[
+            "auth.api_keys[0].verbs: list at least one",
+            "auth.api_keys[1].name: `a` is used by another key",
+            "auth.api_keys[1].sha256: the same key hash appears twice",
+            "auth.api_keys[1].verbs[0]: unknown verb `root`",
+        ],
+    );
+    check("servers: [orca, orca]\n", &[], &["servers[1]: `orca` is listed twice"]);
+    check(
+        "http:\n  allowed_origins: [example.com]\n",
+        &[],
+        &["http.allowed_origins[0]: `example.com` needs a scheme"],
+    );
+    check("- a\n- b\n", &[], &["the top level must be a mapping"]);
+    check("auth: [\n", &[], &["not valid YAML"]);
+}
+
+#[test]
+fn urls_are_masked_for_display() {
+    assert_eq!(mask_url("postgres://u:p@h:5432/db"), "postgres://u:****@h:5432/db");
+    assert_eq!(mask_url("postgres://u@h/db"), "postgres://u@h/db");
+    assert_eq!(
+        mask_url("postgres://h/db?user=u&password=p"),
+        "postgres://h/db?user=u&password=****"
+    );
+    assert_eq!(mask_url("postgres://u:p:q@h/db"), "postgres://u:****@h/db");
+    assert_eq!(mask_url("garbage"), "****");
+}

@@ -1,0 +1,137 @@
+//! HTTP authentication and per-tool verbs: no key, a wrong key, a key without the tool's verb.
+
+use std::time::Duration;
+
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use crate::support::{OrcaSetup, TestDatabase, call, eventually, meta_of};
+
+const READER_KEY: &str = "orca_test_reader_key";
+const WRITER_KEY: &str = "orca_test_writer_key";
+
+fn keyed_setup(database: &TestDatabase) -> OrcaSetup {
+    let hash = |key: &str| hex::encode(Sha256::digest(key.as_bytes()));
+    OrcaSetup::new(&database.url).with_config(&format!(
+        "auth:\n  api_keys:\n    - name: analyst\n      sha256: {}\n      verbs: [read]\n    - name: loader\n      sha256: {}\n      verbs: [create]\n",
+        hash(READER_KEY),
+        hash(WRITER_KEY)
+    ))
+}
+
+async fn post_initialize(url: &str, authorization: Option<&str>) -> (u16, String) {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}));
+    if let Some(authorization) = authorization {
+        request = request.header("authorization", authorization);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn requests_without_a_valid_key_are_refused_with_401() {
+    let database = TestDatabase::create().await;
+    let setup = keyed_setup(&database);
+    let server = setup.http_server(&[]);
+    let url = server.url("/mcp");
+    let (status, body) = post_initialize(&url, None).await;
+    assert_eq!(status, 401);
+    assert!(body.contains("UNAUTHORIZED") && body.contains("Authorization: Bearer"), "{body}");
+    let (status, body) = post_initialize(&url, Some("Bearer not-a-key")).await;
+    assert_eq!(status, 401);
+    assert!(body.contains("the API key is not valid"), "{body}");
+    assert!(!body.contains("not-a-key"), "the presented key is never echoed");
+    let (status, _) = post_initialize(&url, Some(&format!("Basic {READER_KEY}"))).await;
+    assert_eq!(status, 401);
+    assert!(server.try_client(None).await.is_err(), "rmcp's client cannot connect without a key");
+    let (status, _) = post_initialize(&url, Some(&format!("Bearer {READER_KEY}"))).await;
+    assert_eq!(status, 200);
+    // Feedback is behind the same check.
+    let status = reqwest::Client::new()
+        .post(server.url("/mcp/feedback"))
+        .body("{}")
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status.as_u16(), 401);
+}
+
+#[tokio::test]
+async fn a_valid_key_is_the_recorded_principal() {
+    let database = TestDatabase::create().await;
+    let setup = keyed_setup(&database);
+    let server = setup.http_server(&[]);
+    let client = server.client(Some(READER_KEY)).await;
+    let result = call(&client, "list_servers", json!({}), None).await.unwrap();
+    let id: Uuid = meta_of(&result)["execution_id"].as_str().unwrap().parse().unwrap();
+    client.cancel().await.unwrap();
+    let pool = database.connect().await;
+    eventually("the execution row", Duration::from_secs(20), || async {
+        sqlx::query("SELECT 1 FROM orca.mcp_executions WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&pool)
+            .await
+            .unwrap()
+            .is_some()
+    })
+    .await;
+    let principal: String =
+        sqlx::query_scalar("SELECT principal FROM orca.mcp_executions WHERE id = $1")
+            .bind(id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(principal, "analyst");
+}
+
+#[tokio::test]
+async fn a_tool_outside_the_keys_verbs_is_indistinguishable_from_an_unknown_tool() {
+    let database = TestDatabase::create().await;
+    let setup = keyed_setup(&database);
+    let server = setup.http_server(&[]);
+    let client = server.client(Some(WRITER_KEY)).await;
+    assert!(
+        client.list_all_tools().await.unwrap().is_empty(),
+        "a create-only key sees no read tools"
+    );
+    let forbidden = call(&client, "list_servers", json!({}), None).await.unwrap_err();
+    let unknown = call(&client, "no_such_tool", json!({}), None).await.unwrap_err();
+    let describe = |error: rmcp::service::ServiceError, name: &str| match error {
+        rmcp::service::ServiceError::McpError(data) => {
+            (data.code.0, data.message.replace(name, "<name>"), data.data)
+        }
+        other => panic!("expected a JSON-RPC error, got {other:?}"),
+    };
+    assert_eq!(describe(forbidden, "list_servers"), describe(unknown, "no_such_tool"));
+    client.cancel().await.unwrap();
+
+    let reader = server.client(Some(READER_KEY)).await;
+    let names: Vec<String> = reader
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|tool| tool.name.into_owned())
+        .collect();
+    assert_eq!(names, ["list_servers", "submit_feedback"]);
+    reader.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_stdio_principal_and_its_verbs_come_from_configuration() {
+    let database = TestDatabase::create().await;
+    let setup = OrcaSetup::new(&database.url)
+        .with_config("auth:\n  stdio:\n    name: desktop\n    verbs: [create]\n");
+    let client = setup.stdio_client().await;
+    assert!(client.list_all_tools().await.unwrap().is_empty());
+    assert!(call(&client, "list_servers", json!({}), None).await.is_err());
+    client.cancel().await.unwrap();
+}

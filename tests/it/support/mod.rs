@@ -1,0 +1,39 @@
+//! Shared test helpers: the test PostgreSQL and the orca process wrappers.
+
+pub(crate) mod orca;
+pub(crate) mod pg;
+
+use rmcp::model::{CallToolRequestParams, CallToolResult, RequestMetaObject};
+use rmcp::service::{RoleClient, RunningService};
+use serde_json::{Map, Value};
+
+pub(crate) use orca::{OrcaSetup, eventually, read, run};
+pub(crate) use pg::TestDatabase;
+
+/// Call a tool with JSON arguments and optional `_meta`.
+pub(crate) async fn call(
+    client: &RunningService<RoleClient, ()>,
+    name: &str,
+    arguments: Value,
+    meta: Option<Value>,
+) -> Result<CallToolResult, rmcp::service::ServiceError> {
+    let mut params = CallToolRequestParams::new(name.to_owned());
+    if let Value::Object(arguments) = arguments {
+        params = params.with_arguments(arguments);
+    }
+    if let Some(Value::Object(meta)) = meta {
+        params.meta = Some(RequestMetaObject::from(meta));
+    }
+    client.call_tool(params).await
+}
+
+/// The `_meta` of a result as a JSON object.
+pub(crate) fn meta_of(result: &CallToolResult) -> Map<String, Value> {
+    result.meta.as_ref().map(|meta| meta.0.clone()).unwrap_or_default()
+}
+
+/// The one text block of a result.
+pub(crate) fn text_of(result: &CallToolResult) -> String {
+    assert_eq!(result.content.len(), 1, "expected exactly one content block");
+    result.content[0].as_text().expect("a text block").text.clone()
+}

@@ -1,0 +1,212 @@
+//! Running the real `orca` binary: over stdio through rmcp's child-process client, and as an
+//! HTTP server whose bound address is read from its log.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rmcp::ServiceExt;
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::TokioChildProcess;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
+pub(crate) const BINARY: &str = env!("CARGO_BIN_EXE_orca");
+
+/// The environment and files one orca process runs with.
+#[derive(Debug)]
+pub(crate) struct OrcaSetup {
+    /// ORCA_HOME and working directory; removed when dropped.
+    pub(crate) home: tempfile::TempDir,
+    pub(crate) env: HashMap<String, String>,
+}
+
+impl OrcaSetup {
+    /// orca with its state (and its SQL target) in `database_url`.
+    pub(crate) fn new(database_url: &str) -> OrcaSetup {
+        let home = tempfile::tempdir().expect("cannot create ORCA_HOME");
+        let mut env = HashMap::new();
+        env.insert("ORCA_HOME".to_owned(), home.path().display().to_string());
+        env.insert("ORCA_DATABASE_URL".to_owned(), database_url.to_owned());
+        env.insert("DATABASE_URL".to_owned(), database_url.to_owned());
+        env.insert("ORCA_LOG".to_owned(), "orca=debug,warn".to_owned());
+        OrcaSetup { home, env }
+    }
+
+    /// Write `orca.yaml` into the home directory and point orca at it.
+    pub(crate) fn with_config(mut self, yaml: &str) -> OrcaSetup {
+        let path = self.home.path().join("orca.yaml");
+        std::fs::write(&path, yaml).unwrap();
+        self.env.insert("ORCA_CONFIG".to_owned(), path.display().to_string());
+        self
+    }
+
+    pub(crate) fn spill_file(&self) -> PathBuf {
+        self.home.path().join("tracking-spill.jsonl")
+    }
+
+    /// A command for the binary with this setup's environment and nothing inherited that could
+    /// change its behaviour.
+    pub(crate) fn command(&self) -> Command {
+        let mut command = Command::new(BINARY);
+        command.current_dir(self.home.path());
+        for key in [
+            "ORCA_CONFIG",
+            "ORCA_HOME",
+            "ORCA_DATABASE_URL",
+            "DATABASE_URL",
+            "ORCA_LOG",
+            "RUST_LOG",
+        ] {
+            command.env_remove(key);
+        }
+        command.envs(&self.env);
+        command
+    }
+
+    pub(crate) fn tokio_command(&self) -> tokio::process::Command {
+        tokio::process::Command::from(self.command())
+    }
+
+    /// Start `orca serve --stdio` and connect rmcp's client to it.
+    pub(crate) async fn stdio_client(&self) -> RunningService<RoleClient, ()> {
+        let mut command = self.tokio_command();
+        command.args(["serve", "--stdio"]);
+        let transport = TokioChildProcess::builder(command)
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("cannot start orca")
+            .0;
+        ().serve(transport).await.expect("MCP handshake with orca over stdio failed")
+    }
+
+    /// Start `orca serve --http 127.0.0.1:0` (plus `extra` arguments) and wait until it listens.
+    pub(crate) fn http_server(&self, extra: &[&str]) -> HttpServer {
+        let mut command = self.command();
+        command.args(["serve", "--http", "127.0.0.1:0"]).args(extra);
+        HttpServer::start(command)
+    }
+}
+
+/// A running `orca serve --http`, stopped (SIGTERM, then SIGKILL) when dropped.
+#[derive(Debug)]
+pub(crate) struct HttpServer {
+    child: Child,
+    pub(crate) base: String,
+    pub(crate) log: Arc<Mutex<Vec<String>>>,
+}
+
+impl HttpServer {
+    fn start(mut command: Command) -> HttpServer {
+        command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+        let mut child = command.spawn().expect("cannot start orca");
+        let stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (address_sender, address_receiver) = std::sync::mpsc::channel();
+        let lines = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(rest) = line.split("serving MCP on http://").nth(1) {
+                    let address = rest.split("/mcp").next().unwrap_or_default().to_owned();
+                    let _ = address_sender.send(address);
+                }
+                lines.lock().unwrap().push(line);
+            }
+        });
+        match address_receiver.recv_timeout(Duration::from_secs(60)) {
+            Ok(address) => HttpServer { child, base: format!("http://{address}"), log },
+            Err(_) => {
+                let _ = child.kill();
+                panic!(
+                    "orca did not start serving HTTP; its log:\n{}",
+                    log.lock().unwrap().join("\n")
+                );
+            }
+        }
+    }
+
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// An rmcp client for `/mcp`, with an optional bearer key.
+    pub(crate) async fn client(&self, key: Option<&str>) -> RunningService<RoleClient, ()> {
+        self.try_client(key).await.expect("MCP handshake with orca over HTTP failed")
+    }
+
+    pub(crate) async fn try_client(
+        &self,
+        key: Option<&str>,
+    ) -> Result<RunningService<RoleClient, ()>, String> {
+        let mut config = StreamableHttpClientTransportConfig::with_uri(self.url("/mcp"));
+        if let Some(key) = key {
+            config = config.auth_header(key);
+        }
+        let transport = StreamableHttpClientTransport::from_config(config);
+        ().serve(transport).await.map_err(|error| error.to_string())
+    }
+
+    /// Stop with SIGTERM and wait for an orderly exit (tracking flushed).
+    pub(crate) fn stop(mut self) -> std::process::ExitStatus {
+        terminate(&mut self.child)
+    }
+
+    pub(crate) fn log_text(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            terminate(&mut self.child);
+        }
+    }
+}
+
+fn terminate(child: &mut Child) -> std::process::ExitStatus {
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            return status;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    child.wait().expect("cannot reap orca")
+}
+
+/// Run the binary to completion; returns (exit code, stdout, stderr).
+pub(crate) fn run(setup: &OrcaSetup, args: &[&str]) -> (i32, String, String) {
+    let output = setup.command().args(args).stdin(Stdio::null()).output().expect("cannot run orca");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// Wait until `check` holds, polling; panics with `what` after `timeout`.
+pub(crate) async fn eventually<F, Fut>(what: &str, timeout: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if check().await {
+            return;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+pub(crate) fn read(path: &Path) -> String {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|error| panic!("cannot read {}: {error}", path.display()))
+}

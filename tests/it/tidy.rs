@@ -1,0 +1,99 @@
+//! Checks on the source tree itself: every file says what it is, no test is skipped or expects a
+//! panic, and the modules depend on each other only in the documented direction.
+
+use std::path::{Path, PathBuf};
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|extension| extension == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+fn sources(dir: &str) -> Vec<(PathBuf, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    files.sort();
+    files.into_iter().map(|path| (path.clone(), std::fs::read_to_string(&path).unwrap())).collect()
+}
+
+#[test]
+fn every_rust_file_starts_with_a_module_doc() {
+    for (path, text) in sources("src").into_iter().chain(sources("tests")) {
+        assert!(
+            text.starts_with("//!"),
+            "{} must start with a //! line saying what lives there",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn no_test_is_ignored_or_expects_a_panic() {
+    let banned = [concat!("#[", "ignore"), concat!("#[", "should_panic")];
+    for (path, text) in sources("src").into_iter().chain(sources("tests")) {
+        for pattern in banned {
+            assert!(!text.contains(pattern), "{} uses {pattern}]", path.display());
+        }
+    }
+}
+
+#[test]
+fn modules_depend_on_each_other_only_in_the_documented_direction() {
+    // (module directory, modules it must not use)
+    let rules: [(&str, &[&str]); 6] = [
+        (
+            "src/config",
+            &[
+                "crate::gateway",
+                "crate::registry",
+                "crate::servers",
+                "crate::tracking",
+                "crate::cli",
+            ],
+        ),
+        ("src/tracking", &["crate::gateway", "crate::registry", "crate::servers", "crate::cli"]),
+        ("src/servers", &["crate::gateway", "crate::registry", "crate::cli"]),
+        ("src/registry", &["crate::gateway", "crate::cli"]),
+        ("src/gateway", &["crate::cli"]),
+        (
+            "src/embedded",
+            &[
+                "crate::gateway",
+                "crate::registry",
+                "crate::servers",
+                "crate::tracking",
+                "crate::cli",
+            ],
+        ),
+    ];
+    for (dir, forbidden) in rules {
+        for (path, text) in sources(dir) {
+            for module in forbidden {
+                assert!(
+                    !text.contains(module),
+                    "{} uses {module}, against the dependency direction",
+                    path.display()
+                );
+            }
+        }
+    }
+    // Only the CLI's output function prints.
+    for (path, text) in sources("src") {
+        if path.ends_with("cli/output.rs") {
+            continue;
+        }
+        for pattern in ["println!", "print!(", "eprintln!", "dbg!"] {
+            assert!(
+                !text.contains(pattern),
+                "{} prints with {pattern}; use cli::output or tracing",
+                path.display()
+            );
+        }
+    }
+}
