@@ -233,18 +233,16 @@ async fn require_principal(
 
 async fn feedback(State(state): State<AppState>, request: Request) -> Response {
     let principal = request.extensions().get::<Principal>().cloned();
-    let body =
-        match axum::body::to_bytes(request.into_body(), state.config.http.max_body_bytes).await {
-            Ok(body) => body,
-            Err(_) => {
-                return error_response(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    ErrorCode::InvalidInput,
-                    "the request body is too large",
-                    None,
-                );
-            }
-        };
+    let Ok(body) =
+        axum::body::to_bytes(request.into_body(), state.config.http.max_body_bytes).await
+    else {
+        return error_response(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::InvalidInput,
+            "the request body is too large",
+            None,
+        );
+    };
     feedback_body(&state, principal, &body).await
 }
 

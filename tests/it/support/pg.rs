@@ -85,7 +85,8 @@ fn spawn_reaper(dir: &Path, watched_pid: u32) {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .spawn()
+        // `setsid -f` forks the reaper into its own session and returns at once.
+        .status()
         .expect("cannot start the test cluster reaper");
 }
 
