@@ -98,7 +98,8 @@ pub(crate) fn router(
     let authenticated = Router::new()
         .route_service("/mcp", mcp)
         .route("/mcp/feedback", post(feedback))
-        .route_layer(middleware::from_fn_with_state(state.clone(), require_principal));
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_principal))
+        .route_layer(middleware::from_fn_with_state(state.clone(), time_request));
     Router::new()
         .merge(authenticated)
         .route("/healthz", get(healthz))
@@ -201,6 +202,17 @@ fn origin_matches(allowed: &str, origin: &str) -> bool {
         }
         None => origin == allowed,
     }
+}
+
+/// Record how long the server took to answer an MCP request, authentication included.
+async fn time_request(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if request.uri().path() != "/mcp" {
+        return next.run(request).await;
+    }
+    let started = std::time::Instant::now();
+    let response = next.run(request).await;
+    state.metrics.observe_http_request(started.elapsed());
+    response
 }
 
 async fn require_principal(

@@ -9,39 +9,71 @@ use std::time::Duration;
 
 use crate::tracking::Tracker;
 
-/// Upper bounds of the latency buckets, in seconds.
-const BUCKETS: [f64; 14] =
-    [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0, 30.0];
+/// Upper bounds of the latency buckets, in seconds: fine below a millisecond, where the
+/// gateway's own overhead lives, coarse above it, where tools spend their time.
+const BUCKETS: [f64; 17] = [
+    0.00005, 0.0001, 0.00015, 0.0002, 0.0003, 0.0005, 0.00075, 0.001, 0.0025, 0.005, 0.01, 0.025,
+    0.1, 0.25, 1.0, 5.0, 30.0,
+];
 
-#[derive(Debug, Default)]
-struct ToolStats {
-    by_status: BTreeMap<&'static str, u64>,
-    /// Cumulative counts per bucket are computed when rendering; these are per-bucket counts,
-    /// with one extra slot for `+Inf`.
+/// Per-bucket counts (one extra slot for `+Inf`), with their sum and count.
+#[derive(Debug, Default, Clone, Copy)]
+struct Histogram {
     buckets: [u64; BUCKETS.len() + 1],
     sum_seconds: f64,
     count: u64,
 }
 
+impl Histogram {
+    fn observe(&mut self, elapsed: Duration) {
+        let seconds = elapsed.as_secs_f64();
+        let slot = BUCKETS.iter().position(|bound| seconds <= *bound).unwrap_or(BUCKETS.len());
+        self.buckets[slot] += 1;
+        self.sum_seconds += seconds;
+        self.count += 1;
+    }
+
+    fn render(&self, out: &mut String, name: &str, labels: &str) {
+        let mut cumulative = 0;
+        for (index, bound) in BUCKETS.iter().enumerate() {
+            cumulative += self.buckets[index];
+            let _ = writeln!(out, "{name}_bucket{{{labels}le=\"{bound}\"}} {cumulative}");
+        }
+        cumulative += self.buckets[BUCKETS.len()];
+        let _ = writeln!(out, "{name}_bucket{{{labels}le=\"+Inf\"}} {cumulative}");
+        let labels = labels.trim_end_matches(',');
+        let _ = writeln!(out, "{name}_sum{{{labels}}} {}", self.sum_seconds);
+        let _ = writeln!(out, "{name}_count{{{labels}}} {}", self.count);
+    }
+}
+
+#[derive(Debug, Default)]
+struct ToolStats {
+    by_status: BTreeMap<&'static str, u64>,
+    latency: Histogram,
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct Metrics {
     tools: Mutex<BTreeMap<String, ToolStats>>,
+    /// Whole MCP HTTP requests, from the first byte handled to the response.
+    http_requests: Mutex<Histogram>,
     unknown_tool: AtomicU64,
 }
 
 impl Metrics {
     pub(crate) fn observe(&self, tool: &str, status: &'static str, elapsed: Duration) {
-        let seconds = elapsed.as_secs_f64();
-        let slot = BUCKETS.iter().position(|bound| seconds <= *bound).unwrap_or(BUCKETS.len());
         let mut tools = self.tools.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let stats = match tools.get_mut(tool) {
             Some(stats) => stats,
             None => tools.entry(tool.to_owned()).or_default(),
         };
         *stats.by_status.entry(status).or_default() += 1;
-        stats.buckets[slot] += 1;
-        stats.sum_seconds += seconds;
-        stats.count += 1;
+        stats.latency.observe(elapsed);
+    }
+
+    pub(crate) fn observe_http_request(&self, elapsed: Duration) {
+        self.http_requests.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).observe(elapsed);
     }
 
     pub(crate) fn unknown_tool(&self) {
@@ -67,32 +99,20 @@ impl Metrics {
              # TYPE orca_tool_call_duration_seconds histogram\n",
         );
         for (tool, stats) in tools.iter() {
-            let tool = escape(tool);
-            let mut cumulative = 0;
-            for (index, bound) in BUCKETS.iter().enumerate() {
-                cumulative += stats.buckets[index];
-                let _ = writeln!(
-                    out,
-                    "orca_tool_call_duration_seconds_bucket{{tool=\"{tool}\",le=\"{bound}\"}} {cumulative}"
-                );
-            }
-            cumulative += stats.buckets[BUCKETS.len()];
-            let _ = writeln!(
-                out,
-                "orca_tool_call_duration_seconds_bucket{{tool=\"{tool}\",le=\"+Inf\"}} {cumulative}"
-            );
-            let _ = writeln!(
-                out,
-                "orca_tool_call_duration_seconds_sum{{tool=\"{tool}\"}} {}",
-                stats.sum_seconds
-            );
-            let _ = writeln!(
-                out,
-                "orca_tool_call_duration_seconds_count{{tool=\"{tool}\"}} {}",
-                stats.count
+            stats.latency.render(
+                &mut out,
+                "orca_tool_call_duration_seconds",
+                &format!("tool=\"{}\",", escape(tool)),
             );
         }
         drop(tools);
+        out.push_str(
+            "# HELP orca_http_request_duration_seconds Time to answer one MCP request over HTTP, server side.\n\
+             # TYPE orca_http_request_duration_seconds histogram\n",
+        );
+        let http_requests =
+            *self.http_requests.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        http_requests.render(&mut out, "orca_http_request_duration_seconds", "route=\"/mcp\",");
         let _ = writeln!(
             out,
             "# HELP orca_unknown_tool_calls_total Calls naming a tool that does not exist or is not allowed.\n\

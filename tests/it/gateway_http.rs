@@ -122,6 +122,10 @@ async fn healthz_and_metrics_report_the_calls_made() {
         "{metrics}"
     );
     assert!(metrics.contains("orca_unknown_tool_calls_total 1"), "{metrics}");
+    assert!(
+        metrics.contains("orca_http_request_duration_seconds_bucket{route=\"/mcp\",le=\"+Inf\"}"),
+        "{metrics}"
+    );
     assert!(metrics.contains("orca_tracking_queue_depth "), "{metrics}");
     assert!(metrics.contains("orca_tracking_spilled_records_total 0"), "{metrics}");
 }

@@ -1,0 +1,76 @@
+//! Load generator for the gateway benchmark: N concurrent clients call one tool over
+//! Streamable HTTP (stateless JSON responses) for a fixed time against a running `orca serve
+//! --http`, then print calls/s and client-side p50/p99 latency. Loopback only, bounded in time.
+//!
+//! Usage: bench_gateway <url> <concurrency> <seconds> [tool]
+
+use std::time::{Duration, Instant};
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let url = args.get(1).cloned().unwrap_or_else(|| "http://127.0.0.1:9000/mcp".into());
+    let concurrency: usize = args.get(2).and_then(|text| text.parse().ok()).unwrap_or(1);
+    let seconds: u64 = args.get(3).and_then(|text| text.parse().ok()).unwrap_or(10).min(120);
+    let tool = args.get(4).cloned().unwrap_or_else(|| "list_servers".into());
+    assert!(
+        url.starts_with("http://127.") || url.starts_with("http://localhost"),
+        "loopback targets only"
+    );
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": {}}})
+        .to_string();
+
+    let run = |window: Duration| {
+        let url = url.clone();
+        let body = body.clone();
+        async move {
+            let deadline = Instant::now() + window;
+            let mut workers = Vec::new();
+            for _ in 0..concurrency {
+                let url = url.clone();
+                let body = body.clone();
+                workers.push(tokio::spawn(async move {
+                    let client =
+                        reqwest::Client::builder().pool_max_idle_per_host(1).build().unwrap();
+                    let mut latencies = Vec::new();
+                    while Instant::now() < deadline {
+                        let started = Instant::now();
+                        let response = client
+                            .post(&url)
+                            .header("content-type", "application/json")
+                            .header("accept", "application/json, text/event-stream")
+                            .body(body.clone())
+                            .send()
+                            .await
+                            .expect("request failed");
+                        assert!(response.status().is_success(), "status {}", response.status());
+                        let text = response.text().await.unwrap();
+                        assert!(text.contains("\"isError\":false"), "tool failed: {text}");
+                        latencies.push(started.elapsed());
+                    }
+                    latencies
+                }));
+            }
+            let mut all = Vec::new();
+            for worker in workers {
+                all.extend(worker.await.unwrap());
+            }
+            all
+        }
+    };
+    // Warm up connections and caches, then measure.
+    let _ = run(Duration::from_secs(1)).await;
+    let started = Instant::now();
+    let mut latencies = run(Duration::from_secs(seconds)).await;
+    let elapsed = started.elapsed();
+    latencies.sort();
+    let percentile = |p: f64| latencies[((latencies.len() as f64 - 1.0) * p).round() as usize];
+    let micros = |duration: Duration| duration.as_secs_f64() * 1e6;
+    println!(
+        "concurrency={concurrency} calls={} calls_per_s={:.0} p50_us={:.0} p99_us={:.0}",
+        latencies.len(),
+        latencies.len() as f64 / elapsed.as_secs_f64(),
+        micros(percentile(0.50)),
+        micros(percentile(0.99)),
+    );
+}
