@@ -30,7 +30,7 @@ impl Databases {
                 embedded: None,
             });
         }
-        let cluster = EmbeddedPostgres::start(&config.home.join("pg"))
+        let cluster = EmbeddedPostgres::start(&config.home.join("pg"), config.pg_bindir.as_deref())
             .await
             .context("cannot start the embedded PostgreSQL (set ORCA_DATABASE_URL to use an existing server)")?;
         cluster.ensure_database("orca").await?;

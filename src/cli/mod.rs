@@ -286,6 +286,10 @@ async fn demo(config: Config, args: DemoArgs) -> anyhow::Result<ExitCode> {
         .await
         .with_context(|| format!("cannot listen on {}", args.addr))?;
     let bound = listener.local_addr()?;
+    tracing::info!(
+        "serving MCP on http://{bound}/mcp (stateless), servers: {}",
+        running.state.registry.server_names().join(", ")
+    );
     print(&output::demo_banner(
         bound,
         running.databases.target_description().as_deref(),
@@ -372,7 +376,7 @@ async fn doctor(config: Config) -> anyhow::Result<ExitCode> {
         }
     };
     if config.state_database_url.is_none() && config.database_url.is_none() {
-        let found = crate::embedded::find_bindir().await;
+        let found = crate::embedded::find_bindir(config.pg_bindir.as_deref()).await;
         check(
             &mut report,
             "postgresql binaries",

@@ -95,6 +95,8 @@ pub(crate) struct Config {
     /// Where orca keeps its state: the embedded cluster, the spill file.
     pub(crate) home: PathBuf,
     pub(crate) config_file: Option<PathBuf>,
+    /// Where the PostgreSQL server binaries are (`ORCA_PG_BINDIR`); found by search when unset.
+    pub(crate) pg_bindir: Option<PathBuf>,
     /// The database the SQL tools work on (`DATABASE_URL`).
     pub(crate) database_url: Option<SecretString>,
     /// orca's own state: tracking, feedback, tokens (`ORCA_DATABASE_URL`).
@@ -125,6 +127,14 @@ impl Config {
                 .map_or("(unset: embedded PostgreSQL)".into(), |url| mask_url(url.expose_secret()))
         };
         out.insert("DATABASE_URL", url(&self.database_url));
+        out.insert(
+            "ORCA_PG_BINDIR",
+            self.pg_bindir
+                .as_ref()
+                .map_or("(search PATH, pg_config, /usr/lib/postgresql)".into(), |dir| {
+                    dir.display().to_string()
+                }),
+        );
         out.insert("ORCA_DATABASE_URL", url(&self.state_database_url));
         let servers = match &self.servers {
             None => format!("all ({})", ServerKind::known_names()),
@@ -376,9 +386,11 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
     if !errors.is_empty() {
         return Err(ConfigErrors(errors));
     }
+    let pg_bindir = env.get("ORCA_PG_BINDIR").map(PathBuf::from);
     Ok(Config {
         home,
         config_file,
+        pg_bindir,
         database_url: target_database_url,
         state_database_url,
         servers,

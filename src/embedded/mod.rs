@@ -44,11 +44,19 @@ impl EmbeddedPostgres {
     /// When no server binaries are found (the message names the package to install), when
     /// `root` cannot be used by the `postgres` user, or when the server does not start (the
     /// message carries the end of the server log).
-    pub async fn start(root: &Path) -> anyhow::Result<EmbeddedPostgres> {
-        let bindir = find_bindir().await?;
+    pub async fn start(root: &Path, bindir: Option<&Path>) -> anyhow::Result<EmbeddedPostgres> {
+        let bindir = find_bindir(bindir).await?;
         let as_postgres_user = crate::config::running_as_root();
         std::fs::create_dir_all(root)
             .with_context(|| format!("cannot create {}", root.display()))?;
+        // Two orca processes starting at once must not both run initdb or pg_ctl start.
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(root.with_extension("lock"))
+            .with_context(|| format!("cannot open the lock next to {}", root.display()))?;
+        lock.lock().with_context(|| format!("cannot lock {}", root.display()))?;
         let root =
             root.canonicalize().with_context(|| format!("cannot resolve {}", root.display()))?;
         if as_postgres_user {
@@ -404,16 +412,26 @@ pub(crate) fn quote_identifier(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
-/// Find the directory holding `initdb`, `pg_ctl` and `postgres`: on PATH, through
-/// `pg_config --bindir`, or the newest `/usr/lib/postgresql/*/bin`.
+/// Find the directory holding `initdb`, `pg_ctl` and `postgres`: `explicit` when given
+/// (`ORCA_PG_BINDIR`), else on PATH, through `pg_config --bindir`, or the newest
+/// `/usr/lib/postgresql/*/bin`.
 ///
 /// # Errors
 ///
 /// When none is found; the message names the package to install.
-pub async fn find_bindir() -> anyhow::Result<PathBuf> {
+pub async fn find_bindir(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
     let complete = |dir: &Path| {
         ["initdb", "pg_ctl", "postgres"].iter().all(|program| dir.join(program).is_file())
     };
+    if let Some(dir) = explicit {
+        if complete(dir) {
+            return Ok(dir.to_path_buf());
+        }
+        bail!(
+            "ORCA_PG_BINDIR ({}) does not hold initdb, pg_ctl and postgres: {INSTALL_HINT}",
+            dir.display()
+        );
+    }
     if let Some(path) = std::env::var_os("PATH") {
         for dir in std::env::split_paths(&path) {
             if complete(&dir) {

@@ -3,6 +3,7 @@
 
 mod auth;
 mod config;
+mod demo;
 mod export;
 mod feedback;
 mod gateway_http;

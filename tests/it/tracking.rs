@@ -25,7 +25,7 @@ impl PrivateCluster {
     }
 
     async fn start(&self) -> EmbeddedPostgres {
-        let cluster = EmbeddedPostgres::start(&self.dir.join("pg"))
+        let cluster = EmbeddedPostgres::start(&self.dir.join("pg"), None)
             .await
             .expect("cannot start a private cluster");
         cluster.ensure_database("orca").await.unwrap();

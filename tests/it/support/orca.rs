@@ -36,6 +36,25 @@ impl OrcaSetup {
         OrcaSetup { home, env }
     }
 
+    /// orca with no database URL: it runs its embedded cluster under its home directory, which
+    /// is opened so that the `postgres` user can reach it when the tests run as root.
+    pub(crate) fn embedded() -> OrcaSetup {
+        use std::os::unix::fs::PermissionsExt;
+        let home = tempfile::tempdir().expect("cannot create ORCA_HOME");
+        std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut env = HashMap::new();
+        env.insert("ORCA_HOME".to_owned(), home.path().display().to_string());
+        env.insert("ORCA_LOG".to_owned(), "orca=debug,warn".to_owned());
+        OrcaSetup { home, env }
+    }
+
+    /// Start the binary with `args` as an HTTP server and wait until it listens.
+    pub(crate) fn http_command(&self, args: &[&str]) -> HttpServer {
+        let mut command = self.command();
+        command.args(args);
+        HttpServer::start(command)
+    }
+
     /// Write `orca.yaml` into the home directory and point orca at it.
     pub(crate) fn with_config(mut self, yaml: &str) -> OrcaSetup {
         let path = self.home.path().join("orca.yaml");

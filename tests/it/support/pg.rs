@@ -52,7 +52,7 @@ fn start_shared_cluster() -> Server {
     lock.lock().expect("cannot lock the test cluster");
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let cluster =
-        runtime.block_on(EmbeddedPostgres::start(&dir.join("pg"))).unwrap_or_else(|error| {
+        runtime.block_on(EmbeddedPostgres::start(&dir.join("pg"), None)).unwrap_or_else(|error| {
             panic!("cannot start the test PostgreSQL: {error:#}");
         });
     let reaper_marker = dir.join("reaper-started");
@@ -70,7 +70,7 @@ fn start_shared_cluster() -> Server {
 /// A detached process that waits for the test runner to exit, then stops the cluster and
 /// removes its directory.
 fn spawn_reaper(dir: &Path, watched_pid: u32) {
-    let bindir = runtime_block(orca::embedded::find_bindir()).expect("no PostgreSQL binaries");
+    let bindir = runtime_block(orca::embedded::find_bindir(None)).expect("no PostgreSQL binaries");
     let data = dir.join("pg/data");
     let as_postgres = if is_root() { "runuser -u postgres -- " } else { "" };
     let script = format!(

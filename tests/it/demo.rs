@@ -1,0 +1,69 @@
+//! `orca demo` on the embedded PostgreSQL: the cluster is created under ORCA_HOME, Chinook is
+//! loaded once, HTTP is served, and the cluster stops when orca does.
+
+use serde_json::json;
+use sqlx::Connection;
+
+use crate::support::{OrcaSetup, call, read, run};
+
+fn embedded_url(setup: &OrcaSetup, database: &str) -> String {
+    let pg = setup.home.path().join("pg");
+    let port = read(&pg.join("port")).trim().to_owned();
+    let password = read(&pg.join("password")).trim().to_owned();
+    format!("postgres://postgres:{password}@127.0.0.1:{port}/{database}")
+}
+
+#[tokio::test]
+async fn demo_loads_chinook_once_serves_http_and_stops_its_cluster() {
+    let setup = OrcaSetup::embedded();
+    let server = setup.http_command(&["demo", "--addr", "127.0.0.1:0"]);
+    let client = server.client(None).await;
+    let result = call(&client, "list_servers", json!({}), None).await.unwrap();
+    assert_eq!(result.structured_content.unwrap()["servers"][0]["name"], "orca");
+    client.cancel().await.unwrap();
+    let url = embedded_url(&setup, "chinook");
+    {
+        let mut connection =
+            sqlx::PgConnection::connect(&url).await.expect("the chinook database is reachable");
+        let artists: i64 = sqlx::query_scalar("SELECT count(*) FROM artist")
+            .fetch_one(&mut connection)
+            .await
+            .unwrap();
+        assert_eq!(artists, 275);
+        let tracking: i64 = sqlx::query_scalar("SELECT count(*) FROM orca.mcp_executions")
+            .fetch_one(
+                &mut sqlx::PgConnection::connect(&embedded_url(&setup, "orca")).await.unwrap(),
+            )
+            .await
+            .unwrap();
+        assert!(tracking <= 1, "orca's state lives in its own database");
+        connection.close().await.unwrap();
+    }
+    let first_log = server.log_text();
+    assert!(first_log.contains("loaded the Chinook sample database"), "{first_log}");
+    assert!(server.stop().success());
+    assert!(
+        sqlx::PgConnection::connect(&url).await.is_err(),
+        "the cluster stops with the orca that started it"
+    );
+
+    // A second run reuses the cluster and the loaded database.
+    let again = setup.http_command(&["demo", "--addr", "127.0.0.1:0"]);
+    let client = again.client(None).await;
+    call(&client, "list_servers", json!({}), None).await.unwrap();
+    client.cancel().await.unwrap();
+    let second_log = again.log_text();
+    assert!(!second_log.contains("loaded the Chinook sample database"), "{second_log}");
+    assert!(!second_log.contains("created the embedded PostgreSQL cluster"), "{second_log}");
+    assert!(again.stop().success());
+}
+
+#[test]
+fn missing_server_binaries_name_the_package_to_install() {
+    let mut setup = OrcaSetup::embedded();
+    setup.env.insert("ORCA_PG_BINDIR".into(), "/nonexistent/bin".into());
+    let (code, _, stderr) = run(&setup, &["migrate"]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("apt-get install -y postgresql"), "{stderr}");
+    assert!(stderr.contains("ORCA_DATABASE_URL"), "the message names the alternative: {stderr}");
+}
