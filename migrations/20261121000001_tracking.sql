@@ -28,7 +28,6 @@ CREATE TABLE IF NOT EXISTS orca.mcp_executions (
 );
 
 CREATE INDEX IF NOT EXISTS mcp_executions_created_at ON orca.mcp_executions (created_at);
-CREATE INDEX IF NOT EXISTS mcp_executions_tool ON orca.mcp_executions (mcp_name, tool_name, created_at);
 
 CREATE TABLE IF NOT EXISTS orca.mcp_failures (
     id            UUID PRIMARY KEY,

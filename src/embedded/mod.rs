@@ -91,7 +91,7 @@ impl EmbeddedPostgres {
                 "reusing the embedded PostgreSQL that is already running"
             );
         } else {
-            cluster.port = cluster.choose_port()?;
+            cluster.port = cluster.choose_port().await?;
             cluster.start_server().await?;
             cluster.started_here = true;
         }
@@ -259,11 +259,17 @@ impl EmbeddedPostgres {
 
     /// The port used last time if it is free, so URLs printed earlier stay valid; otherwise a
     /// free one picked by the kernel.
-    fn choose_port(&self) -> anyhow::Result<u16> {
-        if let Some(port) = self.saved_port()
-            && TcpListener::bind(("127.0.0.1", port)).is_ok()
-        {
-            return Ok(port);
+    /// A port that was just released (a server stopped a moment ago) can stay busy briefly, so
+    /// the saved one is retried for up to two seconds before another is chosen.
+    async fn choose_port(&self) -> anyhow::Result<u16> {
+        if let Some(port) = self.saved_port() {
+            for _ in 0..20 {
+                if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                    return Ok(port);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            tracing::warn!(port, "the embedded PostgreSQL's usual port is taken; choosing another");
         }
         let port = TcpListener::bind(("127.0.0.1", 0))?.local_addr()?.port();
         std::fs::write(self.port_file(), port.to_string())?;

@@ -28,7 +28,7 @@ use crate::config::{Config, Principal};
 use crate::registry::Registry;
 use crate::servers::CallContext;
 use crate::tool::ErrorCode;
-use crate::tracking::{Execution, ExecutionStatus, Failure, Tracker, cut_response, redact};
+use crate::tracking::{Execution, ExecutionStatus, Failure, Tracker, cut_response, redact_object};
 
 pub(crate) use auth::hash_key;
 pub(crate) use metrics::Metrics;
@@ -169,7 +169,7 @@ impl ServerHandler for Gateway {
 
     async fn call_tool(
         &self,
-        request: CallToolRequestParams,
+        mut request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let started = Instant::now();
@@ -185,14 +185,14 @@ impl ServerHandler for Gateway {
         let feedback_token = Uuid::new_v4();
         let trace_id = trace_id(&request, &context);
         let tracking = self.state.tracker.is_enabled();
-        let stored_arguments = if tracking {
-            redact(&Value::Object(request.arguments.clone().unwrap_or_default()))
-        } else {
-            Value::Null
+        let arguments = request.arguments.take();
+        let stored_arguments = match (&arguments, tracking) {
+            (_, false) => Value::Null,
+            (Some(arguments), true) => redact_object(arguments),
+            (None, true) => Value::Object(Map::new()),
         };
         let call_context = CallContext { principal: principal.clone() };
-        let outcome =
-            self.state.registry.call(tool, request.arguments.clone(), &call_context).await;
+        let outcome = self.state.registry.call(tool, arguments, &call_context).await;
         let elapsed = started.elapsed();
 
         let mut meta = Map::new();

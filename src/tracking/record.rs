@@ -93,24 +93,27 @@ fn is_secret_key(key: &str) -> bool {
 /// authorization ...) are replaced, and passwords inside connection URLs are masked.
 pub(crate) fn redact(value: &Value) -> Value {
     match value {
-        Value::Object(map) => {
-            let mut out = Map::with_capacity(map.len());
-            for (key, inner) in map {
-                let stored = if is_secret_key(key) && !inner.is_null() {
-                    Value::from(REDACTED)
-                } else {
-                    redact(inner)
-                };
-                out.insert(key.clone(), stored);
-            }
-            Value::Object(out)
-        }
+        Value::Object(map) => redact_object(map),
         Value::Array(items) => Value::Array(items.iter().map(redact).collect()),
         Value::String(text) if text.contains("://") && text.contains('@') => {
             Value::from(crate::config::mask_url(text))
         }
         other => other.clone(),
     }
+}
+
+/// An argument object as stored, redacted like [`redact`].
+pub(crate) fn redact_object(map: &Map<String, Value>) -> Value {
+    let mut out = Map::with_capacity(map.len());
+    for (key, inner) in map {
+        let stored = if is_secret_key(key) && !inner.is_null() {
+            Value::from(REDACTED)
+        } else {
+            redact(inner)
+        };
+        out.insert(key.clone(), stored);
+    }
+    Value::Object(out)
 }
 
 /// A response as stored: whole when it fits in `max_bytes`, otherwise a preview of its start.

@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use anyhow::Context;
+use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{PgPool, Postgres, QueryBuilder};
 
-use super::record::Execution;
+use super::record::{Execution, Failure};
 
 /// A pool for orca's state database. Connections are made lazily, so orca starts (and spills
 /// its records) even while the database is down.
@@ -42,6 +42,9 @@ pub(crate) async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
 
 /// Insert executions and their failures in one transaction. Records already stored (same id)
 /// are skipped, which makes replays idempotent.
+///
+/// Each table gets one statement whose parameters are arrays, unnested server-side: the SQL text
+/// is the same for every batch size, so it is prepared once per connection and then reused.
 pub(super) async fn insert_batch(
     pool: &PgPool,
     executions: &[Execution],
@@ -49,63 +52,64 @@ pub(super) async fn insert_batch(
     if executions.is_empty() {
         return Ok(());
     }
+    let column =
+        |field: fn(&Execution) -> Option<String>| executions.iter().map(field).collect::<Vec<_>>();
     let mut transaction = pool.begin().await?;
-    // PostgreSQL binds at most 65535 parameters per statement: 24 per row keeps a chunk well
-    // below that.
-    for chunk in executions.chunks(1000) {
-        let mut insert: QueryBuilder<Postgres> = QueryBuilder::new(
-            "INSERT INTO orca.mcp_executions (id, mcp_name, tool_name, upstream_tool_name, principal, user_id, agent_id, \
-             session_id, transport, trace_id, request_data, response_data, response_bytes, llm_provider, llm_model, \
-             llm_prompt_tokens, llm_completion_tokens, execution_time_ms, status, error_code, error_message, \
-             feedback_token, created_at) ",
-        );
-        insert.push_values(chunk, |mut row, execution| {
-            row.push_bind(execution.id)
-                .push_bind(&execution.server)
-                .push_bind(&execution.tool)
-                .push_bind(&execution.upstream_tool)
-                .push_bind(&execution.principal)
-                .push_bind(&execution.user_id)
-                .push_bind(&execution.agent_id)
-                .push_bind(&execution.session_id)
-                .push_bind(&execution.transport)
-                .push_bind(&execution.trace_id)
-                .push_bind(&execution.request_data)
-                .push_bind(&execution.response_data)
-                .push_bind(execution.response_bytes)
-                .push_bind(&execution.llm_provider)
-                .push_bind(&execution.llm_model)
-                .push_bind(execution.llm_prompt_tokens)
-                .push_bind(execution.llm_completion_tokens)
-                .push_bind(execution.execution_time_ms)
-                .push_bind(execution.status.as_str())
-                .push_bind(&execution.error_code)
-                .push_bind(&execution.error_message)
-                .push_bind(execution.feedback_token)
-                .push_bind(execution.created_at);
-        });
-        insert.push(" ON CONFLICT DO NOTHING");
-        insert.build().execute(&mut *transaction).await?;
-    }
-    let failures: Vec<_> = executions
+    sqlx::query(
+        "INSERT INTO orca.mcp_executions (id, mcp_name, tool_name, upstream_tool_name, principal, user_id, agent_id, \
+         session_id, transport, trace_id, request_data, response_data, response_bytes, llm_provider, llm_model, \
+         llm_prompt_tokens, llm_completion_tokens, execution_time_ms, status, error_code, error_message, \
+         feedback_token, created_at) \
+         SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], \
+         $8::text[], $9::text[], $10::text[], $11::jsonb[], $12::jsonb[], $13::int8[], $14::text[], $15::text[], \
+         $16::int8[], $17::int8[], $18::int4[], $19::text[], $20::text[], $21::text[], $22::uuid[], $23::timestamptz[]) \
+         ON CONFLICT DO NOTHING",
+    )
+    .bind(executions.iter().map(|execution| execution.id).collect::<Vec<_>>())
+    .bind(column(|execution| Some(execution.server.clone())))
+    .bind(column(|execution| Some(execution.tool.clone())))
+    .bind(column(|execution| execution.upstream_tool.clone()))
+    .bind(column(|execution| Some(execution.principal.clone())))
+    .bind(column(|execution| execution.user_id.clone()))
+    .bind(column(|execution| execution.agent_id.clone()))
+    .bind(column(|execution| execution.session_id.clone()))
+    .bind(column(|execution| Some(execution.transport.clone())))
+    .bind(column(|execution| Some(execution.trace_id.clone())))
+    .bind(executions.iter().map(|execution| execution.request_data.clone()).collect::<Vec<_>>())
+    .bind(executions.iter().map(|execution| execution.response_data.clone()).collect::<Vec<_>>())
+    .bind(executions.iter().map(|execution| execution.response_bytes).collect::<Vec<_>>())
+    .bind(column(|execution| execution.llm_provider.clone()))
+    .bind(column(|execution| execution.llm_model.clone()))
+    .bind(executions.iter().map(|execution| execution.llm_prompt_tokens).collect::<Vec<_>>())
+    .bind(executions.iter().map(|execution| execution.llm_completion_tokens).collect::<Vec<_>>())
+    .bind(executions.iter().map(|execution| execution.execution_time_ms).collect::<Vec<_>>())
+    .bind(column(|execution| Some(execution.status.as_str().to_owned())))
+    .bind(column(|execution| execution.error_code.clone()))
+    .bind(column(|execution| execution.error_message.clone()))
+    .bind(executions.iter().map(|execution| execution.feedback_token).collect::<Vec<_>>())
+    .bind(executions.iter().map(|execution| execution.created_at).collect::<Vec<_>>())
+    .execute(&mut *transaction)
+    .await?;
+
+    let failures: Vec<(uuid::Uuid, &Failure)> = executions
         .iter()
         .flat_map(|execution| execution.failures.iter().map(move |failure| (execution.id, failure)))
         .collect();
-    for chunk in failures.chunks(5000) {
-        let mut insert: QueryBuilder<Postgres> = QueryBuilder::new(
-            "INSERT INTO orca.mcp_failures (id, execution_id, error_type, error_code, error_details, retry_attempt, created_at) ",
-        );
-        insert.push_values(chunk, |mut row, (execution_id, failure)| {
-            row.push_bind(failure.id)
-                .push_bind(*execution_id)
-                .push_bind(&failure.error_type)
-                .push_bind(&failure.error_code)
-                .push_bind(&failure.error_details)
-                .push_bind(failure.retry_attempt)
-                .push_bind(failure.created_at);
-        });
-        insert.push(" ON CONFLICT DO NOTHING");
-        insert.build().execute(&mut *transaction).await?;
+    if !failures.is_empty() {
+        sqlx::query(
+            "INSERT INTO orca.mcp_failures (id, execution_id, error_type, error_code, error_details, retry_attempt, created_at) \
+             SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::jsonb[], $6::int4[], $7::timestamptz[]) \
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(failures.iter().map(|(_, failure)| failure.id).collect::<Vec<_>>())
+        .bind(failures.iter().map(|(execution_id, _)| *execution_id).collect::<Vec<_>>())
+        .bind(failures.iter().map(|(_, failure)| failure.error_type.clone()).collect::<Vec<_>>())
+        .bind(failures.iter().map(|(_, failure)| failure.error_code.clone()).collect::<Vec<_>>())
+        .bind(failures.iter().map(|(_, failure)| failure.error_details.clone()).collect::<Vec<_>>())
+        .bind(failures.iter().map(|(_, failure)| failure.retry_attempt).collect::<Vec<_>>())
+        .bind(failures.iter().map(|(_, failure)| failure.created_at).collect::<Vec<_>>())
+        .execute(&mut *transaction)
+        .await?;
     }
     transaction.commit().await
 }

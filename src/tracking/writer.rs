@@ -13,6 +13,9 @@ use super::spill::Spill;
 use super::store::insert_batch;
 use crate::config::TrackingConfig;
 
+/// How long the writer waits for more records before writing a batch that is not full.
+const LINGER: std::time::Duration = std::time::Duration::from_millis(20);
+
 #[derive(Debug)]
 pub(super) enum Command {
     Record(Box<Execution>),
@@ -62,12 +65,22 @@ impl Writer {
                 None => break,
                 Some(command) => self.take(command, &mut batch, &mut acks, &mut shutdown),
             }
-            // Take whatever else is already waiting, up to one batch.
-            while batch.len() < self.config.batch_size && shutdown.is_none() {
-                match self.receiver.try_recv() {
-                    Ok(command) => self.take(command, &mut batch, &mut acks, &mut shutdown),
-                    Err(_) => break,
-                }
+            // Gather up to one batch: what is already waiting, then whatever arrives within
+            // LINGER, so that a busy gateway writes few large transactions rather than many
+            // small ones. A flush or shutdown request ends the wait.
+            let linger_until = tokio::time::Instant::now() + LINGER;
+            while batch.len() < self.config.batch_size && shutdown.is_none() && acks.is_empty() {
+                let command = match self.receiver.try_recv() {
+                    Ok(command) => command,
+                    Err(mpsc::error::TryRecvError::Disconnected) => break,
+                    Err(mpsc::error::TryRecvError::Empty) => {
+                        match tokio::time::timeout_at(linger_until, self.receiver.recv()).await {
+                            Ok(Some(command)) => command,
+                            Ok(None) | Err(_) => break,
+                        }
+                    }
+                };
+                self.take(command, &mut batch, &mut acks, &mut shutdown);
             }
             self.write(&mut batch).await;
             for ack in acks {

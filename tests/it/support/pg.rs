@@ -43,11 +43,12 @@ fn start_shared_cluster() -> Server {
     };
     let dir = PathBuf::from(format!("/tmp/orca-test-{key}"));
     std::fs::create_dir_all(&dir).expect("cannot create the test cluster directory");
+    let lock_path = std::env::temp_dir().join(format!("orca-test-{key}.lock"));
     let lock = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
-        .open(std::env::temp_dir().join(format!("orca-test-{key}.lock")))
+        .open(&lock_path)
         .expect("cannot open the test cluster lock");
     lock.lock().expect("cannot lock the test cluster");
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
@@ -57,7 +58,7 @@ fn start_shared_cluster() -> Server {
         });
     let reaper_marker = dir.join("reaper-started");
     if !reaper_marker.exists() {
-        spawn_reaper(&dir, watched_pid);
+        spawn_reaper(&dir, &lock_path, watched_pid);
         std::fs::File::create(&reaper_marker).unwrap().write_all(b"1").unwrap();
     }
     let admin_url = cluster.url("postgres");
@@ -69,16 +70,17 @@ fn start_shared_cluster() -> Server {
 
 /// A detached process that waits for the test runner to exit, then stops the cluster and
 /// removes its directory.
-fn spawn_reaper(dir: &Path, watched_pid: u32) {
+fn spawn_reaper(dir: &Path, lock_path: &Path, watched_pid: u32) {
     let bindir = runtime_block(orca::embedded::find_bindir(None)).expect("no PostgreSQL binaries");
     let data = dir.join("pg/data");
     let as_postgres = if is_root() { "runuser -u postgres -- " } else { "" };
     let script = format!(
         "while kill -0 {watched_pid} 2>/dev/null; do sleep 1; done; \
-         {as_postgres}{pg_ctl} -D {data} -m immediate -w stop >/dev/null 2>&1; rm -rf {dir}",
+         {as_postgres}{pg_ctl} -D {data} -m immediate -w stop >/dev/null 2>&1; rm -rf {dir} {lock}",
         pg_ctl = bindir.join("pg_ctl").display(),
         data = data.display(),
         dir = dir.display(),
+        lock = lock_path.display(),
     );
     Command::new("setsid")
         .args(["-f", "sh", "-c", &script])
