@@ -4,6 +4,8 @@
 //!
 //! Usage: bench_gateway <url> <concurrency> <seconds> [tool]
 
+#![allow(clippy::print_stdout, reason = "the result line is this program's output")]
+
 use std::time::{Duration, Instant};
 
 #[tokio::main]

@@ -118,12 +118,7 @@ impl EmbeddedPostgres {
         let mut connection = sqlx::PgConnection::connect(&self.url("postgres"))
             .await
             .context("cannot connect to the embedded PostgreSQL")?;
-        let exists: bool =
-            sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
-                .bind(name)
-                .fetch_one(&mut connection)
-                .await?;
-        if !exists {
+        if !database_exists(&mut connection, name).await? {
             let statement = format!("CREATE DATABASE {}", quote_identifier(name));
             sqlx::raw_sql(sqlx::AssertSqlSafe(statement))
                 .execute(&mut connection)
@@ -365,12 +360,7 @@ pub async fn load_chinook(
     let mut admin = sqlx::PgConnection::connect(admin_url)
         .await
         .context("cannot connect to load the sample database")?;
-    let exists: bool =
-        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
-            .bind(name)
-            .fetch_one(&mut admin)
-            .await?;
-    if exists {
+    if database_exists(&mut admin, name).await? {
         return Ok(false);
     }
     let staging = format!("{name}_loading");
@@ -401,6 +391,16 @@ pub async fn load_chinook(
     admin.close().await?;
     tracing::info!(database = name, "loaded the Chinook sample database");
     Ok(true)
+}
+
+async fn database_exists(
+    connection: &mut sqlx::PgConnection,
+    name: &str,
+) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+        .bind(name)
+        .fetch_one(connection)
+        .await
 }
 
 /// The Chinook script without its leading `DROP DATABASE` / `CREATE DATABASE` / `\c` lines,

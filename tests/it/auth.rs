@@ -1,12 +1,10 @@
 //! HTTP authentication and per-tool verbs: no key, a wrong key, a key without the tool's verb.
 
-use std::time::Duration;
-
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use crate::support::{OrcaSetup, TestDatabase, call, eventually, meta_of};
+use crate::support::{OrcaSetup, TestDatabase, call, meta_of, wait_for_row};
 
 const READER_KEY: &str = "orca_test_reader_key";
 const WRITER_KEY: &str = "orca_test_writer_key";
@@ -74,15 +72,7 @@ async fn a_valid_key_is_the_recorded_principal() {
     let id: Uuid = meta_of(&result)["execution_id"].as_str().unwrap().parse().unwrap();
     client.cancel().await.unwrap();
     let pool = database.connect().await;
-    eventually("the execution row", Duration::from_secs(20), || async {
-        sqlx::query("SELECT 1 FROM orca.mcp_executions WHERE id = $1")
-            .bind(id)
-            .fetch_optional(&pool)
-            .await
-            .unwrap()
-            .is_some()
-    })
-    .await;
+    wait_for_row(&pool, "SELECT 1 FROM orca.mcp_executions WHERE id = $1", id).await;
     let principal: String =
         sqlx::query_scalar("SELECT principal FROM orca.mcp_executions WHERE id = $1")
             .bind(id)

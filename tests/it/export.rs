@@ -1,12 +1,10 @@
 //! The nightly export: `orca export-feedback` writes RFC 4180 CSV of feedback and failures, each
 //! joined with its execution, and re-running replaces the files.
 
-use std::time::Duration;
-
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::support::{OrcaSetup, TestDatabase, call, eventually, meta_of, run};
+use crate::support::{OrcaSetup, TestDatabase, call, meta_of, run, wait_for_row};
 
 fn read_csv(path: &std::path::Path) -> (Vec<String>, Vec<Vec<String>>) {
     let mut reader = csv::Reader::from_path(path).unwrap();
@@ -50,15 +48,7 @@ async fn export_writes_feedback_and_failures_joined_with_their_executions() {
     client.cancel().await.unwrap();
     let failed_id: Uuid = meta_of(&failed)["execution_id"].as_str().unwrap().parse().unwrap();
     let pool = database.connect().await;
-    eventually("the failure row", Duration::from_secs(20), || async {
-        sqlx::query("SELECT 1 FROM orca.mcp_failures WHERE execution_id = $1")
-            .bind(failed_id)
-            .fetch_optional(&pool)
-            .await
-            .unwrap()
-            .is_some()
-    })
-    .await;
+    wait_for_row(&pool, "SELECT 1 FROM orca.mcp_failures WHERE execution_id = $1", failed_id).await;
     assert!(server.stop().success());
 
     let out = setup.home.path().join("exports");

@@ -2,26 +2,17 @@
 //! HTTP endpoints, and the Host, Origin and body-size guards.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::support::{OrcaSetup, TestDatabase, call, eventually, meta_of, run};
+use crate::support::{OrcaSetup, TestDatabase, call, meta_of, run, wait_for_row};
 
 async fn execution_row(
     pool: &sqlx::PgPool,
     id: Uuid,
 ) -> (String, Option<String>, Option<String>, String) {
-    eventually("the execution row", Duration::from_secs(20), || async {
-        sqlx::query("SELECT 1 FROM orca.mcp_executions WHERE id = $1")
-            .bind(id)
-            .fetch_optional(pool)
-            .await
-            .unwrap()
-            .is_some()
-    })
-    .await;
+    wait_for_row(pool, "SELECT 1 FROM orca.mcp_executions WHERE id = $1", id).await;
     sqlx::query_as(
         "SELECT transport, agent_id, session_id, principal FROM orca.mcp_executions WHERE id = $1",
     )

@@ -2,12 +2,11 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::support::{OrcaSetup, TestDatabase, call, eventually, meta_of, text_of};
+use crate::support::{OrcaSetup, TestDatabase, call, meta_of, text_of, wait_for_row};
 
 #[tokio::test]
 async fn stdio_initialize_names_orca_its_servers_and_its_capabilities() {
@@ -54,15 +53,7 @@ async fn stdio_call_returns_structured_content_text_and_meta_and_is_tracked() {
     client.cancel().await.unwrap();
 
     let pool = database.connect().await;
-    eventually("the execution row", Duration::from_secs(20), || async {
-        sqlx::query("SELECT 1 FROM orca.mcp_executions WHERE id = $1")
-            .bind(execution_id)
-            .fetch_optional(&pool)
-            .await
-            .unwrap()
-            .is_some()
-    })
-    .await;
+    wait_for_row(&pool, "SELECT 1 FROM orca.mcp_executions WHERE id = $1", execution_id).await;
     let row: (String, String, String, Option<String>, Option<String>, String, String, Uuid, Value) = sqlx::query_as(
         "SELECT mcp_name, tool_name, principal, agent_id, user_id, transport, status, feedback_token, response_data \
          FROM orca.mcp_executions WHERE id = $1",
@@ -120,15 +111,8 @@ async fn stdio_bad_arguments_give_an_is_error_result_with_the_taxonomy_error() {
     client.cancel().await.unwrap();
 
     let pool = database.connect().await;
-    eventually("the failure row", Duration::from_secs(20), || async {
-        sqlx::query("SELECT 1 FROM orca.mcp_failures WHERE execution_id = $1")
-            .bind(execution_id)
-            .fetch_optional(&pool)
-            .await
-            .unwrap()
-            .is_some()
-    })
-    .await;
+    wait_for_row(&pool, "SELECT 1 FROM orca.mcp_failures WHERE execution_id = $1", execution_id)
+        .await;
     let (status, code): (String, String) =
         sqlx::query_as("SELECT e.status, f.error_code FROM orca.mcp_executions e JOIN orca.mcp_failures f ON f.execution_id = e.id WHERE e.id = $1")
             .bind(execution_id)

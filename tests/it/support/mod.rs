@@ -27,6 +27,15 @@ pub(crate) async fn call(
     client.call_tool(params).await
 }
 
+/// Wait until `query` (with `$1` bound to `id`) returns a row: records reach the database
+/// through a background writer.
+pub(crate) async fn wait_for_row(pool: &sqlx::PgPool, query: &'static str, id: uuid::Uuid) {
+    eventually(query, std::time::Duration::from_secs(20), || async {
+        sqlx::query(query).bind(id).fetch_optional(pool).await.unwrap().is_some()
+    })
+    .await;
+}
+
 /// The `_meta` of a result as a JSON object.
 pub(crate) fn meta_of(result: &CallToolResult) -> Map<String, Value> {
     result.meta.as_ref().map(|meta| meta.0.clone()).unwrap_or_default()
