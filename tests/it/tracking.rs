@@ -52,6 +52,13 @@ async fn count_once(url: &str, ids: &[Uuid]) -> Option<(i64, i64)> {
     counts
 }
 
+/// Wait until every one of `ids` is stored, each exactly once.
+async fn wait_stored(url: &str, ids: &[Uuid], what: &str) {
+    let expected = Some((ids.len() as i64, ids.len() as i64));
+    eventually(what, Duration::from_secs(30), || async { count_once(url, ids).await == expected })
+        .await;
+}
+
 async fn list_servers_ids(
     client: &rmcp::service::RunningService<rmcp::service::RoleClient, ()>,
     n: usize,
@@ -96,10 +103,7 @@ async fn records_made_during_a_database_outage_arrive_once_when_it_returns() {
     let client = server.client(None).await;
 
     let before = list_servers_ids(&client, 3).await;
-    eventually("the first records", Duration::from_secs(20), || async {
-        count_once(&url, &before).await == Some((3, 3))
-    })
-    .await;
+    wait_stored(&url, &before, "the first records").await;
 
     cluster.stop().await.unwrap();
     let during = list_servers_ids(&client, 5).await;
@@ -130,19 +134,13 @@ async fn records_made_during_a_database_outage_arrive_once_when_it_returns() {
 
     let cluster = private.start().await;
     let all: Vec<Uuid> = before.iter().chain(&during).copied().collect();
-    eventually("the replayed records", Duration::from_secs(30), || async {
-        count_once(&url, &all).await == Some((8, 8))
-    })
-    .await;
+    wait_stored(&url, &all, "the replayed records").await;
     eventually("the spill file to empty", Duration::from_secs(10), || async {
         spilled_ids(&setup).is_empty()
     })
     .await;
     let after = list_servers_ids(&client, 1).await;
-    eventually("a record after recovery", Duration::from_secs(20), || async {
-        count_once(&url, &after).await == Some((1, 1))
-    })
-    .await;
+    wait_stored(&url, &after, "a record after recovery").await;
     client.cancel().await.unwrap();
     assert!(server.stop().success());
     let total: Option<(i64, i64)> = count_once(&url, &[all, after].concat()).await;
@@ -159,10 +157,7 @@ async fn records_spilled_before_a_restart_are_replayed_by_the_next_run() {
     let server = setup.http_server(&[]);
     let client = server.client(None).await;
     let before = list_servers_ids(&client, 2).await;
-    eventually("the first records", Duration::from_secs(20), || async {
-        count_once(&url, &before).await == Some((2, 2))
-    })
-    .await;
+    wait_stored(&url, &before, "the first records").await;
 
     cluster.stop().await.unwrap();
     let during = list_servers_ids(&client, 3).await;
@@ -174,10 +169,7 @@ async fn records_spilled_before_a_restart_are_replayed_by_the_next_run() {
     let cluster = private.start().await;
     let restarted = setup.http_server(&[]);
     let all: Vec<Uuid> = before.iter().chain(&during).copied().collect();
-    eventually("the replayed records", Duration::from_secs(30), || async {
-        count_once(&url, &all).await == Some((5, 5))
-    })
-    .await;
+    wait_stored(&url, &all, "the replayed records").await;
     eventually("the spill file to empty", Duration::from_secs(10), || async {
         spilled_ids(&setup).is_empty()
     })
