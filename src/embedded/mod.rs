@@ -136,7 +136,7 @@ impl EmbeddedPostgres {
     ///
     /// When the server cannot be reached or the load fails.
     pub async fn ensure_chinook(&self, name: &str) -> anyhow::Result<bool> {
-        load_chinook(&self.url("postgres"), |database| self.url(database), name).await
+        load_chinook(self, name).await
     }
 
     /// Stop the server if this process started it.
@@ -346,18 +346,10 @@ impl Drop for EmbeddedPostgres {
     }
 }
 
-/// Load Chinook into `name` on the server reached by `admin_url`, once.
-///
-/// # Errors
-///
-/// When the server cannot be reached or a statement of the load fails.
-pub async fn load_chinook(
-    admin_url: &str,
-    url_of: impl Fn(&str) -> String,
-    name: &str,
-) -> anyhow::Result<bool> {
+/// Load Chinook into database `name` of `cluster`, once.
+async fn load_chinook(cluster: &EmbeddedPostgres, name: &str) -> anyhow::Result<bool> {
     use sqlx::Connection;
-    let mut admin = sqlx::PgConnection::connect(admin_url)
+    let mut admin = sqlx::PgConnection::connect(&cluster.url("postgres"))
         .await
         .context("cannot connect to load the sample database")?;
     if database_exists(&mut admin, name).await? {
@@ -374,7 +366,7 @@ pub async fn load_chinook(
         .execute(&mut admin)
         .await?;
     {
-        let mut target = sqlx::PgConnection::connect(&url_of(&staging)).await?;
+        let mut target = sqlx::PgConnection::connect(&cluster.url(&staging)).await?;
         sqlx::raw_sql(chinook_body())
             .execute(&mut target)
             .await
