@@ -9,6 +9,7 @@
 //! - `gateway`: the MCP facade (stdio and Streamable HTTP), auth, metrics and the wire mapping of errors.
 //! - `registry`: the closed list of internal servers, tool routing and collision checks.
 //! - `servers`: the internal MCP servers; each tool is a thin adapter over a domain function.
+//! - [`sql`]: classification, the read check, read execution, writes behind confirmation tokens.
 //! - `tool`: what every tool shares: verbs, the error taxonomy, the domain result.
 //! - [`tracking`]: executions, failures and feedback, written off the request path; the CSV export.
 //! - [`embedded`]: the private PostgreSQL cluster used when no database URL is configured.
@@ -19,5 +20,6 @@ pub mod embedded;
 mod gateway;
 mod registry;
 mod servers;
+pub mod sql;
 mod tool;
 mod tracking;

@@ -109,7 +109,8 @@ pub(crate) struct ToolError {
     pub(crate) message: String,
     pub(crate) hint: Option<String>,
     pub(crate) retryable: bool,
-    pub(crate) details: Option<Value>,
+    /// Server-specific structure (boxed: errors travel in `Result`s and should stay small).
+    pub(crate) details: Option<Box<Value>>,
 }
 
 impl ToolError {
@@ -149,7 +150,7 @@ impl ToolError {
         error.insert("trace_id".into(), Value::from(trace_id));
         error.insert("retryable".into(), Value::from(self.retryable));
         if let Some(details) = &self.details {
-            error.insert("details".into(), details.clone());
+            error.insert("details".into(), (**details).clone());
         }
         let mut root = Map::new();
         root.insert("error".into(), Value::Object(error));
@@ -181,11 +182,13 @@ pub(crate) struct ToolOutput {
     pub(crate) value: Value,
     pub(crate) meta: Map<String, Value>,
     pub(crate) llm: Option<LlmUsage>,
+    /// PNG images shown to the client next to the JSON (a chart).
+    pub(crate) png_images: Vec<Vec<u8>>,
 }
 
 impl ToolOutput {
     pub(crate) fn new(value: Value) -> ToolOutput {
-        ToolOutput { value, meta: Map::new(), llm: None }
+        ToolOutput { value, meta: Map::new(), llm: None, png_images: Vec::new() }
     }
 }
 

@@ -72,6 +72,31 @@ enum Command {
     /// Manage HTTP API keys
     #[command(subcommand)]
     Key(KeyCommand),
+    /// Approve a write that a dry run announced (with `sql.write_confirmation: human`)
+    #[command(
+        long_about = "Approve a write that execute_sql announced in a dry run, when orca.yaml \
+        sets `sql: {write_confirmation: human}`. The dry run returns an approval id instead of a \
+        confirmation token; after approval the same execute_sql call (dry_run=false, \
+        read_only=false) runs the statement once.\n\n\
+        Examples:\n  orca approve --list\n  orca approve 0192f3c4-..."
+    )]
+    Approve(ApproveArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("which").required(true).multiple(false))]
+struct ApproveArgs {
+    /// The approval id from the dry run
+    #[arg(group = "which", value_name = "ID")]
+    id: Option<String>,
+
+    /// List approval requests that wait for a person
+    #[arg(long, group = "which")]
+    list: bool,
+
+    /// Who approves, recorded with the approval [default: $USER]
+    #[arg(long, value_name = "NAME")]
+    by: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -93,6 +118,10 @@ struct ServeArgs {
     /// Serve only these internal servers (comma-separated) [default: from orca.yaml, else all]
     #[arg(long, value_delimiter = ',', value_name = "NAMES")]
     servers: Vec<String>,
+
+    /// Refuse every write: write tools are hidden and execute_sql runs reads only
+    #[arg(long)]
+    read_only: bool,
 }
 
 #[derive(Debug, Args)]
@@ -100,6 +129,10 @@ struct DemoArgs {
     /// Address to serve on
     #[arg(long, default_value = "127.0.0.1:9000", value_name = "ADDR")]
     addr: SocketAddr,
+
+    /// Refuse every write: write tools are hidden and execute_sql runs reads only
+    #[arg(long)]
+    read_only: bool,
 }
 
 #[derive(Debug, Args)]
@@ -181,6 +214,7 @@ async fn run(cli: Cli, env: Env) -> anyhow::Result<ExitCode> {
         Command::Migrate => migrate(config).await,
         Command::ExportFeedback(args) => export_feedback(config, args).await,
         Command::Doctor => doctor(config).await,
+        Command::Approve(args) => approve(config, args, &env).await,
         Command::Key(_) => unreachable!("handled above"),
     }
 }
@@ -206,9 +240,21 @@ impl Running {
             Tracker::disabled()
         };
         let enabled = servers.or_else(|| config.servers.clone());
+        let target_pool = match &databases.target_url {
+            Some(url) => Some(crate::sql::connect_target(url.expose_secret())?),
+            None => None,
+        };
+        let secret = crate::sql::Secret::load(config.secret.as_ref(), &config.home)?;
         let registry = Registry::build(
             enabled.as_deref(),
-            ServerDependencies { state_pool: state_pool.clone(), tracker: tracker.clone() },
+            ServerDependencies {
+                state_pool: state_pool.clone(),
+                tracker: tracker.clone(),
+                target_pool,
+                secret,
+                sql: config.sql.clone(),
+                read_only: config.read_only,
+            },
         )?;
         let state = AppState {
             config: Arc::new(config),
@@ -246,7 +292,8 @@ fn parse_servers(names: &[String]) -> anyhow::Result<Option<Vec<ServerKind>>> {
     Ok(Some(kinds))
 }
 
-async fn serve(config: Config, args: ServeArgs) -> anyhow::Result<ExitCode> {
+async fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<ExitCode> {
+    config.read_only |= args.read_only;
     let servers = parse_servers(&args.servers)?;
     if let Some(addr) = args.http {
         crate::gateway::http::check_bind(&config, addr)?;
@@ -279,7 +326,8 @@ async fn serve_http(
     crate::gateway::http::serve(listener, running.state.clone(), options, shutdown_signal()).await
 }
 
-async fn demo(config: Config, args: DemoArgs) -> anyhow::Result<ExitCode> {
+async fn demo(mut config: Config, args: DemoArgs) -> anyhow::Result<ExitCode> {
+    config.read_only |= args.read_only;
     crate::gateway::http::check_bind(&config, args.addr)?;
     let running = Running::start(config, None, true).await?;
     let listener = tokio::net::TcpListener::bind(args.addr)
@@ -475,4 +523,50 @@ async fn shutdown_signal() {
         () = terminate => {}
     }
     tracing::info!("shutting down");
+}
+
+async fn approve(config: Config, args: ApproveArgs, env: &Env) -> anyhow::Result<ExitCode> {
+    let databases = Databases::open(&config, false).await?;
+    let state_pool = tracking::connect(databases.state_url.expose_secret())?;
+    tracking::migrate(&state_pool).await?;
+    let outcome = approve_with(&state_pool, args, env).await;
+    state_pool.close().await;
+    databases.close().await?;
+    outcome
+}
+
+async fn approve_with(
+    state_pool: &sqlx::PgPool,
+    args: ApproveArgs,
+    env: &Env,
+) -> anyhow::Result<ExitCode> {
+    if args.list {
+        let pending = crate::sql::pending_approvals(state_pool)
+            .await
+            .context("cannot read the approval requests")?;
+        print(&output::approval_list(&pending));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let id = args.id.unwrap_or_default();
+    let id = uuid::Uuid::try_parse(id.trim())
+        .with_context(|| format!("`{id}` is not an approval id (a UUID from the dry run)"))?;
+    let approver = args
+        .by
+        .or_else(|| env.get("USER").map(str::to_owned))
+        .unwrap_or_else(|| "console".to_owned());
+    // A person at the console holds every verb; HTTP approvals check the key's verbs.
+    let verbs: Vec<&str> = crate::tool::Verb::ALL.iter().map(|verb| verb.as_str()).collect();
+    match crate::sql::approve(state_pool, id, &approver, &verbs).await {
+        Ok(request) => {
+            print(&output::approved(&request));
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(crate::sql::ApproveError::NotFound(id)) => {
+            print_error(&format!(
+                "error: no pending approval {id} (unknown, expired or already used); `orca approve --list` shows the pending ones"
+            ));
+            Ok(ExitCode::from(1))
+        }
+        Err(error) => Err(anyhow::anyhow!(error)),
+    }
 }

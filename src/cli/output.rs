@@ -38,3 +38,40 @@ pub(super) fn demo_banner(addr: SocketAddr, target: Option<&str>, config: &Confi
          Press Ctrl-C to stop."
     )
 }
+
+/// Pending approval requests, one block each.
+pub(super) fn approval_list(pending: &[crate::sql::ApprovalRequest]) -> String {
+    if pending.is_empty() {
+        return "no approval requests are waiting\n".to_owned();
+    }
+    let mut text = String::new();
+    for request in pending {
+        text.push_str(&describe_request(request));
+        text.push('\n');
+    }
+    text
+}
+
+/// The confirmation printed by `orca approve`.
+pub(super) fn approved(request: &crate::sql::ApprovalRequest) -> String {
+    format!(
+        "approved by {}:\n{}\nthe same execute_sql call (dry_run=false, read_only=false) now runs it once, until {}\n",
+        request.approved_by.as_deref().unwrap_or("?"),
+        describe_request(request),
+        request.expires_at.to_rfc3339()
+    )
+}
+
+fn describe_request(request: &crate::sql::ApprovalRequest) -> String {
+    format!(
+        "  id:        {}\n  kind:      {} (needs {})\n  requested: {} by {} on {}\n  estimate:  {}\n  statement: {}\n",
+        request.id,
+        request.statement_kind,
+        request.required_verbs.join(", "),
+        request.created_at.to_rfc3339(),
+        request.principal,
+        request.database,
+        request.estimated_rows.map_or("unknown".to_owned(), |rows| format!("{rows} row(s)")),
+        request.statement.replace('\n', "\n             "),
+    )
+}

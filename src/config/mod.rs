@@ -18,21 +18,24 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::tool::Verb;
-use raw::{RawApiKey, RawAuth, RawHttp, RawPrincipal, RawTracking};
+use raw::{RawApiKey, RawAuth, RawHttp, RawPrincipal, RawSql, RawTracking};
 
 /// The internal servers orca can host: a closed list. Each is enabled by configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum ServerKind {
     /// orca's own tools: `list_servers`, `submit_feedback`.
     Orca,
+    /// SQL on `DATABASE_URL`: `execute_sql`, `add_records`, `generate_schema`, `format_results`.
+    Postgres,
 }
 
 impl ServerKind {
-    pub(crate) const ALL: [ServerKind; 1] = [ServerKind::Orca];
+    pub(crate) const ALL: [ServerKind; 2] = [ServerKind::Orca, ServerKind::Postgres];
 
     pub(crate) fn name(self) -> &'static str {
         match self {
             ServerKind::Orca => "orca",
+            ServerKind::Postgres => "postgres",
         }
     }
 
@@ -106,6 +109,48 @@ pub(crate) struct Config {
     pub(crate) auth: AuthConfig,
     pub(crate) http: HttpConfig,
     pub(crate) tracking: TrackingConfig,
+    pub(crate) sql: SqlConfig,
+    /// `--read-only` or `read_only: true`: write tools are absent and writes are refused.
+    pub(crate) read_only: bool,
+    /// `ORCA_SECRET`: the key of confirmation tokens; generated into `ORCA_HOME` when unset.
+    pub(crate) secret: Option<SecretString>,
+}
+
+/// Who confirms a write that a dry run announced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WriteConfirmation {
+    /// The dry run returns a confirmation token to the caller (the model).
+    Model,
+    /// The dry run returns an approval id; a person approves it out of band.
+    Human,
+}
+
+/// Limits and policy of the SQL tools (`sql:` in `orca.yaml`).
+#[derive(Debug, Clone)]
+pub(crate) struct SqlConfig {
+    pub(crate) write_confirmation: WriteConfirmation,
+    pub(crate) token_lifetime: Duration,
+    pub(crate) default_max_rows: usize,
+    pub(crate) hard_max_rows: usize,
+    pub(crate) max_result_bytes: usize,
+    pub(crate) default_timeout: Duration,
+    pub(crate) max_timeout: Duration,
+    pub(crate) schema_cache_ttl: Duration,
+}
+
+impl Default for SqlConfig {
+    fn default() -> SqlConfig {
+        SqlConfig {
+            write_confirmation: WriteConfirmation::Model,
+            token_lifetime: Duration::from_secs(600),
+            default_max_rows: 1000,
+            hard_max_rows: 50_000,
+            max_result_bytes: 1024 * 1024,
+            default_timeout: Duration::from_secs(30),
+            max_timeout: Duration::from_secs(300),
+            schema_cache_ttl: Duration::from_secs(300),
+        }
+    }
 }
 
 impl Config {
@@ -197,6 +242,33 @@ impl Config {
                 tracking.replay_interval.as_millis(),
                 tracking.max_response_bytes
             ),
+        );
+        let sql = &self.sql;
+        out.insert(
+            "sql",
+            format!(
+                "write_confirmation={} token_lifetime_seconds={} default_max_rows={} hard_max_rows={} max_result_bytes={} default_timeout_ms={} max_timeout_ms={} schema_cache_ttl_seconds={}",
+                match sql.write_confirmation {
+                    WriteConfirmation::Model => "model",
+                    WriteConfirmation::Human => "human",
+                },
+                sql.token_lifetime.as_secs(),
+                sql.default_max_rows,
+                sql.hard_max_rows,
+                sql.max_result_bytes,
+                sql.default_timeout.as_millis(),
+                sql.max_timeout.as_millis(),
+                sql.schema_cache_ttl.as_secs()
+            ),
+        );
+        out.insert("read_only", self.read_only.to_string());
+        out.insert(
+            "ORCA_SECRET",
+            if self.secret.is_some() {
+                "(set)".into()
+            } else {
+                format!("(unset: generated once into {})", self.home.join("secret").display())
+            },
         );
         out
     }
@@ -382,6 +454,29 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
             &mut errors,
         ),
     };
+    let raw_sql: RawSql = sections
+        .sql
+        .and_then(|value| section(value, "sql", &file_label, &mut errors))
+        .unwrap_or_default();
+    let sql = validate_sql(raw_sql, &file_label, &mut errors);
+    let read_only = match sections.read_only {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(flag)) => *flag,
+        Some(other) => {
+            errors.push(format!("{file_label}: read_only: expected true or false, found {other}"));
+            false
+        }
+    };
+    let secret = match env.get("ORCA_SECRET") {
+        Some(secret) if secret.len() < 32 => {
+            errors.push(
+                "environment: ORCA_SECRET: must be at least 32 characters; leave it unset to have one generated in ORCA_HOME".to_owned(),
+            );
+            None
+        }
+        Some(secret) => Some(SecretString::from(secret.to_owned())),
+        None => None,
+    };
 
     if !errors.is_empty() {
         return Err(ConfigErrors(errors));
@@ -397,7 +492,78 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
         auth,
         http,
         tracking,
+        sql,
+        read_only,
+        secret,
     })
+}
+
+fn validate_sql(raw: RawSql, file: &str, errors: &mut Vec<String>) -> SqlConfig {
+    let defaults = SqlConfig::default();
+    let write_confirmation = match raw.write_confirmation.as_deref() {
+        None | Some("model") => WriteConfirmation::Model,
+        Some("human") => WriteConfirmation::Human,
+        Some(other) => {
+            errors.push(format!(
+                "{file}: sql.write_confirmation: `{other}` is not one of: model, human"
+            ));
+            WriteConfirmation::Model
+        }
+    };
+    let mut number = |value: Option<u64>, default: u64, key: &str| -> u64 {
+        match value {
+            Some(0) => {
+                errors.push(format!("{file}: sql.{key}: must be greater than 0"));
+                default
+            }
+            Some(value) => value,
+            None => default,
+        }
+    };
+    let as_u64 = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+    let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let config = SqlConfig {
+        write_confirmation,
+        token_lifetime: Duration::from_secs(number(
+            raw.token_lifetime_seconds,
+            defaults.token_lifetime.as_secs(),
+            "token_lifetime_seconds",
+        )),
+        default_max_rows: number(
+            raw.default_max_rows,
+            as_u64(defaults.default_max_rows),
+            "default_max_rows",
+        ) as usize,
+        hard_max_rows: number(raw.hard_max_rows, as_u64(defaults.hard_max_rows), "hard_max_rows")
+            as usize,
+        max_result_bytes: number(
+            raw.max_result_bytes,
+            as_u64(defaults.max_result_bytes),
+            "max_result_bytes",
+        ) as usize,
+        default_timeout: Duration::from_millis(number(
+            raw.default_timeout_ms,
+            millis(defaults.default_timeout),
+            "default_timeout_ms",
+        )),
+        max_timeout: Duration::from_millis(number(
+            raw.max_timeout_ms,
+            millis(defaults.max_timeout),
+            "max_timeout_ms",
+        )),
+        schema_cache_ttl: Duration::from_secs(number(
+            raw.schema_cache_ttl_seconds,
+            defaults.schema_cache_ttl.as_secs(),
+            "schema_cache_ttl_seconds",
+        )),
+    };
+    if config.default_max_rows > config.hard_max_rows {
+        errors.push(format!("{file}: sql.default_max_rows: must not exceed sql.hard_max_rows"));
+    }
+    if config.default_timeout > config.max_timeout {
+        errors.push(format!("{file}: sql.default_timeout_ms: must not exceed sql.max_timeout_ms"));
+    }
+    config
 }
 
 fn parse_yaml(text: &str, path: &Path, errors: &mut Vec<String>) -> Value {
@@ -424,13 +590,22 @@ struct Sections<'a> {
     auth: Option<&'a Value>,
     http: Option<&'a Value>,
     tracking: Option<&'a Value>,
+    sql: Option<&'a Value>,
+    read_only: Option<&'a Value>,
 }
 
 impl<'a> Sections<'a> {
-    const KNOWN: [&'static str; 4] = ["servers", "auth", "http", "tracking"];
+    const KNOWN: [&'static str; 6] = ["servers", "auth", "http", "tracking", "sql", "read_only"];
 
     fn split(document: &'a Value, file: &str, errors: &mut Vec<String>) -> Sections<'a> {
-        let empty = Sections { servers: None, auth: None, http: None, tracking: None };
+        let empty = Sections {
+            servers: None,
+            auth: None,
+            http: None,
+            tracking: None,
+            sql: None,
+            read_only: None,
+        };
         let Value::Object(map) = document else { return empty };
         for key in map.keys() {
             if !Sections::KNOWN.contains(&key.as_str()) {
@@ -445,6 +620,8 @@ impl<'a> Sections<'a> {
             auth: map.get("auth"),
             http: map.get("http"),
             tracking: map.get("tracking"),
+            sql: map.get("sql"),
+            read_only: map.get("read_only"),
         }
     }
 }

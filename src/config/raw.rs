@@ -52,3 +52,17 @@ pub(super) struct RawTracking {
     pub(super) replay_interval_ms: Option<u64>,
     pub(super) max_response_bytes: Option<u64>,
 }
+
+/// `sql:` section.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSql {
+    pub(super) write_confirmation: Option<String>,
+    pub(super) token_lifetime_seconds: Option<u64>,
+    pub(super) default_max_rows: Option<u64>,
+    pub(super) hard_max_rows: Option<u64>,
+    pub(super) max_result_bytes: Option<u64>,
+    pub(super) default_timeout_ms: Option<u64>,
+    pub(super) max_timeout_ms: Option<u64>,
+    pub(super) schema_cache_ttl_seconds: Option<u64>,
+}

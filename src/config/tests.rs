@@ -121,3 +121,37 @@ fn urls_are_masked_for_display() {
     assert_eq!(mask_url("postgres://u:p:q@h/db"), "postgres://u:****@h/db");
     assert_eq!(mask_url("garbage"), "****");
 }
+
+#[test]
+fn the_sql_section_and_read_only_are_validated() {
+    let config = check(
+        "read_only: true\nsql:\n  write_confirmation: human\n  default_max_rows: 10\n  token_lifetime_seconds: 60\n",
+        &[("ORCA_SECRET", "0123456789abcdef0123456789abcdef")],
+        &[],
+    )
+    .unwrap();
+    assert!(config.read_only);
+    assert_eq!(config.sql.write_confirmation, WriteConfirmation::Human);
+    assert_eq!(config.sql.default_max_rows, 10);
+    assert_eq!(config.sql.token_lifetime, Duration::from_secs(60));
+    assert!(config.secret.is_some());
+    let defaults = check("", &[], &[]).unwrap();
+    assert_eq!(defaults.sql.write_confirmation, WriteConfirmation::Model);
+    assert_eq!(defaults.sql.hard_max_rows, 50_000);
+    assert!(!defaults.read_only);
+    check(
+        "read_only: maybe\nsql:\n  write_confirmation: robot\n  hard_max_rows: 0\n  default_max_rows: 100\n  max_timeout_ms: 10\n  colour: blue\n",
+        &[("ORCA_SECRET", "short")],
+        &["sql.colour", "read_only: expected true or false", "ORCA_SECRET: must be at least 32"],
+    );
+    check(
+        "sql:\n  write_confirmation: robot\n  hard_max_rows: 0\n  default_max_rows: 100000\n  max_timeout_ms: 10\n",
+        &[],
+        &[
+            "sql.write_confirmation: `robot` is not one of: model, human",
+            "sql.hard_max_rows: must be greater than 0",
+            "sql.default_max_rows: must not exceed sql.hard_max_rows",
+            "sql.default_timeout_ms: must not exceed sql.max_timeout_ms",
+        ],
+    );
+}

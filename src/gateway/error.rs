@@ -3,13 +3,23 @@
 //! the taxonomy's error object; an unknown (or forbidden) tool is JSON-RPC error -32602.
 
 use rmcp::ErrorData as McpError;
-use rmcp::model::{CallToolResult, MetaObject};
+use rmcp::model::{CallToolResult, ContentBlock, MetaObject};
 use serde_json::{Map, Value};
 
 use crate::tool::ToolError;
 
-pub(super) fn success(value: Value, meta: Map<String, Value>) -> CallToolResult {
-    CallToolResult::structured(value).with_meta(Some(MetaObject(meta)))
+pub(super) fn success(
+    value: Value,
+    png_images: Vec<Vec<u8>>,
+    meta: Map<String, Value>,
+) -> CallToolResult {
+    use base64::Engine;
+    let mut result = CallToolResult::structured(value);
+    for png in png_images {
+        let data = base64::engine::general_purpose::STANDARD.encode(png);
+        result.content.push(ContentBlock::image(data, "image/png"));
+    }
+    result.with_meta(Some(MetaObject(meta)))
 }
 
 pub(super) fn failure(

@@ -98,6 +98,7 @@ pub(crate) fn router(
     let authenticated = Router::new()
         .route_service("/mcp", mcp)
         .route("/mcp/feedback", post(feedback))
+        .route("/approvals/{id}", post(approve))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_principal))
         .route_layer(middleware::from_fn_with_state(state.clone(), time_request));
     Router::new()
@@ -297,6 +298,60 @@ async fn feedback_body(state: &AppState, principal: Option<Principal>, body: &By
                 StatusCode::SERVICE_UNAVAILABLE,
                 ErrorCode::UpstreamUnavailable,
                 "the feedback store is unavailable",
+                Some("try again shortly"),
+            );
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+            response
+        }
+    }
+}
+
+/// `POST /approvals/<id>`: a person approves a write announced by a dry run (with
+/// `sql.write_confirmation: human`). The API key must hold every verb the write needs.
+async fn approve(
+    State(state): State<AppState>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+    request: Request,
+) -> Response {
+    let Some(principal) = request.extensions().get::<Principal>().cloned() else {
+        return error_response(
+            StatusCode::UNAUTHORIZED,
+            ErrorCode::Unauthorized,
+            "an API key is required",
+            None,
+        );
+    };
+    let Ok(id) = uuid::Uuid::try_parse(id.trim()) else {
+        return error_response(
+            StatusCode::NOT_FOUND,
+            ErrorCode::NotFound,
+            "no pending approval has this id",
+            Some("use the approval_id of an execute_sql dry run"),
+        );
+    };
+    let verbs: Vec<&str> = principal.verbs.iter().map(|verb| verb.as_str()).collect();
+    match crate::sql::approve(&state.state_pool, id, &principal.name, &verbs).await {
+        Ok(request) => {
+            (StatusCode::OK, axum::Json(json!({ "approved": true, "request": request })))
+                .into_response()
+        }
+        Err(crate::sql::ApproveError::NotFound(_)) => error_response(
+            StatusCode::NOT_FOUND,
+            ErrorCode::NotFound,
+            "no pending approval has this id (unknown, expired or already used)",
+            Some("use the approval_id of a recent execute_sql dry run"),
+        ),
+        Err(error @ crate::sql::ApproveError::MissingVerbs(_)) => error_response(
+            StatusCode::FORBIDDEN,
+            ErrorCode::Unauthorized,
+            &error.to_string(),
+            Some("approve with an API key that holds these verbs"),
+        ),
+        Err(crate::sql::ApproveError::Unavailable) => {
+            let mut response = error_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::UpstreamUnavailable,
+                "the approval store is unavailable",
                 Some("try again shortly"),
             );
             response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("5"));

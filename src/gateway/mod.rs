@@ -96,12 +96,20 @@ impl Gateway {
     }
 
     fn instructions(&self) -> String {
-        let servers = self.state.registry.server_names().join(", ");
+        let names = self.state.registry.server_names();
+        let servers = names.join(", ");
+        let sql = if names.contains(&"postgres") {
+            " SQL: execute_sql is a dry run unless dry_run=false; reads then run read-only with \
+             capped rows; a write needs the confirmation_token of its dry run, then dry_run=false \
+             and read_only=false. generate_schema describes the tables."
+        } else {
+            ""
+        };
         format!(
             "orca is one governed gateway to data tools. Servers behind it: {servers}. \
              Every tool result carries _meta.feedback_token; rate a result with the submit_feedback tool \
              (or POST /mcp/feedback) so the people who curate the context can learn from it. \
-             Call list_servers to see every server, its status and its tools."
+             Call list_servers to see every server, its status and its tools.{sql}"
         )
     }
 }
@@ -191,7 +199,10 @@ impl ServerHandler for Gateway {
             (Some(arguments), true) => redact_object(arguments),
             (None, true) => Value::Object(Map::new()),
         };
-        let call_context = CallContext { principal: principal.clone() };
+        let call_context = CallContext {
+            principal: principal.clone(),
+            elicitor: crate::servers::Elicitor::for_peer(&context.peer),
+        };
         let outcome = self.state.registry.call(tool, arguments, &call_context).await;
         let elapsed = started.elapsed();
 
@@ -204,7 +215,12 @@ impl ServerHandler for Gateway {
                 for (key, value) in output.meta {
                     meta.entry(key).or_insert(value);
                 }
-                (error::success(output.value, meta), ExecutionStatus::Success, output.llm, None)
+                (
+                    error::success(output.value, output.png_images, meta),
+                    ExecutionStatus::Success,
+                    output.llm,
+                    None,
+                )
             }
             Err(tool_error) => {
                 let status = if tool_error.code == ErrorCode::Timeout {

@@ -9,8 +9,11 @@ use serde_json::{Map, Value};
 use sqlx::PgPool;
 
 use crate::config::ServerKind;
+use crate::config::SqlConfig;
 use crate::servers::orca::{Directory, OrcaServer, ServerCapabilitiesSummary, ServerSummary};
+use crate::servers::postgres::{PostgresServer, Target};
 use crate::servers::{CallContext, ToolSpec};
+use crate::sql::Secret;
 use crate::tool::{ToolError, ToolOutput};
 use crate::tracking::Tracker;
 
@@ -18,24 +21,28 @@ use crate::tracking::Tracker;
 #[derive(Debug, Clone)]
 pub(crate) enum InternalServer {
     Orca(OrcaServer),
+    Postgres(PostgresServer),
 }
 
 impl InternalServer {
     fn kind(&self) -> ServerKind {
         match self {
             InternalServer::Orca(_) => ServerKind::Orca,
+            InternalServer::Postgres(_) => ServerKind::Postgres,
         }
     }
 
     fn description(&self) -> &'static str {
         match self {
             InternalServer::Orca(_) => OrcaServer::DESCRIPTION,
+            InternalServer::Postgres(_) => PostgresServer::DESCRIPTION,
         }
     }
 
     fn tools(&self) -> &[ToolSpec] {
         match self {
             InternalServer::Orca(server) => server.tools(),
+            InternalServer::Postgres(server) => server.tools(),
         }
     }
 
@@ -47,6 +54,7 @@ impl InternalServer {
     ) -> Result<ToolOutput, ToolError> {
         match self {
             InternalServer::Orca(server) => server.call(tool, arguments, context).await,
+            InternalServer::Postgres(server) => server.call(tool, arguments, context).await,
         }
     }
 }
@@ -57,6 +65,8 @@ pub(crate) enum RegistryError {
     ToolCollision { tool: String, first: String, second: String },
     #[error("no server is enabled; enable at least one of: {known}")]
     NothingEnabled { known: String },
+    #[error("server `postgres` needs a target database: set DATABASE_URL")]
+    NoTargetDatabase,
 }
 
 /// What the internal servers need from the rest of orca.
@@ -64,6 +74,11 @@ pub(crate) enum RegistryError {
 pub(crate) struct ServerDependencies {
     pub(crate) state_pool: PgPool,
     pub(crate) tracker: Tracker,
+    /// The database of the SQL tools; without it `postgres` is left out unless asked for.
+    pub(crate) target_pool: Option<PgPool>,
+    pub(crate) secret: Secret,
+    pub(crate) sql: SqlConfig,
+    pub(crate) read_only: bool,
 }
 
 /// A tool found by name: its owner and its declaration.
@@ -91,8 +106,15 @@ impl Registry {
         enabled: Option<&[ServerKind]>,
         dependencies: ServerDependencies,
     ) -> Result<Registry, RegistryError> {
-        let enabled: Vec<ServerKind> =
+        let explicit = enabled.is_some();
+        let mut enabled: Vec<ServerKind> =
             enabled.map_or_else(|| ServerKind::ALL.to_vec(), <[ServerKind]>::to_vec);
+        if dependencies.target_pool.is_none() && enabled.contains(&ServerKind::Postgres) {
+            if explicit {
+                return Err(RegistryError::NoTargetDatabase);
+            }
+            enabled.retain(|kind| *kind != ServerKind::Postgres);
+        }
         if enabled.is_empty() {
             return Err(RegistryError::NothingEnabled {
                 known: ServerKind::ALL.map(ServerKind::name).join(", "),
@@ -106,6 +128,13 @@ impl Registry {
                     directory.clone(),
                     dependencies.state_pool.clone(),
                     dependencies.tracker.clone(),
+                )),
+                ServerKind::Postgres => InternalServer::Postgres(PostgresServer::new(
+                    Target::new(dependencies.target_pool.clone().expect("checked above")),
+                    dependencies.state_pool.clone(),
+                    dependencies.secret.clone(),
+                    dependencies.sql.clone(),
+                    dependencies.read_only,
                 )),
             })
             .collect();

@@ -3,6 +3,7 @@
 //! everything that touches the wire.
 
 pub(crate) mod orca;
+pub(crate) mod postgres;
 
 use std::sync::Arc;
 
@@ -42,4 +43,39 @@ impl ToolSpec {
 #[derive(Debug, Clone)]
 pub(crate) struct CallContext {
     pub(crate) principal: Principal,
+    /// A way to ask the person at the client, when the client supports MCP elicitation.
+    pub(crate) elicitor: Option<Elicitor>,
+}
+
+/// Asks the person behind an MCP client a yes/no question through elicitation.
+#[derive(Debug, Clone)]
+pub(crate) struct Elicitor {
+    peer: rmcp::Peer<rmcp::RoleServer>,
+}
+
+/// The form an approval question asks for.
+#[derive(Debug, serde::Serialize, serde::Deserialize, JsonSchema)]
+struct Approval {
+    /// Whether to approve.
+    approve: bool,
+}
+
+rmcp::elicit_safe!(Approval);
+
+impl Elicitor {
+    /// An elicitor for this peer, if its client declared the elicitation capability.
+    pub(crate) fn for_peer(peer: &rmcp::Peer<rmcp::RoleServer>) -> Option<Elicitor> {
+        let info = peer.peer_info()?;
+        info.capabilities.elicitation.as_ref()?;
+        Some(Elicitor { peer: peer.clone() })
+    }
+
+    /// Ask `question`; true only for an explicit approval within five minutes.
+    pub(crate) async fn confirm(&self, question: &str) -> bool {
+        let answer = self
+            .peer
+            .elicit_with_timeout::<Approval>(question, Some(std::time::Duration::from_secs(300)))
+            .await;
+        matches!(answer, Ok(Some(Approval { approve: true })))
+    }
 }

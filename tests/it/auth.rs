@@ -88,10 +88,14 @@ async fn a_tool_outside_the_keys_verbs_is_indistinguishable_from_an_unknown_tool
     let setup = keyed_setup(&database);
     let server = setup.http_server(&[]);
     let client = server.client(Some(WRITER_KEY)).await;
-    assert!(
-        client.list_all_tools().await.unwrap().is_empty(),
-        "a create-only key sees no read tools"
-    );
+    let visible: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|tool| tool.name.into_owned())
+        .collect();
+    assert_eq!(visible, ["add_records"], "a create-only key sees only the create tool");
     let forbidden = call(&client, "list_servers", json!({}), None).await.unwrap_err();
     let unknown = call(&client, "no_such_tool", json!({}), None).await.unwrap_err();
     let describe = |error: rmcp::service::ServiceError, name: &str| match error {
@@ -111,7 +115,10 @@ async fn a_tool_outside_the_keys_verbs_is_indistinguishable_from_an_unknown_tool
         .into_iter()
         .map(|tool| tool.name.into_owned())
         .collect();
-    assert_eq!(names, ["list_servers", "submit_feedback"]);
+    assert_eq!(
+        names,
+        ["list_servers", "submit_feedback", "execute_sql", "generate_schema", "format_results"]
+    );
     reader.cancel().await.unwrap();
 }
 
@@ -121,7 +128,14 @@ async fn the_stdio_principal_and_its_verbs_come_from_configuration() {
     let setup = OrcaSetup::new(&database.url)
         .with_config("auth:\n  stdio:\n    name: desktop\n    verbs: [create]\n");
     let client = setup.stdio_client().await;
-    assert!(client.list_all_tools().await.unwrap().is_empty());
+    let visible: Vec<String> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|tool| tool.name.into_owned())
+        .collect();
+    assert_eq!(visible, ["add_records"]);
     assert!(call(&client, "list_servers", json!({}), None).await.is_err());
     client.cancel().await.unwrap();
 }

@@ -17,12 +17,22 @@ async fn stdio_initialize_names_orca_its_servers_and_its_capabilities() {
     assert_eq!(info.server_info.as_ref().unwrap().name, "orca");
     assert_eq!(info.server_info.as_ref().unwrap().version, env!("CARGO_PKG_VERSION"));
     let instructions = info.instructions.clone().unwrap_or_default();
-    assert!(instructions.contains("Servers behind it: orca"), "{instructions}");
+    assert!(instructions.contains("Servers behind it: orca, postgres"), "{instructions}");
     assert!(info.capabilities.tools.is_some());
     assert!(info.capabilities.resources.is_none(), "resources are not offered yet");
     let tools = client.list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
-    assert_eq!(names, ["list_servers", "submit_feedback"]);
+    assert_eq!(
+        names,
+        [
+            "list_servers",
+            "submit_feedback",
+            "execute_sql",
+            "add_records",
+            "generate_schema",
+            "format_results"
+        ]
+    );
     client.cancel().await.unwrap();
 }
 
@@ -44,6 +54,8 @@ async fn stdio_call_returns_structured_content_text_and_meta_and_is_tracked() {
     assert_eq!(structured["servers"][0]["name"], "orca");
     assert_eq!(structured["servers"][0]["status"], "running");
     assert_eq!(structured["servers"][0]["tool_count"], 2);
+    assert_eq!(structured["servers"][1]["name"], "postgres");
+    assert_eq!(structured["servers"][1]["tool_count"], 4);
     assert_eq!(serde_json::from_str::<Value>(&text_of(&result)).unwrap(), structured);
     let meta = meta_of(&result);
     let execution_id: Uuid = meta["execution_id"].as_str().unwrap().parse().unwrap();

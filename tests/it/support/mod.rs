@@ -2,6 +2,7 @@
 
 pub(crate) mod orca;
 pub(crate) mod pg;
+pub(crate) mod samples;
 
 use rmcp::model::{CallToolRequestParams, CallToolResult, RequestMetaObject};
 use rmcp::service::{RoleClient, RunningService};
@@ -11,8 +12,8 @@ pub(crate) use orca::{OrcaSetup, eventually, read, run};
 pub(crate) use pg::TestDatabase;
 
 /// Call a tool with JSON arguments and optional `_meta`.
-pub(crate) async fn call(
-    client: &RunningService<RoleClient, ()>,
+pub(crate) async fn call<H: rmcp::ClientHandler>(
+    client: &RunningService<RoleClient, H>,
     name: &str,
     arguments: Value,
     meta: Option<Value>,

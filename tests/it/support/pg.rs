@@ -141,3 +141,8 @@ pub(crate) fn replace_database(url: &str, database: &str) -> String {
     let path_start = base[scheme_end..].find('/').map_or(base.len(), |index| scheme_end + index);
     format!("{}/{database}{query}", &base[..path_start])
 }
+
+/// The URL of the test server's `postgres` database, as a superuser.
+pub(crate) fn admin_url() -> String {
+    server().admin_url.clone()
+}

@@ -1,0 +1,451 @@
+//! The built-in `postgres` server: SQL on the target database (`DATABASE_URL`, the embedded
+//! Chinook database by default). Tools are thin adapters over [`crate::sql`]: `execute_sql`
+//! (dry run, reads, confirmed writes), `add_records`, `generate_schema` and `format_results`.
+
+mod execute;
+mod format;
+mod schema_doc;
+
+use std::sync::Arc;
+
+use rmcp::model::ToolAnnotations;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use sqlx::PgPool;
+
+use super::{CallContext, ToolSpec};
+use crate::config::SqlConfig;
+use crate::sql;
+use crate::tool::{ToolError, ToolOutput, Verb, parse_arguments};
+
+pub(crate) use execute::ExecuteSqlParams;
+
+/// The database the SQL tools work on.
+#[derive(Debug, Clone)]
+pub(crate) struct Target {
+    pub(crate) pool: PgPool,
+    /// `host:port/database`: what confirmation tokens are bound to.
+    pub(crate) label: String,
+    /// `postgres:database`: the `source` of results.
+    pub(crate) source: String,
+}
+
+impl Target {
+    pub(crate) fn new(pool: PgPool) -> Target {
+        let options = pool.connect_options();
+        let database = options.get_database().unwrap_or("postgres").to_owned();
+        let label = format!("{}:{}/{database}", options.get_host(), options.get_port());
+        Target { pool, label, source: format!("postgres:{database}") }
+    }
+}
+
+/// The introspected schema, kept for a while and dropped when DDL runs through orca.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SchemaCache {
+    inner: Arc<std::sync::Mutex<Option<CachedSchema>>>,
+}
+
+#[derive(Debug, Clone)]
+struct CachedSchema {
+    taken: std::time::Instant,
+    generated_at: chrono::DateTime<chrono::Utc>,
+    schema: Arc<sql::DatabaseSchema>,
+}
+
+impl SchemaCache {
+    pub(crate) fn invalidate(&self) {
+        *self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = None;
+    }
+
+    /// The cached schema if younger than `ttl`, else a fresh one (and whether it was cached).
+    async fn get(
+        &self,
+        pool: &PgPool,
+        ttl: std::time::Duration,
+        refresh: bool,
+    ) -> Result<(Arc<sql::DatabaseSchema>, chrono::DateTime<chrono::Utc>, bool), sql::Error> {
+        if !refresh {
+            let cached = self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
+            if let Some(cached) = cached.filter(|cached| cached.taken.elapsed() < ttl) {
+                return Ok((cached.schema, cached.generated_at, true));
+            }
+        }
+        let schema = Arc::new(sql::introspect(pool).await.map_err(sql::Error::from_query)?);
+        let generated_at = chrono::Utc::now();
+        *self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(CachedSchema {
+            taken: std::time::Instant::now(),
+            generated_at,
+            schema: Arc::clone(&schema),
+        });
+        Ok((schema, generated_at, false))
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct PostgresServer {
+    target: Target,
+    state_pool: PgPool,
+    secret: sql::Secret,
+    config: SqlConfig,
+    read_only: bool,
+    schema_cache: SchemaCache,
+    tools: Arc<[ToolSpec]>,
+}
+
+impl PostgresServer {
+    pub(crate) const DESCRIPTION: &str =
+        "SQL on the target PostgreSQL database: safe reads, confirmed writes, schema, formatting";
+
+    pub(crate) fn new(
+        target: Target,
+        state_pool: PgPool,
+        secret: sql::Secret,
+        config: SqlConfig,
+        read_only: bool,
+    ) -> PostgresServer {
+        let mut tools = vec![ToolSpec::new::<ExecuteSqlParams>(
+            "execute_sql",
+            "Run one SQL statement on the PostgreSQL database. By default this is a dry run: it classifies the statement and returns its plan without running it. Reads run with dry_run=false and return a table (capped; `truncated` says when rows were left out). Writes need dry_run=true first, which returns a warning, the estimated rows affected and a confirmation_token; then the same sql with dry_run=false, read_only=false and that token. Transaction control, session settings and utility statements are refused.",
+            Verb::Read,
+            ToolAnnotations::new().read_only(read_only).destructive(!read_only).open_world(false),
+        )];
+        if !read_only {
+            tools.push(ToolSpec::new::<AddRecordsParams>(
+                "add_records",
+                "Insert records into a table. data is one object or an array of objects; fields are matched to columns exactly, ignoring case, or from camelCase to snake_case. Unknown fields are refused with the table's columns and the closest names (validate_fields=false ignores them). Values are converted only where unambiguous; defaults and NOT NULL are respected; all records go in one transaction (bulk_insert=true uses COPY). Returns the count and the primary keys.",
+                Verb::Create,
+                ToolAnnotations::new().read_only(false).destructive(false).idempotent(false).open_world(false),
+            ));
+        }
+        tools.push(ToolSpec::new::<GenerateSchemaParams>(
+            "generate_schema",
+            "Describe the database schema: schemas, tables, views, materialized views, partitions, columns (type, nullable, default, comment), primary, unique and foreign keys, indexes, enums and domains, row estimates. format=markdown (for people), json (structured) or sql (DDL). Cached for a few minutes; refresh_cache=true rereads the catalog.",
+            Verb::Read,
+            ToolAnnotations::new().read_only(true).idempotent(true).open_world(false),
+        ));
+        tools.push(ToolSpec::new::<FormatResultsParams>(
+            "format_results",
+            "Format a query result for people: data is a TabularResult (as execute_sql returns), an array of objects, or CSV text. format=table (Markdown), csv (RFC 4180), json (array of objects), summary (per-column statistics) or chart (a Vega-Lite spec chosen from the column types, plus the chart as a PNG image).",
+            Verb::Read,
+            ToolAnnotations::new().read_only(true).idempotent(true).open_world(false),
+        ));
+        PostgresServer {
+            target,
+            state_pool,
+            secret,
+            config,
+            read_only,
+            schema_cache: SchemaCache::default(),
+            tools: tools.into(),
+        }
+    }
+
+    pub(crate) fn tools(&self) -> &[ToolSpec] {
+        &self.tools
+    }
+
+    pub(crate) async fn call(
+        &self,
+        tool: &str,
+        arguments: Option<Map<String, Value>>,
+        context: &CallContext,
+    ) -> Result<ToolOutput, ToolError> {
+        match tool {
+            "execute_sql" => self.execute_sql(arguments, context).await,
+            "generate_schema" => self.generate_schema(arguments).await,
+            "add_records" if !self.read_only => self.add_records(arguments).await,
+            "format_results" => format_results(arguments),
+            other => {
+                Err(ToolError::not_found(format!("the postgres server has no tool `{other}`")))
+            }
+        }
+    }
+}
+
+/// A read result as the TabularResult of the data-provider specification.
+pub(crate) fn tabular_result(result: sql::ReadResult, source: &str) -> Value {
+    let schema: Vec<Value> = result
+        .columns
+        .iter()
+        .map(|column| {
+            json!({
+                "name": column.name,
+                "type": column.type_name,
+                "nullable": column.nullable,
+                "hints": {},
+            })
+        })
+        .collect();
+    let truncated = result.truncated.is_some();
+    let row_count = if truncated { Value::Null } else { Value::from(result.rows.len()) };
+    json!({
+        "schema": schema,
+        "rows": result.rows,
+        "row_count": row_count,
+        "has_more": truncated,
+        "page_token": null,
+        "source": source,
+        "truncated": truncated,
+    })
+}
+
+fn markdown_default() -> SchemaFormat {
+    SchemaFormat::Markdown
+}
+
+/// How `generate_schema` renders the schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum SchemaFormat {
+    Markdown,
+    Json,
+    Sql,
+}
+
+/// Arguments of `generate_schema`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct GenerateSchemaParams {
+    /// Reread the catalog instead of using the cached schema.
+    #[serde(default)]
+    refresh_cache: bool,
+    /// markdown (default), json or sql.
+    #[serde(default = "markdown_default")]
+    format: SchemaFormat,
+    /// Include foreign-key relationships (default true).
+    #[serde(default = "execute_yes")]
+    include_relationships: bool,
+    /// LLM provider for a written analysis of the schema (anthropic, openai, google).
+    llm_provider: Option<String>,
+    /// LLM model for the analysis.
+    llm_model: Option<String>,
+}
+
+fn execute_yes() -> bool {
+    true
+}
+
+/// Arguments of `format_results`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FormatResultsParams {
+    /// A TabularResult object, an array of objects, or CSV text with a header row.
+    data: Value,
+    /// table, chart, summary, csv or json.
+    #[schemars(with = "FormatName")]
+    format: Value,
+    /// LLM provider for a written summary (anthropic, openai, google).
+    llm_provider: Option<String>,
+    /// LLM model for the written summary.
+    llm_model: Option<String>,
+}
+
+/// The formats of `format_results`, for the input schema.
+#[derive(JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code, reason = "documents the schema; the value is parsed by format::OutputFormat")]
+enum FormatName {
+    Table,
+    Chart,
+    Summary,
+    Csv,
+    Json,
+}
+
+const NO_LLM: &str = "LLM analysis is not available in this version of orca";
+
+impl PostgresServer {
+    async fn generate_schema(
+        &self,
+        arguments: Option<Map<String, Value>>,
+    ) -> Result<ToolOutput, ToolError> {
+        let params: GenerateSchemaParams = parse_arguments(arguments)?;
+        let (schema, generated_at, cached) = self
+            .schema_cache
+            .get(&self.target.pool, self.config.schema_cache_ttl, params.refresh_cache)
+            .await
+            .map_err(execute::sql_error)?;
+        let relationships = params.include_relationships;
+        let value = match params.format {
+            SchemaFormat::Markdown => json!({
+                "format": "markdown",
+                "content": schema_doc::markdown(&schema, relationships),
+            }),
+            SchemaFormat::Sql => json!({
+                "format": "sql",
+                "content": schema_doc::sql(&schema, relationships),
+            }),
+            SchemaFormat::Json => json!({
+                "format": "json",
+                "schema": schema_doc::json(&schema, relationships),
+            }),
+        };
+        let mut output = ToolOutput::new(value);
+        output.meta.insert("tables_found".into(), Value::from(schema.table_count()));
+        output.meta.insert("cached".into(), Value::Bool(cached));
+        output.meta.insert(
+            "catalog_queries".into(),
+            Value::from(if cached { 0 } else { sql::introspect::CATALOG_QUERIES.len() }),
+        );
+        output.meta.insert("generated_at".into(), Value::from(generated_at.to_rfc3339()));
+        output.meta.insert(
+            "analysis".into(),
+            json!({
+                "ran": false,
+                "reason": NO_LLM,
+                "llm_provider": params.llm_provider,
+                "llm_model": params.llm_model,
+            }),
+        );
+        Ok(output)
+    }
+}
+
+fn format_results(arguments: Option<Map<String, Value>>) -> Result<ToolOutput, ToolError> {
+    let params: FormatResultsParams = parse_arguments(arguments)?;
+    let format: format::OutputFormat =
+        serde_json::from_value(params.format.clone()).map_err(|_| {
+            ToolError::invalid_input(format!(
+                "format `{}` is not one of: table, chart, summary, csv, json",
+                params.format.as_str().unwrap_or(&params.format.to_string())
+            ))
+        })?;
+    let invalid = |error: format::FormatError| {
+        ToolError::invalid_input(error.to_string()).with_hint(
+            "pass a TabularResult (schema and rows), an array of objects, or CSV text with a header row",
+        )
+    };
+    let dataset = format::parse_dataset(&params.data).map_err(invalid)?;
+    let rows = dataset.rows.len();
+    let mut output = match format {
+        format::OutputFormat::Table => ToolOutput::new(json!({
+            "format": "table",
+            "markdown": format::markdown_table(&dataset),
+        })),
+        format::OutputFormat::Csv => ToolOutput::new(json!({
+            "format": "csv",
+            "csv": format::csv_text(&dataset),
+        })),
+        format::OutputFormat::Json => ToolOutput::new(json!({
+            "format": "json",
+            "rows": format::json_objects(&dataset),
+        })),
+        format::OutputFormat::Summary => {
+            let mut output = ToolOutput::new(json!({
+                "format": "summary",
+                "summary": format::summary(&dataset),
+            }));
+            output.meta.insert(
+                "llm_summary".into(),
+                json!({ "ran": false, "reason": NO_LLM, "llm_provider": params.llm_provider, "llm_model": params.llm_model }),
+            );
+            output
+        }
+        format::OutputFormat::Chart => {
+            let chart = format::chart(&dataset).map_err(invalid)?;
+            let mut output = ToolOutput::new(json!({
+                "format": "chart",
+                "chart_type": chart.kind.as_str(),
+                "vega_lite": chart.vega_lite,
+            }));
+            output.png_images.push(chart.png);
+            output
+        }
+    };
+    output.meta.insert("rows".into(), Value::from(rows));
+    Ok(output)
+}
+
+/// Arguments of `add_records`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AddRecordsParams {
+    /// The table: `name` or `schema.name` (case-insensitive unless double-quoted).
+    table: String,
+    /// One record (an object) or several (an array of objects).
+    #[schemars(with = "RecordsShape")]
+    data: Value,
+    /// Refuse fields that match no column (default true); false ignores them.
+    #[serde(default = "execute_yes")]
+    validate_fields: bool,
+    /// Load through COPY (fast for large batches whose records share the same fields).
+    #[serde(default)]
+    bulk_insert: bool,
+}
+
+/// One record or an array of records, for the input schema.
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code, reason = "documents the schema; data is parsed by sql::records")]
+enum RecordsShape {
+    One(Map<String, Value>),
+    Many(Vec<Map<String, Value>>),
+}
+
+impl PostgresServer {
+    async fn add_records(
+        &self,
+        arguments: Option<Map<String, Value>>,
+    ) -> Result<ToolOutput, ToolError> {
+        let params: AddRecordsParams = parse_arguments(arguments)?;
+        let relation = self.find_relation(&params.table).await?;
+        let mapped = sql::records::map_records(&relation, &params.data, params.validate_fields)
+            .map_err(records_error)?;
+        let inserted = sql::records::insert(
+            &self.target.pool,
+            mapped,
+            params.bulk_insert,
+            self.config.default_timeout,
+        )
+        .await
+        .map_err(execute::sql_error)?;
+        let mut output = ToolOutput::new(json!({
+            "table": relation.qualified_name().to_string(),
+            "inserted": inserted.count,
+            "primary_keys": inserted.primary_keys,
+            "ignored_fields": inserted.ignored_fields,
+        }));
+        output.meta.insert("method".into(), Value::from(inserted.method));
+        Ok(output)
+    }
+
+    /// The relation a user-given name means, rereading the catalog once if it is not cached.
+    async fn find_relation(&self, name: &str) -> Result<sql::introspect::Relation, ToolError> {
+        for refresh in [false, true] {
+            let (schema, _, cached) = self
+                .schema_cache
+                .get(&self.target.pool, self.config.schema_cache_ttl, refresh)
+                .await
+                .map_err(execute::sql_error)?;
+            match schema.find_relation(name) {
+                Ok(relation) => return Ok(relation.clone()),
+                Err(sql::introspect::LookupError::NotFound { .. }) if cached => continue,
+                Err(error) => {
+                    return Err(ToolError::not_found(error.to_string())
+                        .with_hint("generate_schema lists the tables"));
+                }
+            }
+        }
+        Err(ToolError::not_found(format!("no table named {name:?}")))
+    }
+}
+
+fn records_error(error: sql::records::RecordsError) -> ToolError {
+    let message = error.to_string();
+    match error {
+        sql::records::RecordsError::UnknownFields { unknown, columns, suggestions } => {
+            let mut tool_error = ToolError::invalid_input(message).with_hint(
+                "rename the fields to the table's columns, or pass validate_fields=false to ignore them",
+            );
+            tool_error.details = Some(Box::new(json!({
+                "unknown_fields": unknown,
+                "columns": columns,
+                "closest": suggestions,
+            })));
+            tool_error
+        }
+        _ => ToolError::invalid_input(message)
+            .with_hint("generate_schema shows each column's type, nullability and default"),
+    }
+}

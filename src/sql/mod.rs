@@ -1,0 +1,129 @@
+//! SQL on the target PostgreSQL database: classification with the real grammar, the read check,
+//! read execution with caps, and writes behind confirmation tokens. Knows nothing of MCP or
+//! HTTP: callers get plain data or an [`Error`].
+
+mod classify;
+mod confirm;
+mod encode;
+pub(crate) mod introspect;
+mod policy;
+mod read;
+pub(crate) mod records;
+mod write;
+
+use std::time::Duration;
+
+pub use classify::{
+    Classification, Effect, ParseError, QualifiedName, Statement, StatementKind, classify,
+};
+pub(crate) use confirm::{
+    ApprovalRequest, ApproveError, ApprovedWrite, Binding, ConfirmError, Minted, Secret,
+    approval_request, approve, mint, pending_approvals, redeem_approval, redeem_token,
+};
+pub(crate) use introspect::{DatabaseSchema, introspect};
+pub(crate) use policy::VolatileCall;
+pub(crate) use read::{
+    ReadLimits, ReadOnlyQuery, ReadResult, check_read, run_read, single_statement,
+};
+pub(crate) use write::{explain, explainable, run_write};
+
+/// What can go wrong with SQL, in terms a caller can branch on.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Error {
+    #[error("the SQL does not parse: {0}")]
+    Parse(ParseError),
+    #[error("the text holds no SQL statement")]
+    Empty,
+    #[error("the text holds {count} statements ({}); send exactly one", kinds.join(", "))]
+    MultipleStatements { count: usize, kinds: Vec<&'static str> },
+    #[error("the statement is not allowed: {}", reasons.join("; "))]
+    Denied { reasons: Vec<String> },
+    #[error("the statement is a {} statement, not a read", statement.kind)]
+    NotARead { statement: Box<Statement> },
+    #[error("a read may not call volatile {}", calls.iter().map(|c| format!("{} {}", c.what, c.name)).collect::<Vec<_>>().join(", "))]
+    Volatile { calls: Vec<VolatileCall> },
+    #[error("the statement ran longer than the {} ms timeout and was cancelled", after.as_millis())]
+    Timeout { after: Duration },
+    #[error("the statement tried to change data inside a read-only transaction")]
+    ReadOnlyViolation,
+    #[error("{message}")]
+    Query { message: String, code: Option<String> },
+    #[error("result column {column} could not be decoded: {message}")]
+    Decode { column: usize, message: String },
+    #[error("the database is unavailable: {0}")]
+    Unavailable(String),
+}
+
+impl Error {
+    /// A database error from a statement: timeouts and read-only violations by SQLSTATE, lost
+    /// connections as unavailable, everything else with PostgreSQL's own message (which names
+    /// objects of the caller's query, never the connection string).
+    pub(crate) fn from_query(error: sqlx::Error) -> Error {
+        match &error {
+            sqlx::Error::Database(database) => {
+                let code = database.code().map(|code| code.into_owned());
+                match code.as_deref() {
+                    Some("57014" | "55P03") => Error::Timeout { after: Duration::ZERO },
+                    Some("25006") => Error::ReadOnlyViolation,
+                    _ => {
+                        let mut message = database.message().to_owned();
+                        if let Some(pg) =
+                            database.try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+                        {
+                            if let Some(detail) = pg.detail() {
+                                message.push_str(" (");
+                                message.push_str(detail);
+                                message.push(')');
+                            }
+                            if let Some(hint) = pg.hint() {
+                                message.push_str("; hint: ");
+                                message.push_str(hint);
+                            }
+                        }
+                        Error::Query { message, code }
+                    }
+                }
+            }
+            _ => Error::from_connect(error),
+        }
+    }
+
+    /// A timeout reported by the database, with the limit that was set.
+    pub(crate) fn with_timeout(self, timeout: Duration) -> Error {
+        match self {
+            Error::Timeout { after } if after.is_zero() => Error::Timeout { after: timeout },
+            other => other,
+        }
+    }
+
+    /// A failure to reach the database, without the connection string.
+    pub(crate) fn from_connect(error: sqlx::Error) -> Error {
+        let message = match error {
+            sqlx::Error::PoolTimedOut => "no connection became available in time".to_owned(),
+            sqlx::Error::PoolClosed => "the connection pool is closed".to_owned(),
+            sqlx::Error::Io(io) => format!("connection failed: {}", io.kind()),
+            sqlx::Error::Tls(_) => "the TLS handshake failed".to_owned(),
+            sqlx::Error::Protocol(_) => "the server answered with a protocol error".to_owned(),
+            sqlx::Error::Configuration(_) => "the connection settings are invalid".to_owned(),
+            sqlx::Error::Database(database) => database.message().to_owned(),
+            _ => "the connection failed".to_owned(),
+        };
+        Error::Unavailable(message)
+    }
+}
+
+/// A lazy pool on the target database. Connections identify as `orca`.
+///
+/// # Errors
+///
+/// When the URL is not a PostgreSQL URL (the message never repeats the URL).
+pub(crate) fn connect_target(url: &str) -> anyhow::Result<sqlx::PgPool> {
+    use anyhow::Context;
+    let options: sqlx::postgres::PgConnectOptions = url.parse().context("invalid DATABASE_URL")?;
+    Ok(sqlx::postgres::PgPoolOptions::new()
+        .max_connections(8)
+        .min_connections(0)
+        .acquire_timeout(Duration::from_secs(5))
+        .idle_timeout(Duration::from_secs(300))
+        .connect_lazy_with(options.application_name("orca")))
+}

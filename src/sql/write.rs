@@ -1,0 +1,136 @@
+//! Dry runs and confirmed writes. A dry run plans the statement with `EXPLAIN (FORMAT JSON)`
+//! (never `ANALYZE`) inside a transaction that is always rolled back; a write runs only from an
+//! [`ApprovedWrite`], in its own transaction with local timeouts.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use sqlx::PgPool;
+
+use super::Error;
+use super::classify::{Statement, StatementKind};
+use super::confirm::ApprovedWrite;
+use super::read::{roll_back, set_local_timeouts};
+
+/// What `EXPLAIN` said about a statement.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    /// The JSON plan as PostgreSQL returned it.
+    pub(crate) plan: Value,
+    /// The planner's row estimate: rows returned for a read, rows affected for a write.
+    pub(crate) estimated_rows: Option<f64>,
+    pub(crate) total_cost: Option<f64>,
+}
+
+/// Whether orca can plan this statement with `EXPLAIN`: a top-level `SELECT` or `VALUES`
+/// (not `SHOW`, however it is written, nor an `EXPLAIN` of either kind) or a data change that is
+/// not itself inside `EXPLAIN ANALYZE`.
+pub(crate) fn explainable(statement: &Statement) -> bool {
+    match statement.kind {
+        StatementKind::Read => statement.cursor_capable,
+        StatementKind::Insert
+        | StatementKind::Update
+        | StatementKind::Delete
+        | StatementKind::Merge => !statement.explain_analyze,
+        _ => false,
+    }
+}
+
+/// Plan `statement` without running it: `EXPLAIN (FORMAT JSON)` in a read-only transaction
+/// that is rolled back.
+///
+/// # Errors
+///
+/// `Query` when PostgreSQL rejects the statement (unknown table, type error ...), `Timeout`,
+/// `Unavailable`.
+pub(crate) async fn explain(
+    pool: &PgPool,
+    statement: &Statement,
+    timeout: Duration,
+) -> Result<Plan, Error> {
+    let mut connection = pool.acquire().await.map_err(Error::from_connect)?;
+    sqlx::query("BEGIN READ ONLY").execute(&mut *connection).await.map_err(Error::from_query)?;
+    let outcome = async {
+        set_local_timeouts(&mut connection, timeout).await?;
+        let sql = format!("EXPLAIN (FORMAT JSON) {}", statement.text);
+        let (plan,): (Value,) = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+            .persistent(false)
+            .fetch_one(&mut *connection)
+            .await
+            .map_err(Error::from_query)?;
+        Ok(plan)
+    }
+    .await;
+    let rolled_back = roll_back(&mut connection).await;
+    let plan = outcome.map_err(|error: Error| error.with_timeout(timeout))?;
+    rolled_back.map_err(Error::from_query)?;
+    let top = plan.get(0).and_then(|p| p.get("Plan"));
+    // A write's top node is ModifyTable; what it would touch is its input's estimate.
+    let estimate_node = match top {
+        Some(node) if node.get("Node Type").and_then(Value::as_str) == Some("ModifyTable") => {
+            node.get("Plans").and_then(|plans| plans.get(0)).or(Some(node))
+        }
+        other => other,
+    };
+    Ok(Plan {
+        estimated_rows: estimate_node.and_then(|n| n.get("Plan Rows")).and_then(Value::as_f64),
+        total_cost: top.and_then(|n| n.get("Total Cost")).and_then(Value::as_f64),
+        plan,
+    })
+}
+
+/// What a write did.
+#[derive(Debug, Clone)]
+pub(crate) struct WriteResult {
+    pub(crate) rows_affected: u64,
+}
+
+/// Run a confirmed write in its own transaction, with local timeouts, and commit it.
+///
+/// # Errors
+///
+/// `Query` (the transaction is rolled back), `Timeout`, `Unavailable`.
+pub(crate) async fn run_write(
+    pool: &PgPool,
+    write: ApprovedWrite,
+    timeout: Duration,
+) -> Result<WriteResult, Error> {
+    tracing::info!(
+        confirmation = %write.confirmation_id,
+        kind = %write.statement.kind,
+        "running a confirmed write"
+    );
+    let mut connection = pool.acquire().await.map_err(Error::from_connect)?;
+    let guard = timeout + Duration::from_secs(5);
+    let work = async {
+        sqlx::query("BEGIN").execute(&mut *connection).await.map_err(Error::from_query)?;
+        let outcome = async {
+            set_local_timeouts(&mut connection, timeout).await?;
+            // The extended protocol: one statement, whatever the text holds.
+            let result = sqlx::query(sqlx::AssertSqlSafe(write.statement.text.clone()))
+                .persistent(false)
+                .execute(&mut *connection)
+                .await
+                .map_err(Error::from_query)?;
+            Ok(WriteResult { rows_affected: result.rows_affected() })
+        }
+        .await;
+        match outcome {
+            Ok(result) => {
+                sqlx::query("COMMIT").execute(&mut *connection).await.map_err(Error::from_query)?;
+                Ok(result)
+            }
+            Err(error) => {
+                let _ = sqlx::query("ROLLBACK").execute(&mut *connection).await;
+                Err(error)
+            }
+        }
+    };
+    match tokio::time::timeout(guard, work).await {
+        Ok(result) => result.map_err(|error: Error| error.with_timeout(timeout)),
+        Err(_) => {
+            drop(connection.detach());
+            Err(Error::Timeout { after: timeout })
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! `execute_sql` through a real MCP client on Chinook: reads, dry runs, and the write flow.
+
+use serde_json::{Value, json};
+
+use crate::support::{OrcaSetup, call, samples};
+
+fn structured(result: &rmcp::model::CallToolResult) -> Value {
+    result.structured_content.clone().unwrap_or(Value::Null)
+}
+
+#[tokio::test]
+async fn a_read_returns_a_tabular_result() {
+    let database = samples::chinook().await;
+    let setup = OrcaSetup::new(&database.url);
+    let client = setup.stdio_client().await;
+    let result = call(
+        &client,
+        "execute_sql",
+        json!({"sql": "SELECT artist_id, name FROM artist ORDER BY artist_id LIMIT 3", "dry_run": false}),
+        None,
+    )
+    .await
+    .unwrap();
+    let value = structured(&result);
+    assert_eq!(result.is_error, Some(false), "{value}");
+    assert_eq!(value["rows"][0], json!([1, "AC/DC"]), "{value}");
+    assert_eq!(value["schema"][0]["name"], "artist_id");
+    assert_eq!(value["schema"][0]["type"], "INT4");
+    assert_eq!(value["schema"][0]["nullable"], false);
+    assert_eq!(value["row_count"], 3);
+    assert_eq!(value["truncated"], false);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_write_runs_once_with_the_token_of_its_dry_run() {
+    let database = samples::chinook().await;
+    let setup = OrcaSetup::new(&database.url);
+    let client = setup.stdio_client().await;
+    let sql = "DELETE FROM playlist_track WHERE playlist_id = 1 AND track_id = 3402";
+    let dry = call(&client, "execute_sql", json!({"sql": sql}), None).await.unwrap();
+    let dry = structured(&dry);
+    let token = dry["confirmation_token"].as_str().unwrap_or_else(|| panic!("{dry}")).to_owned();
+    assert_eq!(dry["statement"]["kind"], "delete");
+    let run = call(
+        &client,
+        "execute_sql",
+        json!({"sql": sql, "dry_run": false, "read_only": false, "confirmation_token": token}),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(structured(&run)["rows_affected"], 1, "{}", structured(&run));
+    let replay = call(
+        &client,
+        "execute_sql",
+        json!({"sql": sql, "dry_run": false, "read_only": false, "confirmation_token": token}),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(structured(&replay)["error"]["code"], "CONFIRMATION_REQUIRED");
+    client.cancel().await.unwrap();
+}
+
+async fn add_records(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    arguments: Value,
+) -> (bool, Value) {
+    let result = call(client, "add_records", arguments, None).await.unwrap();
+    (result.is_error == Some(true), structured(&result))
+}
+
+#[tokio::test]
+async fn add_records_maps_fields_and_returns_the_primary_keys() {
+    let database = samples::chinook().await;
+    let setup = OrcaSetup::new(&database.url);
+    let client = setup.stdio_client().await;
+    let (failed, value) = add_records(
+        &client,
+        json!({"table": "Customer", "data": [
+            {"customerId": 100, "FirstName": "Ada", "last_name": "Lovelace", "EMAIL": "ada@example.com", "supportRepId": "3"},
+            {"customerId": 101, "firstName": "Alan", "lastName": "Turing", "email": "alan@example.com", "company": null}
+        ]}),
+    )
+    .await;
+    assert!(!failed, "{value}");
+    assert_eq!(value["table"], "public.customer");
+    assert_eq!(value["inserted"], 2);
+    assert_eq!(value["primary_keys"], json!([{"customer_id": 100}, {"customer_id": 101}]));
+    let pool = database.connect().await;
+    let (name, rep): (String, Option<i32>) =
+        sqlx::query_as("SELECT first_name, support_rep_id FROM customer WHERE customer_id = 100")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!((name.as_str(), rep), ("Ada", Some(3)));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn add_records_refuses_what_it_would_have_to_guess() {
+    let database = samples::chinook().await;
+    let setup = OrcaSetup::new(&database.url);
+    let client = setup.stdio_client().await;
+    let cases = [
+        // An unknown field: the columns and the closest names come back.
+        (json!({"table": "artist", "data": {"artist_id": 900, "nmae": "X"}}), "nmae"),
+        // A required column is missing.
+        (json!({"table": "customer", "data": {"customer_id": 900, "first_name": "A"}}), "required"),
+        // A fractional number for an integer column.
+        (json!({"table": "artist", "data": {"artist_id": 1.5, "name": "X"}}), "whole number"),
+        // An object for a text column.
+        (json!({"table": "artist", "data": {"artist_id": 901, "name": {"a": 1}}}), "expected text"),
+        // Not records at all.
+        (json!({"table": "artist", "data": []}), "non-empty array"),
+        // Two fields for one column.
+        (
+            json!({"table": "artist", "data": {"name": "a", "Name": "b", "artist_id": 902}}),
+            "both map",
+        ),
+        // No such table: the closest names come back.
+        (json!({"table": "artists", "data": {"name": "X"}}), "artist"),
+        // A view is not a table.
+        (json!({"table": "pg_catalog.pg_tables", "data": {"x": 1}}), "no table"),
+    ];
+    for (arguments, expected) in cases {
+        let (failed, value) = add_records(&client, arguments.clone()).await;
+        assert!(failed, "{arguments} must be refused: {value}");
+        let error = &value["error"];
+        let text = format!("{} {}", error["message"], error["details"]);
+        assert!(text.contains(expected), "{arguments}: expected {expected:?} in {value}");
+    }
+    let (_, value) =
+        add_records(&client, json!({"table": "artist", "data": {"artist_id": 900, "nmae": "X"}}))
+            .await;
+    assert_eq!(value["error"]["code"], "INVALID_INPUT");
+    assert_eq!(value["error"]["details"]["closest"]["nmae"][0], "name", "{value}");
+    // Nothing was inserted by any refused call.
+    let pool = database.connect().await;
+    let (count,): (i64,) = sqlx::query_as("SELECT count(*) FROM artist WHERE artist_id >= 900")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(count, 0);
+    // With validate_fields=false unknown fields are ignored and reported.
+    let (failed, value) = add_records(
+        &client,
+        json!({"table": "artist", "data": {"artist_id": 903, "name": "Y", "nmae": "X"}, "validate_fields": false}),
+    )
+    .await;
+    assert!(!failed, "{value}");
+    assert_eq!(value["ignored_fields"], json!(["nmae"]));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn add_records_loads_a_large_batch_through_copy_in_one_transaction() {
+    let database = samples::chinook().await;
+    let setup = OrcaSetup::new(&database.url);
+    let client = setup.stdio_client().await;
+    let records: Vec<Value> = (0..2500)
+        .map(|i| json!({"genre_id": 1000 + i, "name": format!("genre, \"{i}\"\nline")}))
+        .collect();
+    let result = call(&client, "add_records", json!({"table": "genre", "data": records}), None)
+        .await
+        .unwrap();
+    let value = structured(&result);
+    assert_eq!(value["inserted"], 2500, "{value}");
+    assert_eq!(value["primary_keys"].as_array().unwrap().len(), 2500);
+    assert_eq!(result.meta.as_ref().unwrap().0["method"], "copy");
+    let pool = database.connect().await;
+    let (name,): (String,) = sqlx::query_as("SELECT name FROM genre WHERE genre_id = 1007")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(name, "genre, \"7\"\nline");
+    // One bad record: nothing of the batch stays.
+    let mut records: Vec<Value> =
+        (0..1500).map(|i| json!({"genre_id": 5000 + i, "name": "x"})).collect();
+    records.push(json!({"genre_id": 1000, "name": "duplicate key"}));
+    let result = call(&client, "add_records", json!({"table": "genre", "data": records}), None)
+        .await
+        .unwrap();
+    let value = structured(&result);
+    assert_eq!(value["error"]["code"], "QUERY_FAILED", "{value}");
+    let (count,): (i64,) = sqlx::query_as("SELECT count(*) FROM genre WHERE genre_id >= 5000")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(count, 0);
+    client.cancel().await.unwrap();
+}
+
+/// An MCP client that declares elicitation and answers every approval question the same way,
+/// remembering the questions.
+#[derive(Clone)]
+struct Approver {
+    approve: bool,
+    questions: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl rmcp::ClientHandler for Approver {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        rmcp::model::ClientConfig::new(
+            rmcp::model::ClientCapabilities::builder().enable_elicitation().build(),
+            rmcp::model::Implementation::new("approver", "1.0"),
+        )
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<rmcp::RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        if let rmcp::model::ElicitRequestParams::FormElicitationParams { message, .. } = request {
+            self.questions.lock().unwrap().push(message);
+        }
+        Ok(rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept)
+            .with_content(json!({"approve": self.approve})))
+    }
+}
+
+#[tokio::test]
+async fn a_person_approves_a_write_through_elicitation_when_the_client_supports_it() {
+    use rmcp::ServiceExt;
+    let database = samples::chinook().await;
+    let setup = OrcaSetup::new(&database.url).with_config("sql:\n  write_confirmation: human\n");
+    let sql = "UPDATE artist SET name = 'AC/DC (approved)' WHERE artist_id = 1";
+    for approve in [false, true] {
+        let approver =
+            Approver { approve, questions: std::sync::Arc::new(std::sync::Mutex::new(Vec::new())) };
+        let mut command = setup.tokio_command();
+        command.args(["serve", "--stdio"]);
+        let transport = rmcp::transport::TokioChildProcess::builder(command)
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .unwrap()
+            .0;
+        let client = approver.clone().serve(transport).await.unwrap();
+        let dry =
+            structured(&call(&client, "execute_sql", json!({"sql": sql}), None).await.unwrap());
+        assert!(dry["approval_id"].is_string(), "{dry}");
+        assert!(dry.get("confirmation_token").is_none(), "the model never sees a token: {dry}");
+        let run = structured(
+            &call(
+                &client,
+                "execute_sql",
+                json!({"sql": sql, "dry_run": false, "read_only": false}),
+                None,
+            )
+            .await
+            .unwrap(),
+        );
+        let questions = approver.questions.lock().unwrap().clone();
+        assert_eq!(questions.len(), 1, "one question per run: {questions:?}");
+        assert!(questions[0].contains(sql), "the person sees the statement: {}", questions[0]);
+        if approve {
+            assert_eq!(run["rows_affected"], 1, "{run}");
+        } else {
+            assert_eq!(run["error"]["code"], "CONFIRMATION_REQUIRED", "{run}");
+        }
+        client.cancel().await.unwrap();
+    }
+    let pool = database.connect().await;
+    let (name,): (String,) = sqlx::query_as("SELECT name FROM artist WHERE artist_id = 1")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(name, "AC/DC (approved)");
+}
