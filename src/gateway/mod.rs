@@ -28,7 +28,9 @@ use crate::config::{Config, Principal};
 use crate::registry::Registry;
 use crate::servers::CallContext;
 use crate::tool::ErrorCode;
-use crate::tracking::{Execution, ExecutionStatus, Failure, Tracker, cut_response, redact_object};
+use crate::tracking::{
+    Execution, ExecutionStatus, Failure, Tracker, cut_response, redact_object, redact_response,
+};
 
 pub(crate) use auth::hash_key;
 pub(crate) use metrics::Metrics;
@@ -235,7 +237,8 @@ impl ServerHandler for Gateway {
 
         if tracking {
             let now = Utc::now();
-            let response = result.structured_content.clone().unwrap_or(Value::Null);
+            let response =
+                redact_response(result.structured_content.clone().unwrap_or(Value::Null));
             let (response_data, response_bytes) =
                 cut_response(&response, self.state.config.tracking.max_response_bytes);
             let failures = error

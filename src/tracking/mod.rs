@@ -22,7 +22,9 @@ use crate::config::TrackingConfig;
 
 pub(crate) use export::{ExportRange, export};
 pub(crate) use feedback::{FeedbackError, FeedbackInput, submit_feedback};
-pub(crate) use record::{Execution, ExecutionStatus, Failure, cut_response, redact_object};
+pub(crate) use record::{
+    Execution, ExecutionStatus, Failure, cut_response, redact_object, redact_response,
+};
 pub(crate) use store::{connect, migrate};
 
 use spill::Spill;

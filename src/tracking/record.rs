@@ -102,6 +102,15 @@ pub(crate) fn redact(value: &Value) -> Value {
     }
 }
 
+/// A tool result as stored: secret-looking top-level fields (a confirmation token in a dry run)
+/// are redacted; anything else is kept as it is, without copying large results.
+pub(crate) fn redact_response(value: Value) -> Value {
+    match &value {
+        Value::Object(map) if map.keys().any(|key| is_secret_key(key)) => redact_object(map),
+        _ => value,
+    }
+}
+
 /// An argument object as stored, redacted like [`redact`].
 pub(crate) fn redact_object(map: &Map<String, Value>) -> Value {
     let mut out = Map::with_capacity(map.len());

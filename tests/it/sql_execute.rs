@@ -39,6 +39,8 @@ async fn a_write_runs_once_with_the_token_of_its_dry_run() {
     let client = setup.stdio_client().await;
     let sql = "DELETE FROM playlist_track WHERE playlist_id = 1 AND track_id = 3402";
     let dry = call(&client, "execute_sql", json!({"sql": sql}), None).await.unwrap();
+    let execution_id: uuid::Uuid =
+        crate::support::meta_of(&dry)["execution_id"].as_str().unwrap().parse().unwrap();
     let dry = structured(&dry);
     let token = dry["confirmation_token"].as_str().unwrap_or_else(|| panic!("{dry}")).to_owned();
     assert_eq!(dry["statement"]["kind"], "delete");
@@ -61,6 +63,22 @@ async fn a_write_runs_once_with_the_token_of_its_dry_run() {
     .unwrap();
     assert_eq!(structured(&replay)["error"]["code"], "CONFIRMATION_REQUIRED");
     client.cancel().await.unwrap();
+    // The token is not kept in the tracking record of the dry run.
+    let pool = database.connect().await;
+    crate::support::wait_for_row(
+        &pool,
+        "SELECT 1 FROM orca.mcp_executions WHERE id = $1",
+        execution_id,
+    )
+    .await;
+    let (stored,): (Value,) =
+        sqlx::query_as("SELECT response_data FROM orca.mcp_executions WHERE id = $1")
+            .bind(execution_id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(stored["confirmation_token"], "[REDACTED]", "{stored}");
+    assert_eq!(stored["statement"]["kind"], "delete");
 }
 
 async fn add_records(
