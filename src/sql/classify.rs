@@ -9,9 +9,8 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use serde_json::{Map, Value};
-
 use super::policy;
+use super::tree::Tree;
 
 /// What a statement is, by its top-level form. `EXPLAIN ANALYZE x` is the kind of `x`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -189,7 +188,7 @@ pub fn classify(sql: &str) -> Result<Classification, ParseError> {
     let mut statements = Vec::with_capacity(parsed.protobuf.stmts.len());
     for raw in &parsed.protobuf.stmts {
         let Some(node) = raw.stmt.as_deref() else { continue };
-        let tree = serde_json::to_value(node).map_err(|error| ParseError {
+        let tree = Tree::of(node).map_err(|error| ParseError {
             message: format!("the parse tree could not be read: {error}"),
         })?;
         let text = statement_text(sql, raw.stmt_location, raw.stmt_len);
@@ -208,30 +207,26 @@ fn statement_text(sql: &str, location: i32, len: i32) -> String {
     sql.get(start..end).unwrap_or(sql).trim().to_owned()
 }
 
-/// The one-key object `{"Tag": {...}}` that a parse-tree node serializes to.
-fn tagged(value: &Value) -> Option<(&str, &Value)> {
-    let Value::Object(map) = value else { return None };
-    let node = map.get("node")?;
-    let Value::Object(inner) = node else { return None };
-    let (tag, body) = inner.iter().next()?;
-    Some((tag.as_str(), body))
+/// The `(tag, body)` of a parse-tree node.
+fn tagged(value: &Tree) -> Option<(&str, &Tree)> {
+    value.tagged()
 }
 
-fn classify_tree(tree: &Value, text: String) -> Statement {
+fn classify_tree(tree: &Tree, text: String) -> Statement {
     let Some((tag, body)) = tagged(tree) else {
         return Statement::empty(StatementKind::Utility("UNKNOWN"), text);
     };
     if tag == "ExplainStmt" {
-        let analyze = body.get("options").and_then(Value::as_array).is_some_and(|options| {
+        let analyze = body.get("options").and_then(Tree::as_array).is_some_and(|options| {
             options.iter().any(|option| {
                 tagged(option).is_some_and(|(tag, def)| {
                     tag == "DefElem"
-                        && def.get("defname").and_then(Value::as_str) == Some("analyze")
+                        && def.get("defname").and_then(Tree::as_str) == Some("analyze")
                         && !def.get("arg").is_some_and(is_false_option)
                 })
             })
         });
-        let inner = body.get("query").unwrap_or(&Value::Null);
+        let inner = body.get("query").unwrap_or(&Tree::Null);
         if analyze {
             let mut statement = classify_tree(inner, text);
             statement.explain_analyze = true;
@@ -296,30 +291,30 @@ fn classify_tree(tree: &Value, text: String) -> Statement {
             policy::STATE_SCHEMA
         ));
     }
-    if tag == "CopyStmt" && body.get("is_program").and_then(Value::as_bool) == Some(true) {
+    if tag == "CopyStmt" && body.get("is_program").and_then(Tree::as_bool) == Some(true) {
         statement.denied.push("COPY ... PROGRAM runs a shell command on the server".to_owned());
     }
     statement
 }
 
 /// `EXPLAIN (ANALYZE false)`, `(ANALYZE off)`, `(ANALYZE 0)`.
-fn is_false_option(arg: &Value) -> bool {
+fn is_false_option(arg: &Tree) -> bool {
     match tagged(arg) {
-        Some(("Boolean", body)) => body.get("boolval").and_then(Value::as_bool) != Some(true),
+        Some(("Boolean", body)) => body.get("boolval").and_then(Tree::as_bool) != Some(true),
         Some(("String", body)) => matches!(
-            body.get("sval").and_then(Value::as_str).map(str::to_ascii_lowercase).as_deref(),
+            body.get("sval").and_then(Tree::as_str).map(str::to_ascii_lowercase).as_deref(),
             Some("false" | "off" | "no" | "0")
         ),
-        Some(("Integer", body)) => body.get("ival").and_then(Value::as_i64).unwrap_or(0) == 0,
+        Some(("Integer", body)) => body.get("ival").and_then(Tree::as_i64).unwrap_or(0) == 0,
         _ => false,
     }
 }
 
 /// The kind of a top-level statement from its node tag.
-fn kind_of(tag: &str, body: &Value) -> StatementKind {
+fn kind_of(tag: &str, body: &Tree) -> StatementKind {
     match tag {
         "SelectStmt" => {
-            if body.get("into_clause").is_some_and(|into| !into.is_null()) {
+            if body.get("into_clause").is_some() {
                 StatementKind::Create
             } else {
                 StatementKind::Read
@@ -333,12 +328,12 @@ fn kind_of(tag: &str, body: &Value) -> StatementKind {
         "TruncateStmt" => StatementKind::Truncate,
         "TransactionStmt" | "ConstraintsSetStmt" => StatementKind::Transaction,
         // `SET TRANSACTION ...` parses as a `SET` of the pseudo-variable `TRANSACTION`.
-        "VariableSetStmt" if body.get("name").and_then(Value::as_str) == Some("TRANSACTION") => {
+        "VariableSetStmt" if body.get("name").and_then(Tree::as_str) == Some("TRANSACTION") => {
             StatementKind::Transaction
         }
         "VariableSetStmt" | "DiscardStmt" => StatementKind::Session,
         "CopyStmt" => StatementKind::Utility("copy"),
-        "VacuumStmt" if body.get("is_vacuumcmd").and_then(Value::as_bool) != Some(true) => {
+        "VacuumStmt" if body.get("is_vacuumcmd").and_then(Tree::as_bool) != Some(true) => {
             StatementKind::Utility("analyze")
         }
         "VacuumStmt" => StatementKind::Utility("vacuum"),
@@ -400,44 +395,46 @@ struct Walker {
 }
 
 impl Walker {
-    fn visit(&mut self, value: &Value) {
+    fn visit(&mut self, value: &Tree) {
         match value {
-            Value::Array(items) => {
+            Tree::Seq(items) => {
                 for item in items {
                     self.visit(item);
                 }
             }
-            Value::Object(map) => {
+            Tree::Struct(fields) => {
                 if let Some((tag, body)) = tagged(value) {
                     self.node(tag, body);
                 } else {
-                    self.fields(map);
+                    self.fields(value, fields);
                 }
             }
-            _ => {}
+            // A `oneof` other than a node's: its content is visited like any other.
+            Tree::Variant(_, inner) => self.visit(inner),
+            Tree::Null | Tree::Bool(_) | Tree::Int(_) | Tree::Str(_) => {}
         }
     }
 
     /// Any object: untagged structs (a `RangeVar` in `InsertStmt.relation`, `larg`/`rarg` of a
     /// set operation, a `WithClause`) are recognised by their fields.
-    fn fields(&mut self, map: &Map<String, Value>) {
-        if let Some(name) = relation_name(map) {
+    fn fields(&mut self, node: &Tree, fields: &[(&'static str, Tree)]) {
+        if let Some(name) = relation_name(node) {
             let names_a_cte = name.schema.is_none()
                 && self.cte_scopes.iter().any(|scope| scope.contains(&name.name));
             if !names_a_cte {
                 self.tables.insert(name);
             }
         }
-        if map.get("into_clause").is_some_and(|into| !into.is_null()) {
+        if node.get("into_clause").is_some() {
             self.effects.insert(Effect::Create);
         }
-        if map.get("locking_clause").and_then(Value::as_array).is_some_and(|l| !l.is_empty()) {
+        if node.get("locking_clause").and_then(Tree::as_array).is_some_and(|l| !l.is_empty()) {
             self.effects.insert(Effect::LockRows);
         }
-        match map.get("with_clause") {
-            Some(with) if !with.is_null() => self.with_scope(with, map),
-            _ => {
-                for field in map.values() {
+        match node.get("with_clause") {
+            Some(with) => self.with_scope(with, fields),
+            None => {
+                for (_, field) in fields {
                     self.visit(field);
                 }
             }
@@ -447,10 +444,9 @@ impl Walker {
     /// A statement with a `WITH` clause. Each CTE sees the CTEs before it (all of them, itself
     /// included, under `RECURSIVE`); the rest of the statement sees all of them. A name used
     /// outside that scope, or inside a CTE before the one that defines it, is a real relation.
-    fn with_scope(&mut self, with: &Value, statement: &Map<String, Value>) {
-        let recursive = with.get("recursive").and_then(Value::as_bool) == Some(true);
-        let ctes =
-            with.get("ctes").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    fn with_scope(&mut self, with: &Tree, statement: &[(&'static str, Tree)]) {
+        let recursive = with.get("recursive").and_then(Tree::as_bool) == Some(true);
+        let ctes = with.get("ctes").and_then(Tree::as_array).unwrap_or_default();
         let names: Vec<String> = ctes
             .iter()
             .filter_map(|cte| tagged(cte)?.1.get("ctename")?.as_str().map(str::to_owned))
@@ -469,24 +465,22 @@ impl Walker {
         }
         self.cte_scopes.push(names);
         for (key, field) in statement {
-            if key != "with_clause" {
+            if *key != "with_clause" {
                 self.visit(field);
             }
         }
         self.cte_scopes.pop();
     }
 
-    fn node(&mut self, tag: &str, body: &Value) {
+    fn node(&mut self, tag: &str, body: &Tree) {
         if tag == "String"
-            && let Some(name) = body.get("sval").and_then(Value::as_str)
+            && let Some(name) = body.get("sval").and_then(Tree::as_str)
         {
             self.identifiers.insert(name.to_owned());
         }
         if matches!(tag, "InsertStmt" | "UpdateStmt" | "DeleteStmt" | "MergeStmt") {
             // The target of a change is always a relation, never a CTE of the same name.
-            if let Some(name) =
-                body.get("relation").and_then(Value::as_object).and_then(relation_name)
-            {
+            if let Some(name) = body.get("relation").and_then(relation_name) {
                 self.tables.insert(name);
             }
         }
@@ -502,7 +496,7 @@ impl Walker {
                 }
             }
             "ColumnRef" => {
-                if let Some(fields) = body.get("fields").and_then(Value::as_array) {
+                if let Some(fields) = body.get("fields").and_then(Tree::as_array) {
                     for field in fields.iter().skip(1) {
                         if let Some(name) = string_node(field) {
                             self.attribute_names.insert(name.to_owned());
@@ -511,7 +505,7 @@ impl Walker {
                 }
             }
             "AIndirection" => {
-                if let Some(items) = body.get("indirection").and_then(Value::as_array) {
+                if let Some(items) = body.get("indirection").and_then(Tree::as_array) {
                     for item in items {
                         if let Some(name) = string_node(item) {
                             self.attribute_names.insert(name.to_owned());
@@ -524,7 +518,7 @@ impl Walker {
                 let conflict_action = body
                     .get("on_conflict_clause")
                     .and_then(|clause| clause.get("action"))
-                    .and_then(Value::as_i64);
+                    .and_then(Tree::as_i64);
                 if conflict_action
                     == Some(pg_query::protobuf::OnConflictAction::OnconflictUpdate as i64)
                 {
@@ -540,18 +534,18 @@ impl Walker {
             "MergeStmt" => self.merge(body),
             _ => {}
         }
-        if let Value::Object(map) = body {
-            self.fields(map);
+        if let Tree::Struct(fields) = body {
+            self.fields(body, fields);
         }
     }
 
     /// A `MERGE` changes rows in the ways its `WHEN` clauses say.
-    fn merge(&mut self, body: &Value) {
+    fn merge(&mut self, body: &Tree) {
         use pg_query::protobuf::CmdType;
-        let clauses = body.get("merge_when_clauses").and_then(Value::as_array);
+        let clauses = body.get("merge_when_clauses").and_then(Tree::as_array);
         for clause in clauses.into_iter().flatten() {
             let Some((_, clause)) = tagged(clause) else { continue };
-            let command = clause.get("command_type").and_then(Value::as_i64);
+            let command = clause.get("command_type").and_then(Tree::as_i64);
             let effect = match command {
                 Some(c) if c == CmdType::CmdInsert as i64 => Effect::Insert,
                 Some(c) if c == CmdType::CmdUpdate as i64 => Effect::Update,
@@ -569,22 +563,22 @@ impl Walker {
 }
 
 /// The name of a `RangeVar` (any object with a `relname`).
-fn relation_name(map: &Map<String, Value>) -> Option<QualifiedName> {
-    let Some(Value::String(relname)) = map.get("relname") else { return None };
-    let schema = map.get("schemaname").and_then(Value::as_str).filter(|s| !s.is_empty());
-    Some(QualifiedName { schema: schema.map(str::to_owned), name: relname.clone() })
+fn relation_name(node: &Tree) -> Option<QualifiedName> {
+    let relname = node.get("relname")?.as_str()?;
+    let schema = node.get("schemaname").and_then(Tree::as_str).filter(|s| !s.is_empty());
+    Some(QualifiedName { schema: schema.map(str::to_owned), name: relname.to_owned() })
 }
 
 /// The text of a `String` node.
-fn string_node(value: &Value) -> Option<&str> {
+fn string_node(value: &Tree) -> Option<&str> {
     match tagged(value) {
-        Some(("String", body)) => body.get("sval").and_then(Value::as_str),
+        Some(("String", body)) => body.get("sval").and_then(Tree::as_str),
         _ => None,
     }
 }
 
 /// A name written as a list of `String` nodes (`schema.name` or `name`; three parts keep the last two).
-fn qualified_name(list: &Value) -> Option<QualifiedName> {
+fn qualified_name(list: &Tree) -> Option<QualifiedName> {
     let parts: Vec<&str> = list.as_array()?.iter().filter_map(string_node).collect();
     let (name, rest) = parts.split_last()?;
     Some(QualifiedName { schema: rest.last().map(|s| (*s).to_owned()), name: (*name).to_owned() })

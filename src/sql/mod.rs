@@ -9,6 +9,7 @@ pub(crate) mod introspect;
 mod policy;
 mod read;
 pub(crate) mod records;
+mod tree;
 mod write;
 
 use std::time::Duration;
