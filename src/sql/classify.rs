@@ -175,6 +175,11 @@ pub struct ParseError {
 pub fn classify(sql: &str) -> Result<Classification, ParseError> {
     let parsed = pg_query::parse(sql, 0).map_err(|error| ParseError {
         message: match error {
+            // The parser may quote the rest of the input (an unterminated comment): keep it short.
+            pg_query::Error::Parse(message) if message.len() > 300 => {
+                let cut = (0..=300).rev().find(|&i| message.is_char_boundary(i)).unwrap_or(0);
+                format!("{}…", &message[..cut])
+            }
             pg_query::Error::Parse(message) => message,
             pg_query::Error::Conversion(_) => "the text contains a NUL byte".to_owned(),
             // The parse tree is deeper than the protobuf decoder accepts (about 50 nested

@@ -188,8 +188,18 @@ fn function_is_denied(name: &QualifiedName) -> bool {
         || name.schema.as_deref().is_some_and(|schema| DENIED_SCHEMAS.contains(&schema))
 }
 
+/// Relations of extensions that show other sessions' query texts or scheduled SQL, in whatever
+/// schema the extension was installed.
+const DENIED_EXTENSION_RELATIONS: &[&str] =
+    &["pg_stat_statements", "pg_stat_statements_info", "pg_stat_monitor"];
+
+/// Schemas none of whose relations orca reads: orca's own state, and pg_cron's jobs.
+const DENIED_RELATION_SCHEMAS: &[&str] = &[STATE_SCHEMA, "cron"];
+
 fn relation_is_denied(name: &QualifiedName) -> bool {
-    if name.schema.as_deref() == Some(STATE_SCHEMA) {
+    if name.schema.as_deref().is_some_and(|schema| DENIED_RELATION_SCHEMAS.contains(&schema))
+        || DENIED_EXTENSION_RELATIONS.contains(&name.name.as_str())
+    {
         return true;
     }
     let in_catalog = name.schema.as_deref().is_none_or(|schema| schema == "pg_catalog");
