@@ -34,7 +34,7 @@ pub(super) fn demo_banner(addr: SocketAddr, target: Option<&str>, config: &Confi
          Claude Desktop (claude_desktop_config.json), over stdio:\n\n\
          {{\n  \"mcpServers\": {{\n    \"orca\": {{\n      \"command\": \"{exe}\",\n      \"args\": [\"serve\", \"--stdio\"],\n      \"env\": {{ \"ORCA_HOME\": \"{home}\" }}\n    }}\n  }}\n}}\n\n\
          Try it: curl -s http://{addr}/mcp -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \\\n  \
-         -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{{\"name\":\"list_servers\",\"arguments\":{{}}}}}}'\n\n\
+         -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{{\"name\":\"execute_sql\",\"arguments\":{{\"sql\":\"SELECT name FROM artist ORDER BY name LIMIT 5\",\"dry_run\":false}}}}}}'\n\n\
          Press Ctrl-C to stop."
     )
 }

@@ -20,6 +20,17 @@ async fn demo_loads_chinook_once_serves_http_and_stops_its_cluster() {
     let client = server.client(None).await;
     let result = call(&client, "list_servers", json!({}), None).await.unwrap();
     assert_eq!(result.structured_content.unwrap()["servers"][0]["name"], "orca");
+    // The banner's example: SQL on the embedded Chinook.
+    let result = call(
+        &client,
+        "execute_sql",
+        json!({"sql": "SELECT name FROM artist ORDER BY name LIMIT 5", "dry_run": false}),
+        None,
+    )
+    .await
+    .unwrap();
+    let rows = result.structured_content.unwrap()["rows"].clone();
+    assert_eq!(rows[0], json!(["A Cor Do Som"]), "{rows}");
     client.cancel().await.unwrap();
     let url = embedded_url(&setup, "chinook");
     {
@@ -36,7 +47,7 @@ async fn demo_loads_chinook_once_serves_http_and_stops_its_cluster() {
             )
             .await
             .unwrap();
-        assert!(tracking <= 1, "orca's state lives in its own database");
+        assert!(tracking <= 2, "orca's state lives in its own database");
         connection.close().await.unwrap();
     }
     let first_log = server.log_text();
