@@ -23,7 +23,7 @@ pub(crate) struct ReadLimits {
     pub(crate) timeout: Duration,
 }
 
-/// A statement the classifier accepted as a read. Only [`ReadOnlyQuery::parse`] builds one, so a
+/// A statement the classifier accepted as a read. Only [`ReadOnlyQuery::from_statement`] builds one, so a
 /// function that takes it cannot be handed a write.
 #[derive(Debug, Clone)]
 pub(crate) struct ReadOnlyQuery {
@@ -31,13 +31,12 @@ pub(crate) struct ReadOnlyQuery {
 }
 
 impl ReadOnlyQuery {
-    /// Classify `sql` and keep it only if it is exactly one read that uses nothing denied.
+    /// Keep an already classified statement only if it is a read that uses nothing denied.
     ///
     /// # Errors
     ///
-    /// `Parse`, `Empty`, `MultipleStatements`, `Denied` or `NotARead`.
-    pub(crate) fn parse(sql: &str) -> Result<ReadOnlyQuery, Error> {
-        let statement = single_statement(sql)?;
+    /// `Denied` or `NotARead`.
+    pub(crate) fn from_statement(statement: Statement) -> Result<ReadOnlyQuery, Error> {
         if !statement.denied.is_empty() {
             return Err(Error::Denied { reasons: statement.denied });
         }

@@ -81,7 +81,7 @@ impl PostgresServer {
         }
         refuse_unsupported_kind(&statement)?;
         if !statement.writes() {
-            let query = sql::ReadOnlyQuery::parse(&params.sql).map_err(sql_error)?;
+            let query = sql::ReadOnlyQuery::from_statement(statement).map_err(sql_error)?;
             return if params.dry_run {
                 self.dry_run_read(&query, timeout).await
             } else {
