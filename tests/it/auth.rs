@@ -4,7 +4,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use crate::support::{OrcaSetup, TestDatabase, call, meta_of, wait_for_row};
+use crate::support::{OrcaSetup, TestDatabase, call, meta_of, tool_names, wait_for_row};
 
 const READER_KEY: &str = "orca_test_reader_key";
 const WRITER_KEY: &str = "orca_test_writer_key";
@@ -88,13 +88,7 @@ async fn a_tool_outside_the_keys_verbs_is_indistinguishable_from_an_unknown_tool
     let setup = keyed_setup(&database);
     let server = setup.http_server(&[]);
     let client = server.client(Some(WRITER_KEY)).await;
-    let visible: Vec<String> = client
-        .list_all_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|tool| tool.name.into_owned())
-        .collect();
+    let visible = tool_names(&client).await;
     assert_eq!(visible, ["add_records"], "a create-only key sees only the create tool");
     let forbidden = call(&client, "list_servers", json!({}), None).await.unwrap_err();
     let unknown = call(&client, "no_such_tool", json!({}), None).await.unwrap_err();
@@ -108,13 +102,7 @@ async fn a_tool_outside_the_keys_verbs_is_indistinguishable_from_an_unknown_tool
     client.cancel().await.unwrap();
 
     let reader = server.client(Some(READER_KEY)).await;
-    let names: Vec<String> = reader
-        .list_all_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|tool| tool.name.into_owned())
-        .collect();
+    let names = tool_names(&reader).await;
     assert_eq!(
         names,
         ["list_servers", "submit_feedback", "execute_sql", "generate_schema", "format_results"]
@@ -128,13 +116,7 @@ async fn the_stdio_principal_and_its_verbs_come_from_configuration() {
     let setup = OrcaSetup::new(&database.url)
         .with_config("auth:\n  stdio:\n    name: desktop\n    verbs: [create]\n");
     let client = setup.stdio_client().await;
-    let visible: Vec<String> = client
-        .list_all_tools()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|tool| tool.name.into_owned())
-        .collect();
+    let visible = tool_names(&client).await;
     assert_eq!(visible, ["add_records"]);
     assert!(call(&client, "list_servers", json!({}), None).await.is_err());
     client.cancel().await.unwrap();

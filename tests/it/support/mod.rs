@@ -28,6 +28,14 @@ pub(crate) async fn call<H: rmcp::ClientHandler>(
     client.call_tool(params).await
 }
 
+/// The names of the tools a client sees, in `tools/list` order.
+pub(crate) async fn tool_names<H: rmcp::ClientHandler>(
+    client: &RunningService<RoleClient, H>,
+) -> Vec<String> {
+    let tools = client.list_all_tools().await.expect("tools/list");
+    tools.into_iter().map(|tool| tool.name.into_owned()).collect()
+}
+
 /// Wait until `query` (with `$1` bound to `id`) returns a row: records reach the database
 /// through a background writer.
 pub(crate) async fn wait_for_row(pool: &sqlx::PgPool, query: &'static str, id: uuid::Uuid) {
