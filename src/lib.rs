@@ -7,6 +7,7 @@
 //! - [`cli`]: the commands a person runs (`serve`, `demo`, `migrate`, `export-feedback`, `doctor`).
 //! - `config`: environment, `.env` and `orca.yaml` turned into one validated `Config`.
 //! - `gateway`: the MCP facade (stdio and Streamable HTTP), auth, metrics and the wire mapping of errors.
+//! - `external`: external MCP servers from `external-mcps.yaml`: supervised, namespaced, proxied.
 //! - `registry`: the closed list of internal servers, tool routing and collision checks.
 //! - `servers`: the internal MCP servers; each tool is a thin adapter over a domain function.
 //! - [`sql`]: classification, the read check, read execution, writes behind confirmation tokens.
@@ -17,6 +18,7 @@
 pub mod cli;
 mod config;
 pub mod embedded;
+mod external;
 mod gateway;
 mod registry;
 mod servers;

@@ -136,6 +136,11 @@ impl ToolError {
         ToolError::new(ErrorCode::UpstreamUnavailable, message)
     }
 
+    pub(crate) fn not_retryable(mut self) -> ToolError {
+        self.retryable = false;
+        self
+    }
+
     pub(crate) fn with_hint(mut self, hint: impl Into<String>) -> ToolError {
         self.hint = Some(hint.into());
         self

@@ -15,6 +15,7 @@ use clap::{Args, Parser, Subcommand};
 use secrecy::ExposeSecret;
 
 use crate::config::{self, Config, Env, ServerKind};
+use crate::external::ExternalServers;
 use crate::gateway::http::HttpOptions;
 use crate::gateway::{AppState, Metrics};
 use crate::registry::{Registry, ServerDependencies};
@@ -245,6 +246,7 @@ impl Running {
             None => None,
         };
         let secret = crate::sql::Secret::load(config.secret.as_ref(), &config.home)?;
+        let directory: crate::servers::orca::Directory = Arc::default();
         let registry = Registry::build(
             enabled.as_deref(),
             ServerDependencies {
@@ -254,8 +256,20 @@ impl Running {
                 secret,
                 sql: config.sql.clone(),
                 read_only: config.read_only,
+                directory: directory.clone(),
             },
         )?;
+        let registry = if config.external.servers.is_empty() {
+            registry
+        } else {
+            let external = ExternalServers::start(
+                &config.external.servers,
+                registry.internal_tool_names(),
+                directory,
+            )
+            .await?;
+            registry.with_external(external)
+        };
         let state = AppState {
             config: Arc::new(config),
             registry: Arc::new(registry),
@@ -267,6 +281,9 @@ impl Running {
     }
 
     async fn stop(self) -> anyhow::Result<()> {
+        if let Some(external) = self.state.registry.external() {
+            external.shutdown().await;
+        }
         self.state.tracker.shutdown().await;
         self.state.state_pool.close().await;
         self.databases.close().await

@@ -2,6 +2,7 @@
 //! one validated [`Config`]. Every problem is collected and reported at once, each with the file
 //! (or variable) and the key it concerns.
 
+mod external;
 mod raw;
 #[cfg(test)]
 mod tests;
@@ -18,6 +19,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::tool::Verb;
+pub(crate) use external::{Availability, ExternalConfig, ExternalServerConfig, ExternalTransport};
 use raw::{RawApiKey, RawAuth, RawHttp, RawPrincipal, RawSql, RawTracking};
 
 /// The internal servers orca can host: a closed list. Each is enabled by configuration.
@@ -114,6 +116,8 @@ pub(crate) struct Config {
     pub(crate) read_only: bool,
     /// `ORCA_SECRET`: the key of confirmation tokens; generated into `ORCA_HOME` when unset.
     pub(crate) secret: Option<SecretString>,
+    /// External MCP servers from `external-mcps.yaml` (`ORCA_EXTERNAL_MCPS`).
+    pub(crate) external: ExternalConfig,
 }
 
 /// Who confirms a write that a dry run announced.
@@ -270,6 +274,27 @@ impl Config {
                 format!("(unset: generated once into {})", self.home.join("secret").display())
             },
         );
+        let external = match &self.external.file {
+            None => "(none)".to_owned(),
+            Some(file) => {
+                let servers: Vec<String> = self
+                    .external
+                    .servers
+                    .iter()
+                    .map(|server| match &server.availability {
+                        Availability::Enabled => {
+                            format!("{} ({})", server.key, server.transport.name())
+                        }
+                        Availability::Disabled => format!("{} (disabled)", server.key),
+                        Availability::MissingCredentials(names) => {
+                            format!("{} (missing credentials: {})", server.key, names.join(", "))
+                        }
+                    })
+                    .collect();
+                format!("{}: {}", file.display(), servers.join("; "))
+            }
+        };
+        out.insert("ORCA_EXTERNAL_MCPS", external);
         out
     }
 }
@@ -478,6 +503,8 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
         None => None,
     };
 
+    let external = external::load(env, &mut errors);
+
     if !errors.is_empty() {
         return Err(ConfigErrors(errors));
     }
@@ -495,6 +522,7 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
         sql,
         read_only,
         secret,
+        external,
     })
 }
 

@@ -36,3 +36,46 @@ pub(super) fn unknown_tool(name: &str) -> McpError {
     let shown: String = name.chars().take(128).collect();
     McpError::invalid_params(format!("unknown tool: {shown}"), None)
 }
+
+/// An external server's result as it came, with orca's `_meta` merged over the upstream's.
+pub(super) fn passthrough(mut result: CallToolResult, meta: Map<String, Value>) -> CallToolResult {
+    let mut merged = result.meta.take().map(|meta| meta.0).unwrap_or_default();
+    merged.extend(meta);
+    // Clients see `isError` either way, as they do from the internal servers.
+    result.is_error = Some(result.is_error.unwrap_or(false));
+    result.with_meta(Some(MetaObject(merged)))
+}
+
+/// The first text block of a result, capped, for tracking an upstream's own failure.
+pub(super) fn first_text(result: &CallToolResult) -> String {
+    let text = result
+        .content
+        .iter()
+        .find_map(|block| block.as_text().map(|text| text.text.as_str()))
+        .unwrap_or("the upstream tool reported an error without text");
+    text.chars().take(500).collect()
+}
+
+/// What tracking stores of a passed-through result: its content, without `_meta`.
+pub(super) fn stored_form(result: &CallToolResult) -> Value {
+    let mut value = serde_json::to_value(result).unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut value {
+        map.remove("_meta");
+    }
+    value
+}
+
+/// A failure of a protocol request (prompts, resources) that has no `isError` form: a JSON-RPC
+/// error whose data is the taxonomy's error object.
+pub(super) fn protocol_error(error: &ToolError, trace_id: &str) -> McpError {
+    let data = error.to_json(trace_id);
+    match error.code {
+        crate::tool::ErrorCode::InvalidInput => {
+            McpError::invalid_params(error.message.clone(), Some(data))
+        }
+        crate::tool::ErrorCode::NotFound => {
+            McpError::resource_not_found(error.message.clone(), Some(data))
+        }
+        _ => McpError::internal_error(error.message.clone(), Some(data)),
+    }
+}

@@ -385,7 +385,11 @@ async fn metrics(State(state): State<AppState>) -> Response {
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
     );
-    (headers, state.metrics.render(&state.tracker)).into_response()
+    let mut body = state.metrics.render(&state.tracker);
+    if let Some(external) = state.registry.external() {
+        external.render_metrics(&mut body);
+    }
+    (headers, body).into_response()
 }
 
 #[cfg(test)]

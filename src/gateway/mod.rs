@@ -16,18 +16,20 @@ use chrono::Utc;
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, GetPromptRequestParams,
+    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, Tool,
 };
-use rmcp::service::{RequestContext, RoleServer};
+use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use serde_json::{Map, Value};
 use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::config::{Config, Principal};
-use crate::registry::Registry;
+use crate::registry::{Registry, Route};
 use crate::servers::CallContext;
-use crate::tool::ErrorCode;
+use crate::tool::{ErrorCode, ToolError, Verb};
 use crate::tracking::{
     Execution, ExecutionStatus, Failure, Tracker, cut_response, redact_object, redact_response,
 };
@@ -89,12 +91,23 @@ impl Gateway {
     }
 
     fn visible_tools(&self, principal: &Principal) -> Vec<Tool> {
-        self.state
+        let mut tools: Vec<Tool> = self
+            .state
             .registry
             .tools()
             .filter(|tool| principal.may(tool.spec.verb))
             .map(|tool| tool.spec.tool.clone())
-            .collect()
+            .collect();
+        if let Some(external) = self.state.registry.external() {
+            tools.extend(
+                external
+                    .tools()
+                    .into_iter()
+                    .filter(|(_, verb)| principal.may(*verb))
+                    .map(|(tool, _)| tool),
+            );
+        }
+        tools
     }
 
     fn instructions(&self) -> String {
@@ -156,11 +169,150 @@ fn trace_id(request: &CallToolRequestParams, context: &RequestContext<RoleServer
     Uuid::new_v4().simple().to_string()
 }
 
+/// What a dispatched call produced, before it goes on the wire and into tracking.
+struct Dispatched {
+    result: CallToolResult,
+    status: ExecutionStatus,
+    llm: Option<crate::tool::LlmUsage>,
+    error: Option<ToolError>,
+    /// Earlier attempts that failed and were retried (external calls).
+    retried: Vec<ToolError>,
+    /// The final upstream `isError` text, when an external tool reported failure itself.
+    upstream_error: Option<String>,
+}
+
+impl Gateway {
+    async fn dispatch(
+        &self,
+        route: &Route<'_>,
+        arguments: Option<Map<String, Value>>,
+        call_context: &CallContext,
+        trace_id: &str,
+        mut meta: Map<String, Value>,
+    ) -> Dispatched {
+        match route {
+            Route::Internal(tool) => {
+                match self.state.registry.call(*tool, arguments, call_context).await {
+                    Ok(output) => {
+                        for (key, value) in output.meta {
+                            meta.entry(key).or_insert(value);
+                        }
+                        Dispatched {
+                            result: error::success(output.value, output.png_images, meta),
+                            status: ExecutionStatus::Success,
+                            llm: output.llm,
+                            error: None,
+                            retried: Vec::new(),
+                            upstream_error: None,
+                        }
+                    }
+                    Err(tool_error) => Dispatched {
+                        result: error::failure(&tool_error, trace_id, meta),
+                        status: status_of(&tool_error),
+                        llm: None,
+                        error: Some(tool_error),
+                        retried: Vec::new(),
+                        upstream_error: None,
+                    },
+                }
+            }
+            Route::External(tool) => {
+                let external = self.state.registry.external().expect("routed to an external tool");
+                let started = Instant::now();
+                let (outcome, retried) = external.call(tool, arguments).await;
+                meta.insert("enhanced_by".into(), Value::from("orca"));
+                meta.insert("upstream".into(), Value::from(tool.server()));
+                meta.insert(
+                    "response_time_ms".into(),
+                    Value::from(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)),
+                );
+                if !retried.is_empty() {
+                    meta.insert("attempts".into(), Value::from(retried.len() + 1));
+                }
+                match outcome {
+                    Ok(result) => {
+                        let upstream_error =
+                            (result.is_error == Some(true)).then(|| error::first_text(&result));
+                        Dispatched {
+                            status: if upstream_error.is_some() {
+                                ExecutionStatus::Error
+                            } else {
+                                ExecutionStatus::Success
+                            },
+                            result: error::passthrough(result, meta),
+                            llm: None,
+                            error: None,
+                            retried,
+                            upstream_error,
+                        }
+                    }
+                    Err(tool_error) => Dispatched {
+                        result: error::failure(&tool_error, trace_id, meta),
+                        status: status_of(&tool_error),
+                        llm: None,
+                        error: Some(tool_error),
+                        retried,
+                        upstream_error: None,
+                    },
+                }
+            }
+        }
+    }
+}
+
+fn status_of(error: &ToolError) -> ExecutionStatus {
+    if error.code == ErrorCode::Timeout { ExecutionStatus::Timeout } else { ExecutionStatus::Error }
+}
+
 impl ServerHandler for Gateway {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let external =
+            self.state.registry.external().is_some_and(|external| external.any_enabled());
+        let capabilities = if external {
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .enable_prompts()
+                .enable_prompts_list_changed()
+                .enable_resources()
+                .enable_resources_list_changed()
+                .build()
+        } else {
+            ServerCapabilities::builder().enable_tools().build()
+        };
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("orca", env!("CARGO_PKG_VERSION")))
             .with_instructions(self.instructions())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        // Tell this client when an external server's lists change (debounced upstream).
+        let Some(external) = self.state.registry.external() else { return };
+        let mut changes = external.subscribe();
+        let peer = context.peer;
+        tokio::spawn(async move {
+            let mut seen = *changes.borrow_and_update();
+            while changes.changed().await.is_ok() {
+                let now = *changes.borrow_and_update();
+                let sent = async {
+                    if now.tools != seen.tools {
+                        peer.notify_tool_list_changed().await?;
+                    }
+                    if now.prompts != seen.prompts {
+                        peer.notify_prompt_list_changed().await?;
+                    }
+                    if now.resources != seen.resources {
+                        peer.notify_resource_list_changed().await?;
+                    }
+                    Ok::<(), rmcp::service::SubscriptionSendError>(())
+                };
+                if sent.await.is_err() {
+                    // The client is gone.
+                    return;
+                }
+                seen = now;
+            }
+        });
     }
 
     async fn list_tools(
@@ -177,6 +329,88 @@ impl ServerHandler for Gateway {
         None
     }
 
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        let principal = self.principal(&context)?;
+        let prompts = match self.state.registry.external() {
+            Some(external) if principal.may(Verb::Read) => external.prompts(),
+            _ => Vec::new(),
+        };
+        Ok(ListPromptsResult::with_all_items(prompts))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        let principal = self.principal(&context)?;
+        let unknown =
+            || McpError::invalid_params(format!("unknown prompt: {}", shown(&request.name)), None);
+        let Some(external) = self.state.registry.external().filter(|_| principal.may(Verb::Read))
+        else {
+            return Err(unknown());
+        };
+        match external.get_prompt(&request.name, request.arguments.clone()).await {
+            None => Err(unknown()),
+            Some(Ok(result)) => Ok(GetPromptResponse::Complete(result)),
+            Some(Err(tool_error)) => {
+                Err(error::protocol_error(&tool_error, &Uuid::new_v4().simple().to_string()))
+            }
+        }
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let principal = self.principal(&context)?;
+        let resources = match self.state.registry.external() {
+            Some(external) if principal.may(Verb::Read) => external.resources(),
+            _ => Vec::new(),
+        };
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        let principal = self.principal(&context)?;
+        let templates = match self.state.registry.external() {
+            Some(external) if principal.may(Verb::Read) => external.resource_templates(),
+            _ => Vec::new(),
+        };
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let principal = self.principal(&context)?;
+        let unknown = || {
+            McpError::resource_not_found(format!("unknown resource: {}", shown(&request.uri)), None)
+        };
+        let Some(external) = self.state.registry.external().filter(|_| principal.may(Verb::Read))
+        else {
+            return Err(unknown());
+        };
+        match external.read_resource(&request.uri).await {
+            None => Err(unknown()),
+            Some(Ok(result)) => Ok(ReadResourceResponse::Complete(result)),
+            Some(Err(tool_error)) => {
+                Err(error::protocol_error(&tool_error, &Uuid::new_v4().simple().to_string()))
+            }
+        }
+    }
+
     async fn call_tool(
         &self,
         mut request: CallToolRequestParams,
@@ -185,11 +419,19 @@ impl ServerHandler for Gateway {
         let started = Instant::now();
         let principal = self.principal(&context)?;
         // A tool the caller may not use is reported exactly like one that does not exist.
-        let Some(tool) =
-            self.state.registry.resolve(&request.name).filter(|tool| principal.may(tool.spec.verb))
+        let Some(route) =
+            self.state.registry.route(&request.name).filter(|route| principal.may(route.verb()))
         else {
             self.state.metrics.unknown_tool();
             return Err(error::unknown_tool(&request.name));
+        };
+        let (server, tool_name, upstream_tool) = match &route {
+            Route::Internal(tool) => (tool.server.to_owned(), tool.spec.name().to_owned(), None),
+            Route::External(tool) => (
+                tool.server().to_owned(),
+                tool.name().to_owned(),
+                Some(tool.upstream_name().to_owned()),
+            ),
         };
         let execution_id = Uuid::now_v7();
         let feedback_token = Uuid::new_v4();
@@ -205,62 +447,57 @@ impl ServerHandler for Gateway {
             principal: principal.clone(),
             elicitor: crate::servers::Elicitor::for_peer(&context.peer),
         };
-        let outcome = self.state.registry.call(tool, arguments, &call_context).await;
-        let elapsed = started.elapsed();
-
         let mut meta = Map::new();
         meta.insert("execution_id".into(), Value::from(execution_id.to_string()));
         meta.insert("feedback_token".into(), Value::from(feedback_token.to_string()));
         meta.insert("trace_id".into(), Value::from(trace_id.clone()));
-        let (result, status, llm, error) = match outcome {
-            Ok(output) => {
-                for (key, value) in output.meta {
-                    meta.entry(key).or_insert(value);
-                }
-                (
-                    error::success(output.value, output.png_images, meta),
-                    ExecutionStatus::Success,
-                    output.llm,
-                    None,
-                )
-            }
-            Err(tool_error) => {
-                let status = if tool_error.code == ErrorCode::Timeout {
-                    ExecutionStatus::Timeout
-                } else {
-                    ExecutionStatus::Error
-                };
-                (error::failure(&tool_error, &trace_id, meta), status, None, Some(tool_error))
-            }
-        };
-        self.state.metrics.observe(tool.spec.name(), status.as_str(), elapsed);
+        let Dispatched { result, status, llm, error, retried, upstream_error } =
+            self.dispatch(&route, arguments, &call_context, &trace_id, meta).await;
+        let elapsed = started.elapsed();
+        self.state.metrics.observe(&tool_name, status.as_str(), elapsed);
 
         if tracking {
             let now = Utc::now();
-            let response =
-                redact_response(result.structured_content.clone().unwrap_or(Value::Null));
+            let stored = match &route {
+                Route::Internal(_) => result.structured_content.clone().unwrap_or(Value::Null),
+                Route::External(_) => error::stored_form(&result),
+            };
+            let response = redact_response(stored);
             let (response_data, response_bytes) =
                 cut_response(&response, self.state.config.tracking.max_response_bytes);
-            let failures = error
-                .as_ref()
-                .map(|tool_error| {
-                    vec![Failure {
-                        id: Uuid::now_v7(),
-                        error_type: tool_error.code.error_type().to_owned(),
-                        error_code: Some(tool_error.code.as_str().to_owned()),
-                        error_details: tool_error.to_json(&trace_id),
-                        retry_attempt: 1,
-                        created_at: now,
-                    }]
-                })
-                .unwrap_or_default();
+            let failure = |tool_error: &ToolError, attempt: usize| Failure {
+                id: Uuid::now_v7(),
+                error_type: tool_error.code.error_type().to_owned(),
+                error_code: Some(tool_error.code.as_str().to_owned()),
+                error_details: tool_error.to_json(&trace_id),
+                retry_attempt: i32::try_from(attempt).unwrap_or(i32::MAX),
+                created_at: now,
+            };
+            let mut failures: Vec<Failure> = retried
+                .iter()
+                .enumerate()
+                .map(|(index, tool_error)| failure(tool_error, index + 1))
+                .collect();
+            if let Some(tool_error) = &error {
+                failures.push(failure(tool_error, retried.len() + 1));
+            }
+            if let Some(text) = &upstream_error {
+                failures.push(Failure {
+                    id: Uuid::now_v7(),
+                    error_type: "upstream_tool_error".to_owned(),
+                    error_code: None,
+                    error_details: serde_json::json!({"upstream": server, "message": text}),
+                    retry_attempt: i32::try_from(retried.len() + 1).unwrap_or(i32::MAX),
+                    created_at: now,
+                });
+            }
             let agent_id = meta_string(&request, &context, "agent_id")
                 .or_else(|| header_string(&context, "x-agent-id"));
             self.state.tracker.record(Execution {
                 id: execution_id,
-                server: tool.server.to_owned(),
-                tool: tool.spec.name().to_owned(),
-                upstream_tool: None,
+                server,
+                tool: tool_name,
+                upstream_tool,
                 principal: principal.name,
                 user_id: meta_string(&request, &context, "user_id"),
                 agent_id,
@@ -277,7 +514,10 @@ impl ServerHandler for Gateway {
                 execution_time_ms: i32::try_from(elapsed.as_millis()).unwrap_or(i32::MAX),
                 status,
                 error_code: error.as_ref().map(|tool_error| tool_error.code.as_str().to_owned()),
-                error_message: error.as_ref().map(|tool_error| tool_error.message.clone()),
+                error_message: error
+                    .as_ref()
+                    .map(|tool_error| tool_error.message.clone())
+                    .or(upstream_error),
                 feedback_token,
                 created_at: now,
                 failures,
@@ -285,4 +525,8 @@ impl ServerHandler for Gateway {
         }
         Ok(CallToolResponse::Complete(result))
     }
+}
+
+fn shown(text: &str) -> String {
+    text.chars().take(128).collect()
 }

@@ -3,13 +3,14 @@
 //! both owners named.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use sqlx::PgPool;
 
 use crate::config::ServerKind;
 use crate::config::SqlConfig;
+use crate::external::{ExternalServers, RoutedTool};
 use crate::servers::orca::{Directory, OrcaServer, ServerCapabilitiesSummary, ServerSummary};
 use crate::servers::postgres::{PostgresServer, Target};
 use crate::servers::{CallContext, ToolSpec};
@@ -79,9 +80,12 @@ pub(crate) struct ServerDependencies {
     pub(crate) secret: Secret,
     pub(crate) sql: SqlConfig,
     pub(crate) read_only: bool,
+    /// What `list_servers` reports; shared with the external servers, which keep their entries
+    /// current.
+    pub(crate) directory: Directory,
 }
 
-/// A tool found by name: its owner and its declaration.
+/// An internal tool found by name: its owner and its declaration.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ResolvedTool<'a> {
     pub(crate) server: &'static str,
@@ -89,11 +93,28 @@ pub(crate) struct ResolvedTool<'a> {
     index: (usize, usize),
 }
 
+/// Who answers a tool name.
+#[derive(Debug, Clone)]
+pub(crate) enum Route<'a> {
+    Internal(ResolvedTool<'a>),
+    External(RoutedTool),
+}
+
+impl Route<'_> {
+    pub(crate) fn verb(&self) -> crate::tool::Verb {
+        match self {
+            Route::Internal(tool) => tool.spec.verb,
+            Route::External(tool) => tool.verb(),
+        }
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Registry {
     servers: Vec<InternalServer>,
     /// Tool name -> (server index, tool index).
     index: HashMap<String, (usize, usize)>,
+    external: Option<Arc<ExternalServers>>,
 }
 
 impl Registry {
@@ -120,7 +141,7 @@ impl Registry {
                 known: ServerKind::ALL.map(ServerKind::name).join(", "),
             });
         }
-        let directory: Directory = Arc::new(RwLock::new(Vec::new()));
+        let directory = dependencies.directory.clone();
         let servers: Vec<InternalServer> = enabled
             .iter()
             .map(|kind| match kind {
@@ -145,7 +166,7 @@ impl Registry {
             })
             .collect();
         let index = index_tools(&declared)?;
-        let summaries = ServerKind::ALL
+        let summaries: Vec<ServerSummary> = ServerKind::ALL
             .iter()
             .map(|kind| match servers.iter().find(|server| server.kind() == *kind) {
                 Some(server) => ServerSummary {
@@ -160,6 +181,7 @@ impl Registry {
                         resources: false,
                         prompts: false,
                     },
+                    external: None,
                 },
                 None => ServerSummary {
                     name: kind.name().to_owned(),
@@ -173,11 +195,40 @@ impl Registry {
                         resources: false,
                         prompts: false,
                     },
+                    external: None,
                 },
             })
             .collect();
-        *directory.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = summaries;
-        Ok(Registry { servers, index })
+        {
+            // External servers publish their own entries, after the internal ones.
+            let mut shared = directory.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+            shared.retain(|summary| summary.kind == "external");
+            shared.splice(0..0, summaries);
+        }
+        Ok(Registry { servers, index, external: None })
+    }
+
+    /// Put the external servers behind this registry.
+    pub(crate) fn with_external(mut self, external: Arc<ExternalServers>) -> Registry {
+        self.external = Some(external);
+        self
+    }
+
+    pub(crate) fn external(&self) -> Option<&Arc<ExternalServers>> {
+        self.external.as_ref()
+    }
+
+    /// The names of every internal tool (external tools may not take them).
+    pub(crate) fn internal_tool_names(&self) -> std::collections::HashSet<String> {
+        self.tools().map(|tool| tool.spec.name().to_owned()).collect()
+    }
+
+    /// An internal tool, or else an external one, by its exposed name.
+    pub(crate) fn route(&self, name: &str) -> Option<Route<'_>> {
+        if let Some(tool) = self.resolve(name) {
+            return Some(Route::Internal(tool));
+        }
+        self.external.as_ref()?.resolve(name).map(Route::External)
     }
 
     /// Names of the servers that are serving.

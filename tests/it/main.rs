@@ -5,6 +5,7 @@ mod auth;
 mod config;
 mod demo;
 mod export;
+mod external;
 mod feedback;
 mod gateway_http;
 mod gateway_stdio;

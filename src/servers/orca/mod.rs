@@ -25,6 +25,9 @@ pub(crate) struct ServerSummary {
     pub(crate) tool_count: usize,
     pub(crate) tools: Vec<String>,
     pub(crate) capabilities: ServerCapabilitiesSummary,
+    /// External servers only: endpoint, transport, prefix, restarts, the upstream's own name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) external: Option<Value>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

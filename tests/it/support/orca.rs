@@ -63,6 +63,14 @@ impl OrcaSetup {
         self
     }
 
+    /// Write `external-mcps.yaml` into the home directory and point orca at it.
+    pub(crate) fn with_external(mut self, yaml: &str) -> OrcaSetup {
+        let path = self.home.path().join("external-mcps.yaml");
+        std::fs::write(&path, yaml).unwrap();
+        self.env.insert("ORCA_EXTERNAL_MCPS".to_owned(), path.display().to_string());
+        self
+    }
+
     pub(crate) fn spill_file(&self) -> PathBuf {
         self.home.path().join("tracking-spill.jsonl")
     }
@@ -79,6 +87,7 @@ impl OrcaSetup {
             "DATABASE_URL",
             "ORCA_LOG",
             "RUST_LOG",
+            "ORCA_EXTERNAL_MCPS",
         ] {
             command.env_remove(key);
         }
@@ -92,6 +101,14 @@ impl OrcaSetup {
 
     /// Start `orca serve --stdio` and connect rmcp's client to it.
     pub(crate) async fn stdio_client(&self) -> RunningService<RoleClient, ()> {
+        self.stdio_client_with(()).await
+    }
+
+    /// `stdio_client` with a client handler of the test's choosing.
+    pub(crate) async fn stdio_client_with<H: rmcp::ClientHandler>(
+        &self,
+        handler: H,
+    ) -> RunningService<RoleClient, H> {
         let mut command = self.tokio_command();
         command.args(["serve", "--stdio"]);
         let transport = TokioChildProcess::builder(command)
@@ -99,7 +116,7 @@ impl OrcaSetup {
             .spawn()
             .expect("cannot start orca")
             .0;
-        ().serve(transport).await.expect("MCP handshake with orca over stdio failed")
+        handler.serve(transport).await.expect("MCP handshake with orca over stdio failed")
     }
 
     /// Start `orca serve --http 127.0.0.1:0` (plus `extra` arguments) and wait until it listens.

@@ -1,0 +1,79 @@
+//! Benchmark of the external-server proxy: one MCP stdio server started as a child process,
+//! one shared client connection, `concurrency` callers issuing the same tool call in a loop for
+//! `seconds`. Run it once against the upstream itself and once against `orca serve --stdio`
+//! proxying that upstream to see what orca adds (`scripts/bench-proxy` does both).
+//!
+//! `bench_proxy <seconds> <concurrency> <tool> <arguments-json> -- <command> [args...]`
+//!
+//! Prints one line: calls/s, p50 and p99 of the client-side latency, and the call count.
+
+#![allow(clippy::print_stdout, reason = "the result line is this program's output")]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::TokioChildProcess;
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let split = args.iter().position(|arg| arg == "--").expect("usage: see the file header");
+    let [seconds, concurrency, tool, arguments] = &args[1..split] else {
+        panic!(
+            "usage: bench_proxy <seconds> <concurrency> <tool> <arguments-json> -- <command...>"
+        );
+    };
+    let seconds: u64 = seconds.parse().expect("seconds");
+    let concurrency: usize = concurrency.parse().expect("concurrency");
+    let arguments: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(arguments).expect("arguments must be a JSON object");
+    let mut command = tokio::process::Command::new(&args[split + 1]);
+    command.args(&args[split + 2..]);
+    let (transport, _) = TokioChildProcess::builder(command)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("cannot start the server");
+    let client = ().serve(transport).await.expect("MCP handshake failed");
+    let params = CallToolRequestParams::new(tool.clone()).with_arguments(arguments);
+    // Warm up: the first calls pay for connections and caches.
+    for _ in 0..200 {
+        let result = client.call_tool(params.clone()).await.expect("call failed");
+        assert_ne!(result.is_error, Some(true), "the tool failed: {result:?}");
+    }
+    let peer = Arc::new(client.peer().clone());
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let workers: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let peer = peer.clone();
+            let params = params.clone();
+            tokio::spawn(async move {
+                let mut latencies = Vec::new();
+                while Instant::now() < deadline {
+                    let started = Instant::now();
+                    peer.call_tool_once(params.clone()).await.expect("call failed");
+                    latencies.push(started.elapsed());
+                }
+                latencies
+            })
+        })
+        .collect();
+    let started = Instant::now();
+    let mut latencies = Vec::new();
+    for worker in workers {
+        latencies.extend(worker.await.expect("worker panicked"));
+    }
+    let elapsed = started.elapsed();
+    latencies.sort();
+    let percentile =
+        |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
+    println!(
+        "calls/s {:.0}  p50 {:.0} us  p99 {:.0} us  calls {}",
+        latencies.len() as f64 / elapsed.as_secs_f64(),
+        percentile(0.50).as_secs_f64() * 1e6,
+        percentile(0.99).as_secs_f64() * 1e6,
+        latencies.len()
+    );
+    client.cancel().await.expect("cannot close the client");
+}

@@ -1,0 +1,796 @@
+//! `external-mcps.yaml`: the external MCP servers orca starts or connects to. The seed's fields
+//! (`name`, `url`, `type`, `credentials` with `*_env` names, `capabilities`) are kept; the rest is
+//! what running a server needs. Problems are collected like `orca.yaml`'s; a credential variable
+//! that is not set disables only its server.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use secrecy::SecretString;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::Env;
+use crate::tool::Verb;
+
+/// The validated external servers (none when there is no file).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ExternalConfig {
+    pub(crate) file: Option<PathBuf>,
+    pub(crate) servers: Vec<ExternalServerConfig>,
+}
+
+/// One entry of `mcps:`.
+#[derive(Debug, Clone)]
+pub(crate) struct ExternalServerConfig {
+    /// The entry's key: the server's name in orca (`list_servers`, tracking, metrics).
+    pub(crate) key: String,
+    /// `name`, for people.
+    pub(crate) display_name: String,
+    /// What tool, prompt and resource names are prefixed with (default: the key, cleaned).
+    pub(crate) prefix: String,
+    pub(crate) transport: ExternalTransport,
+    /// Where the server is, for `external_endpoint`: the URL, or the command (never its
+    /// arguments or environment, which may hold secrets).
+    pub(crate) endpoint: String,
+    pub(crate) timeout: Duration,
+    /// Further attempts of a call that is safe to repeat.
+    pub(crate) retries: u32,
+    pub(crate) include_tools: Vec<String>,
+    pub(crate) exclude_tools: Vec<String>,
+    /// The seed's informational `capabilities` list.
+    pub(crate) capabilities: Vec<String>,
+    /// A result larger than this (serialized) is refused with RESULT_TRUNCATED.
+    pub(crate) max_response_bytes: usize,
+    /// The verb of every tool of this server, instead of the one derived from annotations.
+    pub(crate) verb: Option<Verb>,
+    /// Per upstream tool name, overriding `verb` and the annotations.
+    pub(crate) tool_verbs: BTreeMap<String, Verb>,
+    /// Whether it runs, and if not why.
+    pub(crate) availability: Availability,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Availability {
+    Enabled,
+    /// `enabled: false`.
+    Disabled,
+    /// These credential variables are not set.
+    MissingCredentials(Vec<String>),
+}
+
+impl ExternalServerConfig {
+    /// The verb a caller needs for `tool`, given what the tool says of itself.
+    pub(crate) fn verb_for(
+        &self,
+        tool: &str,
+        annotations: Option<&rmcp::model::ToolAnnotations>,
+    ) -> Verb {
+        if let Some(verb) = self.tool_verbs.get(tool) {
+            return *verb;
+        }
+        if let Some(verb) = self.verb {
+            return verb;
+        }
+        verb_from_annotations(annotations)
+    }
+
+    /// Whether the include/exclude filters let `tool` through.
+    pub(crate) fn admits(&self, tool: &str) -> bool {
+        let included = self.include_tools.is_empty()
+            || self.include_tools.iter().any(|pattern| glob_match(pattern, tool));
+        included && !self.exclude_tools.iter().any(|pattern| glob_match(pattern, tool))
+    }
+}
+
+/// MCP's hints, read as the spec defines their defaults: read-only means `read`; otherwise a
+/// destructive tool (the default) needs `delete`, an idempotent non-destructive one `update`,
+/// and anything else `create`.
+pub(crate) fn verb_from_annotations(annotations: Option<&rmcp::model::ToolAnnotations>) -> Verb {
+    let Some(annotations) = annotations else { return Verb::Delete };
+    if annotations.read_only_hint == Some(true) {
+        Verb::Read
+    } else if annotations.destructive_hint.unwrap_or(true) {
+        Verb::Delete
+    } else if annotations.idempotent_hint == Some(true) {
+        Verb::Update
+    } else {
+        Verb::Create
+    }
+}
+
+/// How orca reaches the server.
+#[derive(Debug, Clone)]
+pub(crate) enum ExternalTransport {
+    /// A child process speaking MCP on stdin/stdout.
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        /// Given to the child on top of orca's environment; credentials included.
+        env: Vec<(String, SecretString)>,
+        cwd: Option<PathBuf>,
+    },
+    /// Streamable HTTP (`http`) or the older HTTP+SSE transport (`sse`).
+    Http {
+        url: String,
+        sse: bool,
+        headers: Vec<(String, SecretString)>,
+        bearer: Option<SecretString>,
+    },
+}
+
+impl ExternalTransport {
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            ExternalTransport::Stdio { .. } => "stdio",
+            ExternalTransport::Http { sse: false, .. } => "http",
+            ExternalTransport::Http { sse: true, .. } => "sse",
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(default)]
+    mcps: BTreeMap<String, Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawServer {
+    name: Option<String>,
+    url: Option<String>,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    #[serde(default)]
+    credentials: BTreeMap<String, String>,
+    #[serde(default)]
+    capabilities: Vec<String>,
+    transport: Option<String>,
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    cwd: Option<PathBuf>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    timeout: Option<Value>,
+    retries: Option<u32>,
+    #[serde(default)]
+    include_tools: Vec<String>,
+    #[serde(default)]
+    exclude_tools: Vec<String>,
+    prefix: Option<String>,
+    enabled: Option<bool>,
+    max_response_bytes: Option<u64>,
+    verb: Option<String>,
+    #[serde(default)]
+    tool_verbs: BTreeMap<String, String>,
+    auth_header: Option<String>,
+}
+
+/// Names orca's own servers use: an external server may not take them.
+const RESERVED: [&str; 2] = ["orca", "postgres"];
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+const DEFAULT_RETRIES: u32 = 2;
+const DEFAULT_MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
+
+/// Find and validate `external-mcps.yaml`: `ORCA_EXTERNAL_MCPS` (which must exist), else
+/// `./external-mcps.yaml` if there is one.
+pub(super) fn load(env: &Env, errors: &mut Vec<String>) -> ExternalConfig {
+    let (path, explicit) = match env.get("ORCA_EXTERNAL_MCPS") {
+        Some(path) => (PathBuf::from(path), true),
+        None => (PathBuf::from("external-mcps.yaml"), false),
+    };
+    if !explicit && !path.is_file() {
+        return ExternalConfig::default();
+    }
+    let label = path.display().to_string();
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(error) => {
+            errors.push(format!("{label}: cannot read (from ORCA_EXTERNAL_MCPS): {error}"));
+            return ExternalConfig::default();
+        }
+    };
+    let servers = parse(&text, &label, env, errors);
+    ExternalConfig { file: Some(path), servers }
+}
+
+/// Validate the text of an `external-mcps.yaml` named `label`.
+pub(crate) fn parse(
+    text: &str,
+    label: &str,
+    env: &Env,
+    errors: &mut Vec<String>,
+) -> Vec<ExternalServerConfig> {
+    if text.trim().is_empty() {
+        return Vec::new();
+    }
+    let document: Value = match serde_saphyr::from_str(text) {
+        Ok(Value::Null) => return Vec::new(),
+        Ok(value) => value,
+        Err(error) => {
+            errors.push(format!("{label}: not valid YAML: {error}"));
+            return Vec::new();
+        }
+    };
+    let raw: RawFile = match serde_path_to_error::deserialize(document) {
+        Ok(raw) => raw,
+        Err(error) => {
+            let path = error.path().to_string();
+            let key = if path == "." { "top level".to_owned() } else { path };
+            errors.push(format!("{label}: {key}: {}", error.into_inner()));
+            return Vec::new();
+        }
+    };
+    let mut servers: Vec<ExternalServerConfig> = Vec::new();
+    for (key, entry) in raw.mcps {
+        if entry.is_null() {
+            errors.push(format!("{label}: mcps.{key}: empty entry; give it a transport"));
+            continue;
+        }
+        // Each entry on its own, so that one entry's unknown key hides nothing in the others.
+        let server: RawServer = match serde_path_to_error::deserialize(entry) {
+            Ok(server) => server,
+            Err(error) => {
+                let path = error.path().to_string();
+                let at =
+                    if path == "." { format!("mcps.{key}") } else { format!("mcps.{key}.{path}") };
+                errors.push(format!("{label}: {at}: {}", error.into_inner()));
+                continue;
+            }
+        };
+        if let Some(server) = validate(&key, server, label, env, errors) {
+            servers.push(server);
+        }
+    }
+    let mut prefixes: BTreeMap<&str, &str> = BTreeMap::new();
+    for server in &servers {
+        if let Some(other) = prefixes.insert(&server.prefix, &server.key) {
+            errors.push(format!(
+                "{label}: mcps.{}: prefix `{}` is also the prefix of `{other}`; set a distinct `prefix`",
+                server.key, server.prefix
+            ));
+        }
+    }
+    servers
+}
+
+fn validate(
+    key: &str,
+    raw: RawServer,
+    label: &str,
+    env: &Env,
+    errors: &mut Vec<String>,
+) -> Option<ExternalServerConfig> {
+    let at = format!("{label}: mcps.{key}");
+    let before = errors.len();
+    if key.is_empty()
+        || !key.bytes().all(|byte| byte.is_ascii_alphanumeric() || b"_-".contains(&byte))
+    {
+        errors.push(format!("{at}: the key may only hold letters, digits, `_` and `-`"));
+    }
+    if RESERVED.contains(&key) {
+        errors.push(format!("{at}: `{key}` is the name of an internal server; choose another key"));
+    }
+    if let Some(kind) = &raw.kind
+        && kind != "external"
+    {
+        errors.push(format!("{at}: type: `{kind}` is not supported; the only type is `external`"));
+    }
+    let mut missing: BTreeSet<String> = BTreeSet::new();
+    let resolve = |name: &str, missing: &mut BTreeSet<String>| -> Option<SecretString> {
+        match env.get(name) {
+            Some(value) => Some(SecretString::from(value.to_owned())),
+            None => {
+                missing.insert(name.to_owned());
+                None
+            }
+        }
+    };
+    let mut credentials: Vec<(String, SecretString)> = Vec::new();
+    for (name, variable) in &raw.credentials {
+        if !name.ends_with("_env") {
+            errors.push(format!(
+                "{at}: credentials.{name}: credential keys end in `_env` and name an environment variable, for example `api_key_env: GITHUB_TOKEN`"
+            ));
+            continue;
+        }
+        if !is_variable_name(variable) {
+            errors.push(format!(
+                "{at}: credentials.{name}: `{variable}` is not an environment variable name"
+            ));
+            continue;
+        }
+        if let Some(value) = resolve(variable, &mut missing) {
+            credentials.push((variable.clone(), value));
+        }
+    }
+    let mut interpolate =
+        |value: &str, field: &str, errors: &mut Vec<String>| -> Option<SecretString> {
+            match expand(value, |name| resolve(name, &mut missing)) {
+                Ok(value) => value.map(SecretString::from),
+                Err(problem) => {
+                    errors.push(format!("{at}: {field}: {problem}"));
+                    None
+                }
+            }
+        };
+
+    let transport_name = match raw.transport.as_deref() {
+        Some(name @ ("stdio" | "http" | "sse")) => Some(name),
+        Some(other) => {
+            errors.push(format!("{at}: transport: `{other}` is not one of: stdio, http, sse"));
+            None
+        }
+        None if raw.command.is_some() => Some("stdio"),
+        None => match raw.url.as_deref() {
+            None => {
+                errors.push(format!(
+                    "{at}: nothing to connect to; add `transport: stdio` with `command` (and `args`), or `transport: http` with the endpoint's `url`"
+                ));
+                None
+            }
+            Some(url) if url.trim_end_matches('/').ends_with("/mcp") => Some("http"),
+            Some(url) if url.trim_end_matches('/').ends_with("/sse") => Some("sse"),
+            Some(url) => {
+                errors.push(format!(
+                    "{at}: url `{url}` looks like a web page, not an MCP endpoint, and no transport is set; add `transport: stdio` with the `command` that starts the server (for example `command: npx` and `args: [\"-y\", \"<package>\"]`), or `transport: http` if the url is a Streamable HTTP endpoint"
+                ));
+                None
+            }
+        },
+    };
+    let transport = match transport_name {
+        None => None,
+        Some("stdio") => match raw.command.as_deref().map(str::trim) {
+            None | Some("") => {
+                errors.push(format!("{at}: command: required with transport stdio"));
+                None
+            }
+            Some(command) => {
+                for field in ["headers", "auth_header"] {
+                    let set = if field == "headers" {
+                        !raw.headers.is_empty()
+                    } else {
+                        raw.auth_header.is_some()
+                    };
+                    if set {
+                        errors.push(format!("{at}: {field}: only for transports http and sse"));
+                    }
+                }
+                let mut child_env = credentials.clone();
+                for (name, value) in &raw.env {
+                    if !is_variable_name(name) {
+                        errors.push(format!("{at}: env.{name}: not an environment variable name"));
+                        continue;
+                    }
+                    if let Some(value) = interpolate(value, &format!("env.{name}"), errors) {
+                        child_env.retain(|(existing, _)| existing != name);
+                        child_env.push((name.clone(), value));
+                    }
+                }
+                Some(ExternalTransport::Stdio {
+                    command: command.to_owned(),
+                    args: raw.args.clone(),
+                    env: child_env,
+                    cwd: raw.cwd.clone(),
+                })
+            }
+        },
+        Some(name) => {
+            let sse = name == "sse";
+            for (field, set) in [
+                ("command", raw.command.is_some()),
+                ("args", !raw.args.is_empty()),
+                ("env", !raw.env.is_empty()),
+                ("cwd", raw.cwd.is_some()),
+            ] {
+                if set {
+                    errors.push(format!("{at}: {field}: only for transport stdio"));
+                }
+            }
+            match raw.url.as_deref() {
+                None => {
+                    errors.push(format!("{at}: url: required with transport {name}"));
+                    None
+                }
+                Some(url) if !(url.starts_with("http://") || url.starts_with("https://")) => {
+                    errors.push(format!("{at}: url: `{url}` must start with http:// or https://"));
+                    None
+                }
+                Some(url) => {
+                    let mut headers = Vec::new();
+                    for (header, value) in &raw.headers {
+                        if http::HeaderName::try_from(header.as_str()).is_err() {
+                            errors.push(format!("{at}: headers.{header}: not a valid header name"));
+                            continue;
+                        }
+                        if let Some(value) =
+                            interpolate(value, &format!("headers.{header}"), errors)
+                        {
+                            headers.push((header.clone(), value));
+                        }
+                    }
+                    // The credential sent as a token: the first of these that is configured.
+                    let token = ["bearer_env", "token_env", "api_key_env"]
+                        .iter()
+                        .find_map(|name| raw.credentials.get(*name))
+                        .and_then(|variable| credentials.iter().find(|(name, _)| name == variable))
+                        .map(|(_, value)| value.clone());
+                    let bearer = match (&raw.auth_header, token) {
+                        (Some(header), Some(token)) => {
+                            if http::HeaderName::try_from(header.as_str()).is_err() {
+                                errors.push(format!(
+                                    "{at}: auth_header: `{header}` is not a valid header name"
+                                ));
+                            }
+                            headers.push((header.clone(), token));
+                            None
+                        }
+                        (Some(_), None) => {
+                            errors.push(format!(
+                                "{at}: auth_header: needs a credential to send: add `credentials: {{api_key_env: VARIABLE}}`"
+                            ));
+                            None
+                        }
+                        (None, token) => token,
+                    };
+                    Some(ExternalTransport::Http { url: url.to_owned(), sse, headers, bearer })
+                }
+            }
+        }
+    };
+
+    let timeout = match &raw.timeout {
+        None => DEFAULT_TIMEOUT,
+        Some(value) => match parse_duration(value) {
+            Some(duration) if !duration.is_zero() => duration,
+            _ => {
+                errors.push(format!(
+                    "{at}: timeout: `{value}` is not a duration; write seconds (30) or a unit (500ms, 30s, 2m)"
+                ));
+                DEFAULT_TIMEOUT
+            }
+        },
+    };
+    let retries = raw.retries.unwrap_or(DEFAULT_RETRIES);
+    if retries > 10 {
+        errors.push(format!("{at}: retries: at most 10"));
+    }
+    let prefix = match &raw.prefix {
+        Some(prefix)
+            if prefix.is_empty()
+                || !prefix
+                    .bytes()
+                    .all(|byte| byte.is_ascii_alphanumeric() || b"_-".contains(&byte)) =>
+        {
+            errors.push(format!(
+                "{at}: prefix: `{prefix}` may only hold letters, digits, `_` and `-`"
+            ));
+            String::new()
+        }
+        Some(prefix) if prefix.len() > 32 => {
+            errors.push(format!("{at}: prefix: at most 32 characters"));
+            String::new()
+        }
+        Some(prefix) => prefix.clone(),
+        None => key.chars().take(32).collect(),
+    };
+    let max_response_bytes = match raw.max_response_bytes {
+        Some(0) => {
+            errors.push(format!("{at}: max_response_bytes: must be greater than zero"));
+            DEFAULT_MAX_RESPONSE_BYTES
+        }
+        Some(bytes) => usize::try_from(bytes).unwrap_or(usize::MAX),
+        None => DEFAULT_MAX_RESPONSE_BYTES,
+    };
+    let parse_verb = |text: &str, field: &str, errors: &mut Vec<String>| {
+        let verb = Verb::parse(text);
+        if verb.is_none() {
+            errors.push(format!(
+                "{at}: {field}: unknown verb `{text}`; expected one of read, create, update, delete"
+            ));
+        }
+        verb
+    };
+    let verb = raw.verb.as_deref().and_then(|text| parse_verb(text, "verb", errors));
+    let tool_verbs = raw
+        .tool_verbs
+        .iter()
+        .filter_map(|(tool, text)| {
+            parse_verb(text, &format!("tool_verbs.{tool}"), errors).map(|verb| (tool.clone(), verb))
+        })
+        .collect();
+
+    if errors.len() > before {
+        return None;
+    }
+    let transport = transport?;
+    let endpoint = match &transport {
+        ExternalTransport::Stdio { command, .. } => {
+            raw.url.clone().unwrap_or_else(|| command.clone())
+        }
+        ExternalTransport::Http { url, .. } => url.clone(),
+    };
+    let availability = if raw.enabled == Some(false) {
+        Availability::Disabled
+    } else if !missing.is_empty() {
+        Availability::MissingCredentials(missing.into_iter().collect())
+    } else {
+        Availability::Enabled
+    };
+    Some(ExternalServerConfig {
+        key: key.to_owned(),
+        display_name: raw.name.unwrap_or_else(|| key.to_owned()),
+        prefix,
+        transport,
+        endpoint,
+        timeout,
+        retries,
+        include_tools: raw.include_tools,
+        exclude_tools: raw.exclude_tools,
+        capabilities: raw.capabilities,
+        max_response_bytes,
+        verb,
+        tool_verbs,
+        availability,
+    })
+}
+
+fn is_variable_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'_')
+}
+
+/// Replace each `${NAME}` with `lookup(NAME)`. `Ok(None)` when a variable is missing (the
+/// lookup records which); `Err` for a malformed reference. `$$` is a literal `$`.
+fn expand(
+    text: &str,
+    mut lookup: impl FnMut(&str) -> Option<SecretString>,
+) -> Result<Option<String>, String> {
+    use secrecy::ExposeSecret;
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    let mut complete = true;
+    while let Some(position) = rest.find('$') {
+        out.push_str(&rest[..position]);
+        rest = &rest[position + 1..];
+        if let Some(after) = rest.strip_prefix('$') {
+            out.push('$');
+            rest = after;
+        } else if let Some(after) = rest.strip_prefix('{') {
+            let Some(end) = after.find('}') else {
+                return Err("`${` without a closing `}`".to_owned());
+            };
+            let name = &after[..end];
+            if !is_variable_name(name) {
+                return Err(format!("`${{{name}}}` does not name an environment variable"));
+            }
+            match lookup(name) {
+                Some(value) => out.push_str(value.expose_secret()),
+                None => complete = false,
+            }
+            rest = &after[end + 1..];
+        } else {
+            out.push('$');
+        }
+    }
+    out.push_str(rest);
+    Ok(complete.then_some(out))
+}
+
+/// `30`, `30s`, `500ms`, `2m`.
+fn parse_duration(value: &Value) -> Option<Duration> {
+    match value {
+        Value::Number(number) => number
+            .as_f64()
+            .filter(|seconds| seconds.is_finite() && *seconds >= 0.0)
+            .map(Duration::from_secs_f64),
+        Value::String(text) => {
+            let text = text.trim();
+            let (number, unit) =
+                text.split_at(text.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(text.len()));
+            let number: f64 =
+                number.trim().parse().ok().filter(|n: &f64| n.is_finite() && *n >= 0.0)?;
+            let seconds = match unit {
+                "" | "s" => number,
+                "ms" => number / 1000.0,
+                "m" => number * 60.0,
+                _ => return None,
+            };
+            Some(Duration::from_secs_f64(seconds))
+        }
+        _ => None,
+    }
+}
+
+/// `*` matches any run of characters, `?` one character; everything else matches itself.
+pub(crate) fn glob_match(pattern: &str, text: &str) -> bool {
+    let pattern: Vec<char> = pattern.chars().collect();
+    let text: Vec<char> = text.chars().collect();
+    let (mut p, mut t) = (0, 0);
+    let mut backtrack: Option<(usize, usize)> = None;
+    while t < text.len() {
+        if p < pattern.len() && (pattern[p] == '?' || pattern[p] == text[t]) {
+            p += 1;
+            t += 1;
+        } else if p < pattern.len() && pattern[p] == '*' {
+            backtrack = Some((p, t));
+            p += 1;
+        } else if let Some((star, matched)) = backtrack {
+            p = star + 1;
+            t = matched + 1;
+            backtrack = Some((star, matched + 1));
+        } else {
+            return false;
+        }
+    }
+    pattern[p..].iter().all(|c| *c == '*')
+}
+
+#[cfg(test)]
+mod tests {
+    use secrecy::ExposeSecret;
+
+    use super::*;
+
+    fn parse_ok(yaml: &str, env: &[(&str, &str)]) -> Vec<ExternalServerConfig> {
+        let mut errors = Vec::new();
+        let servers = parse(yaml, "x.yaml", &Env::from_pairs(env), &mut errors);
+        assert!(errors.is_empty(), "{errors:#?}");
+        servers
+    }
+
+    fn parse_errors(yaml: &str) -> Vec<String> {
+        let mut errors = Vec::new();
+        parse(yaml, "x.yaml", &Env::default(), &mut errors);
+        errors
+    }
+
+    #[test]
+    fn the_repository_example_parses() {
+        let text = include_str!("../../external-mcps.yaml");
+        let servers = parse_ok(text, &[]);
+        let github = servers.iter().find(|server| server.key == "github").unwrap();
+        assert_eq!(github.display_name, "GitHub MCP");
+        assert_eq!(
+            github.availability,
+            Availability::MissingCredentials(vec![
+                "GITHUB_MCP_API_KEY".into(),
+                "GITHUB_MCP_ORG".into()
+            ])
+        );
+        assert_eq!(github.transport.name(), "stdio");
+        assert!(github.capabilities.contains(&"issue_management".to_owned()));
+        assert!(servers.iter().any(|server| server.key == "slack"));
+    }
+
+    #[test]
+    fn a_web_page_url_without_transport_says_what_to_add() {
+        let errors = parse_errors(
+            "mcps:\n  github:\n    url: https://github.com/modelcontextprotocol/servers/tree/main/src/github\n",
+        );
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].contains("looks like a web page"), "{}", errors[0]);
+        assert!(
+            errors[0].contains("transport: stdio") && errors[0].contains("command"),
+            "{}",
+            errors[0]
+        );
+        assert!(errors[0].starts_with("x.yaml: mcps.github:"), "{}", errors[0]);
+    }
+
+    #[test]
+    fn an_endpoint_url_implies_its_transport() {
+        let servers = parse_ok(
+            "mcps:\n  a:\n    url: http://127.0.0.1:9/mcp\n  b:\n    url: http://127.0.0.1:9/sse\n",
+            &[],
+        );
+        assert_eq!(servers[0].transport.name(), "http");
+        assert_eq!(servers[1].transport.name(), "sse");
+    }
+
+    #[test]
+    fn credentials_reach_a_child_as_variables_and_http_as_a_bearer_token() {
+        let servers = parse_ok(
+            "mcps:\n  gh:\n    command: srv\n    credentials: {api_key_env: KEY}\n    env: {TOKEN: \"Bearer ${KEY}\", PLAIN: x}\n  web:\n    url: https://h/mcp\n    credentials: {token_env: KEY}\n  named:\n    url: https://h/mcp\n    auth_header: X-Api-Key\n    credentials: {api_key_env: KEY}\n",
+            &[("KEY", "s3cret")],
+        );
+        let ExternalTransport::Stdio { env, .. } = &servers[0].transport else { panic!() };
+        let env: BTreeMap<&str, &str> =
+            env.iter().map(|(name, value)| (name.as_str(), value.expose_secret())).collect();
+        assert_eq!(
+            env,
+            BTreeMap::from([("KEY", "s3cret"), ("TOKEN", "Bearer s3cret"), ("PLAIN", "x")])
+        );
+        let ExternalTransport::Http { bearer, .. } = &servers[2].transport else { panic!() };
+        assert_eq!(bearer.as_ref().unwrap().expose_secret(), "s3cret");
+        let ExternalTransport::Http { bearer, headers, .. } = &servers[1].transport else {
+            panic!()
+        };
+        assert!(bearer.is_none());
+        assert_eq!(headers[0].0, "X-Api-Key");
+        assert_eq!(headers[0].1.expose_secret(), "s3cret");
+        // Secrets never show in Debug output.
+        assert!(!format!("{servers:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn a_missing_credential_disables_only_its_server() {
+        let servers = parse_ok(
+            "mcps:\n  a:\n    command: srv\n    credentials: {token_env: NOPE}\n    env: {X: \"${ALSO_NOPE}\"}\n  b:\n    command: srv\n",
+            &[],
+        );
+        assert_eq!(
+            servers[0].availability,
+            Availability::MissingCredentials(vec!["ALSO_NOPE".into(), "NOPE".into()])
+        );
+        assert_eq!(servers[1].availability, Availability::Enabled);
+    }
+
+    #[test]
+    fn every_problem_is_reported_at_once() {
+        let errors = parse_errors(
+            "mcps:\n  orca:\n    command: x\n  b:\n    transport: carrier-pigeon\n  c:\n    command: x\n    timeout: soon\n    retries: 99\n    verb: destroy\n    headers: {A: b}\n  d:\n    command: x\n    bogus: 1\n",
+        );
+        assert!(errors.len() >= 6, "{errors:#?}");
+        for expected in [
+            "internal server",
+            "carrier-pigeon",
+            "timeout",
+            "retries",
+            "unknown verb",
+            "only for transports http",
+        ] {
+            assert!(errors.iter().any(|error| error.contains(expected)), "{expected}: {errors:#?}");
+        }
+        let errors = parse_errors("mcps:\n  d:\n    command: x\n    bogus: 1\n");
+        assert!(errors[0].contains("bogus"), "{errors:?}");
+    }
+
+    #[test]
+    fn prefixes_must_differ_and_defaults_hold() {
+        let errors = parse_errors(
+            "mcps:\n  a:\n    command: x\n    prefix: p\n  b:\n    command: x\n    prefix: p\n",
+        );
+        assert!(errors[0].contains("prefix `p`"), "{errors:?}");
+        let server = &parse_ok("mcps:\n  my-server:\n    command: x\n", &[])[0];
+        assert_eq!(server.prefix, "my-server");
+        assert_eq!(server.timeout, Duration::from_secs(30));
+        assert_eq!(server.retries, 2);
+    }
+
+    #[test]
+    fn durations_filters_and_verbs() {
+        let server = &parse_ok(
+            "mcps:\n  a:\n    command: x\n    timeout: 500ms\n    include_tools: [\"get_*\", echo]\n    exclude_tools: [get_secret]\n    tool_verbs: {echo: update}\n",
+            &[],
+        )[0];
+        assert_eq!(server.timeout, Duration::from_millis(500));
+        assert!(server.admits("get_issue") && server.admits("echo"));
+        assert!(!server.admits("get_secret") && !server.admits("delete_repo"));
+        assert_eq!(server.verb_for("echo", None), Verb::Update);
+        assert_eq!(server.verb_for("other", None), Verb::Delete);
+        let read_only = rmcp::model::ToolAnnotations::new().read_only(true);
+        assert_eq!(server.verb_for("other", Some(&read_only)), Verb::Read);
+        let additive = rmcp::model::ToolAnnotations::new().read_only(false).destructive(false);
+        assert_eq!(verb_from_annotations(Some(&additive)), Verb::Create);
+        assert_eq!(verb_from_annotations(Some(&additive.clone().idempotent(true))), Verb::Update);
+    }
+
+    #[test]
+    fn glob_patterns() {
+        assert!(glob_match("*", ""));
+        assert!(glob_match("a*c", "abbbc"));
+        assert!(glob_match("a?c", "abc"));
+        assert!(!glob_match("a?c", "ac"));
+        assert!(glob_match("*_issue*", "create_issue_comment"));
+        assert!(!glob_match("get", "get_x"));
+    }
+}

@@ -1,0 +1,433 @@
+//! External MCP servers declared in `external-mcps.yaml`: started or connected to, namespaced,
+//! supervised, and merged into one index of exposed tool names next to the internal servers'.
+//! A change upstream (a restart, `list_changed`) rebuilds the index and, debounced, tells
+//! orca's own clients that the lists changed.
+
+mod frame;
+mod names;
+mod sse;
+mod upstream;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{
+    CallToolResult, GetPromptResult, Prompt, ReadResourceResult, Resource, ResourceTemplate, Tool,
+};
+use serde_json::{Map, Value};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Availability, ExternalServerConfig};
+use crate::servers::orca::{Directory, ServerCapabilitiesSummary, ServerSummary};
+use crate::tool::{ToolError, Verb};
+pub(crate) use upstream::Attempts;
+use upstream::{Event, ExternalTool, Status, Upstream};
+
+/// How long list changes are gathered before clients are told, so a burst is one notification.
+const DEBOUNCE: Duration = Duration::from_millis(150);
+/// How long start-up waits for external servers before serving without the slow ones.
+const STARTUP_WAIT: Duration = Duration::from_secs(20);
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub(crate) enum StartError {
+    #[error(
+        "tool `{tool}` is declared by both `{first}` and `{second}`; set a `prefix` or `exclude_tools` in external-mcps.yaml"
+    )]
+    ToolCollision { tool: String, first: String, second: String },
+}
+
+/// Counters of list changes, one per list, that orca's client sessions watch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Changes {
+    pub(crate) tools: u64,
+    pub(crate) prompts: u64,
+    pub(crate) resources: u64,
+}
+
+/// A tool found by exposed name.
+#[derive(Debug, Clone)]
+pub(crate) struct RoutedTool {
+    upstream: usize,
+    server: Arc<str>,
+    tool: Arc<ExternalTool>,
+}
+
+impl RoutedTool {
+    /// The server's key.
+    pub(crate) fn server(&self) -> &str {
+        &self.server
+    }
+
+    pub(crate) fn verb(&self) -> Verb {
+        self.tool.verb
+    }
+
+    pub(crate) fn upstream_name(&self) -> &str {
+        &self.tool.upstream_name
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.tool.tool.name
+    }
+}
+
+/// Exposed tool name -> (server, position in its catalog).
+#[derive(Debug, Default)]
+struct Index {
+    tools: HashMap<String, (usize, usize)>,
+}
+
+#[derive(Debug)]
+pub(crate) struct ExternalServers {
+    upstreams: Vec<Arc<Upstream>>,
+    index: RwLock<Arc<Index>>,
+    /// Names of the internal servers' tools, which external tools may not take.
+    internal_tools: HashSet<String>,
+    changes: watch::Sender<Changes>,
+    directory: Directory,
+    shutdown: CancellationToken,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl ExternalServers {
+    /// Start every enabled server, wait (bounded) for them to come up, and check that no two
+    /// tools share an exposed name.
+    ///
+    /// # Errors
+    ///
+    /// A tool name taken twice among the servers that came up, naming both owners.
+    pub(crate) async fn start(
+        configs: &[ExternalServerConfig],
+        internal_tools: HashSet<String>,
+        directory: Directory,
+    ) -> Result<Arc<ExternalServers>, StartError> {
+        let (events_sender, events) = mpsc::unbounded_channel();
+        let upstreams: Vec<Arc<Upstream>> = configs
+            .iter()
+            .enumerate()
+            .map(|(index, config)| {
+                let initial = match &config.availability {
+                    Availability::Enabled => Status::Starting,
+                    Availability::Disabled => {
+                        Status::Disabled("disabled in external-mcps.yaml".to_owned())
+                    }
+                    Availability::MissingCredentials(names) => {
+                        Status::Disabled(format!("missing credentials: {}", names.join(", ")))
+                    }
+                };
+                Arc::new(Upstream::new(
+                    index,
+                    Arc::new(config.clone()),
+                    initial,
+                    events_sender.clone(),
+                ))
+            })
+            .collect();
+        let set = Arc::new(ExternalServers {
+            upstreams,
+            index: RwLock::new(Arc::default()),
+            internal_tools,
+            changes: watch::Sender::new(Changes::default()),
+            directory,
+            shutdown: CancellationToken::new(),
+            tasks: Mutex::new(Vec::new()),
+        });
+        let mut tasks = Vec::new();
+        for upstream in &set.upstreams {
+            if upstream.config.availability == Availability::Enabled {
+                tasks.push(tokio::spawn(upstream.clone().supervise(set.shutdown.clone())));
+            } else {
+                tracing::info!(server = %upstream.config.key, status = %upstream.status().describe(), "external server not started");
+            }
+        }
+        let deadline = set
+            .upstreams
+            .iter()
+            .map(|upstream| upstream.config.timeout)
+            .max()
+            .unwrap_or_default()
+            .min(STARTUP_WAIT);
+        futures::future::join_all(
+            set.upstreams.iter().map(|upstream| upstream.wait_first_attempt(deadline)),
+        )
+        .await;
+        let (index, collisions) = set.build_index();
+        if let Some(collision) = collisions.into_iter().next() {
+            set.shutdown().await;
+            drop(tasks);
+            return Err(collision);
+        }
+        *set.index.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(index);
+        set.publish_directory();
+        tasks.push(tokio::spawn(set.clone().follow(events)));
+        set.tasks.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).extend(tasks);
+        Ok(set)
+    }
+
+    /// React to status and catalog changes until shutdown.
+    async fn follow(self: Arc<Self>, mut events: mpsc::UnboundedReceiver<Event>) {
+        let mut pending: Option<(Instant, Changes)> = None;
+        loop {
+            let wait = pending.map_or(Duration::from_secs(3600), |(since, _)| {
+                DEBOUNCE.saturating_sub(since.elapsed())
+            });
+            tokio::select! {
+                () = self.shutdown.cancelled() => return,
+                event = events.recv() => {
+                    let Some(event) = event else { return };
+                    match event {
+                        Event::Status => self.publish_directory(),
+                        Event::Catalog => {
+                            let (index, collisions) = self.build_index();
+                            for collision in collisions {
+                                tracing::warn!("{collision}; the later tool is left out");
+                            }
+                            *self.index.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(index);
+                            self.publish_directory();
+                            let (since, mut changes) = pending.unwrap_or((Instant::now(), *self.changes.borrow()));
+                            changes.tools += 1;
+                            changes.prompts += 1;
+                            changes.resources += 1;
+                            pending = Some((since, changes));
+                        }
+                    }
+                }
+                () = tokio::time::sleep(wait), if pending.is_some() => {
+                    if let Some((_, changes)) = pending.take() {
+                        self.changes.send_replace(changes);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Build the index of exposed tool names; a name already taken (by an internal tool or an
+    /// earlier server) is left out and reported.
+    fn build_index(&self) -> (Index, Vec<StartError>) {
+        let mut index = Index::default();
+        let mut collisions = Vec::new();
+        for (server_index, upstream) in self.upstreams.iter().enumerate() {
+            let catalog = upstream.catalog();
+            for (tool_index, tool) in catalog.tools.iter().enumerate() {
+                let name = tool.tool.name.to_string();
+                let taken_by = if self.internal_tools.contains(&name) {
+                    Some("an internal server".to_owned())
+                } else {
+                    index
+                        .tools
+                        .get(&name)
+                        .map(|(other, _)| self.upstreams[*other].config.key.clone())
+                };
+                match taken_by {
+                    Some(first) => collisions.push(StartError::ToolCollision {
+                        tool: name,
+                        first,
+                        second: upstream.config.key.clone(),
+                    }),
+                    None => {
+                        index.tools.insert(name, (server_index, tool_index));
+                    }
+                }
+            }
+        }
+        (index, collisions)
+    }
+
+    fn publish_directory(&self) {
+        let summaries: Vec<ServerSummary> =
+            self.upstreams.iter().map(|upstream| self.summary(upstream)).collect();
+        let mut directory = self.directory.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        directory.retain(|summary| summary.kind != "external");
+        directory.extend(summaries);
+    }
+
+    fn summary(&self, upstream: &Upstream) -> ServerSummary {
+        let catalog = upstream.catalog();
+        let index = self.index.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
+        let tools: Vec<String> = catalog
+            .tools
+            .iter()
+            .map(|tool| tool.tool.name.to_string())
+            .filter(|name| {
+                index.tools.get(name).is_some_and(|(server, _)| *server == upstream.index)
+            })
+            .collect();
+        let status = upstream.status();
+        let capabilities = match &status {
+            Status::Running(connection) => ServerCapabilitiesSummary {
+                tools: connection.capabilities.tools.is_some(),
+                resources: connection.capabilities.resources.is_some(),
+                prompts: connection.capabilities.prompts.is_some(),
+            },
+            _ => ServerCapabilitiesSummary {
+                tools: !catalog.tools.is_empty(),
+                resources: !catalog.resources.is_empty() || !catalog.templates.is_empty(),
+                prompts: !catalog.prompts.is_empty(),
+            },
+        };
+        let config = &upstream.config;
+        let upstream_name =
+            catalog.server_info.as_ref().map(|info| format!("{} {}", info.name, info.version));
+        ServerSummary {
+            name: config.key.clone(),
+            kind: "external",
+            status: status.describe(),
+            description: match upstream_name {
+                Some(name) => format!(
+                    "{} (Enhanced): {name} via {}",
+                    config.display_name,
+                    config.transport.name()
+                ),
+                None => {
+                    format!("{} (Enhanced) via {}", config.display_name, config.transport.name())
+                }
+            },
+            tool_count: tools.len(),
+            tools,
+            capabilities,
+            external: Some(serde_json::json!({
+                "orchestrator_enhancements": ["supervision", "retry_logic", "error_translation", "tracking", "namespacing"],
+                "external_endpoint": config.endpoint,
+                "transport": config.transport.name(),
+                "prefix": config.prefix,
+                "restarts": upstream.restarts.load(std::sync::atomic::Ordering::Relaxed),
+                "declared_capabilities": config.capabilities,
+                "upstream_server": catalog.server_info.as_ref().map(|info| serde_json::json!({"name": info.name, "version": info.version})),
+            })),
+        }
+    }
+
+    /// Every exposed tool with its verb, in configuration order.
+    pub(crate) fn tools(&self) -> Vec<(Tool, Verb)> {
+        let index = self.index.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
+        let mut out = Vec::new();
+        for upstream in &self.upstreams {
+            for tool in &upstream.catalog().tools {
+                if index
+                    .tools
+                    .get(tool.tool.name.as_ref())
+                    .is_some_and(|(server, _)| *server == upstream.index)
+                {
+                    out.push((tool.tool.clone(), tool.verb));
+                }
+            }
+        }
+        out
+    }
+
+    pub(crate) fn resolve(&self, name: &str) -> Option<RoutedTool> {
+        let index = self.index.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
+        let &(server, position) = index.tools.get(name)?;
+        let tool = self.upstreams[server].catalog().tools.get(position)?.clone();
+        (tool.tool.name == name).then(|| RoutedTool {
+            upstream: server,
+            server: Arc::from(self.upstreams[server].config.key.as_str()),
+            tool,
+        })
+    }
+
+    pub(crate) async fn call(
+        &self,
+        tool: &RoutedTool,
+        arguments: Option<Map<String, Value>>,
+    ) -> (Result<CallToolResult, ToolError>, Attempts) {
+        self.upstreams[tool.upstream].call_tool(&tool.tool, arguments).await
+    }
+
+    pub(crate) fn prompts(&self) -> Vec<Prompt> {
+        self.upstreams.iter().flat_map(|upstream| upstream.catalog().prompts.clone()).collect()
+    }
+
+    pub(crate) fn resources(&self) -> Vec<Resource> {
+        self.upstreams.iter().flat_map(|upstream| upstream.catalog().resources.clone()).collect()
+    }
+
+    pub(crate) fn resource_templates(&self) -> Vec<ResourceTemplate> {
+        self.upstreams.iter().flat_map(|upstream| upstream.catalog().templates.clone()).collect()
+    }
+
+    /// `None` when no server owns the name.
+    pub(crate) async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Option<Map<String, Value>>,
+    ) -> Option<Result<GetPromptResult, ToolError>> {
+        for upstream in &self.upstreams {
+            let upstream_name = upstream.catalog().prompt_names.get(name).cloned();
+            if let Some(upstream_name) = upstream_name {
+                return Some(upstream.get_prompt(&upstream_name, arguments).await);
+            }
+        }
+        None
+    }
+
+    /// `None` when the URI is not one of an external server's.
+    pub(crate) async fn read_resource(
+        &self,
+        uri: &str,
+    ) -> Option<Result<ReadResourceResult, ToolError>> {
+        let (prefix, upstream_uri) = names::split_uri(uri)?;
+        let upstream = self.upstreams.iter().find(|upstream| upstream.config.prefix == prefix)?;
+        Some(upstream.read_resource(upstream_uri).await)
+    }
+
+    /// Whether any server is configured to run (then orca offers resources and prompts).
+    pub(crate) fn any_enabled(&self) -> bool {
+        self.upstreams.iter().any(|upstream| upstream.config.availability == Availability::Enabled)
+    }
+
+    pub(crate) fn subscribe(&self) -> watch::Receiver<Changes> {
+        self.changes.subscribe()
+    }
+
+    /// Prometheus lines: state and restarts per server.
+    pub(crate) fn render_metrics(&self, out: &mut String) {
+        use std::fmt::Write;
+        out.push_str("# HELP orca_external_server_up Whether the external server is connected (1) or not (0).\n# TYPE orca_external_server_up gauge\n");
+        for upstream in &self.upstreams {
+            let up = matches!(upstream.status(), Status::Running(_));
+            let _ = writeln!(
+                out,
+                "orca_external_server_up{{server=\"{}\"}} {}",
+                upstream.config.key,
+                u8::from(up)
+            );
+        }
+        out.push_str("# HELP orca_external_server_state The external server's state (1 for the current one).\n# TYPE orca_external_server_state gauge\n");
+        for upstream in &self.upstreams {
+            let current = upstream.status().state();
+            for state in ["starting", "running", "restarting", "crash_loop", "disabled", "stopped"]
+            {
+                let _ = writeln!(
+                    out,
+                    "orca_external_server_state{{server=\"{}\",state=\"{state}\"}} {}",
+                    upstream.config.key,
+                    u8::from(state == current)
+                );
+            }
+        }
+        out.push_str("# HELP orca_external_server_restarts_total Connections of the external server that ended and were retried.\n# TYPE orca_external_server_restarts_total counter\n");
+        for upstream in &self.upstreams {
+            let _ = writeln!(
+                out,
+                "orca_external_server_restarts_total{{server=\"{}\"}} {}",
+                upstream.config.key,
+                upstream.restarts.load(std::sync::atomic::Ordering::Relaxed)
+            );
+        }
+    }
+
+    /// Stop every server: close their connections and kill their process groups.
+    pub(crate) async fn shutdown(&self) {
+        self.shutdown.cancel();
+        let tasks: Vec<JoinHandle<()>> = std::mem::take(
+            &mut *self.tasks.lock().unwrap_or_else(|poisoned| poisoned.into_inner()),
+        );
+        for task in tasks {
+            let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+        }
+    }
+}

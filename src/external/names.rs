@@ -1,0 +1,81 @@
+//! The names external tools, prompts and resources get behind orca. A tool `t` of a server with
+//! prefix `p` is `p_t`, cleaned to `[A-Za-z0-9_-]` and at most 64 characters (what clients
+//! accept). When cleaning or shortening changed the name, a hash of the original is appended, so
+//! the name is stable across restarts and two upstream names never map to one exposed name; the
+//! catalog keeps the map back to the upstream name. Resource URIs become
+//! `orca://<prefix>/<original uri>`.
+
+use sha2::{Digest, Sha256};
+
+/// The longest tool name orca exposes.
+pub(crate) const MAX_NAME: usize = 64;
+
+/// The exposed name of `upstream` from the server with `prefix`.
+pub(crate) fn exposed_name(prefix: &str, upstream: &str) -> String {
+    let joined = format!("{prefix}_{upstream}");
+    let cleaned: String = joined
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+        .collect();
+    if cleaned == joined && cleaned.len() <= MAX_NAME {
+        return cleaned;
+    }
+    // 8 hex digits of the original name keep lossy names apart.
+    let digest = Sha256::digest(joined.as_bytes());
+    let suffix = hex::encode(&digest[..4]);
+    let keep = MAX_NAME - suffix.len() - 1;
+    let head: String = cleaned.chars().take(keep).collect();
+    format!("{head}_{suffix}")
+}
+
+const RESOURCE_SCHEME: &str = "orca://";
+
+/// `orca://<prefix>/<uri>`: which server a resource belongs to, in the URI itself.
+pub(crate) fn exposed_uri(prefix: &str, upstream: &str) -> String {
+    format!("{RESOURCE_SCHEME}{prefix}/{upstream}")
+}
+
+/// The prefix and upstream URI of an exposed resource URI.
+pub(crate) fn split_uri(exposed: &str) -> Option<(&str, &str)> {
+    let rest = exposed.strip_prefix(RESOURCE_SCHEME)?;
+    let (prefix, upstream) = rest.split_once('/')?;
+    (!prefix.is_empty() && !upstream.is_empty()).then_some((prefix, upstream))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_names_are_prefixed_unchanged() {
+        assert_eq!(exposed_name("github", "create_issue"), "github_create_issue");
+        assert_eq!(exposed_name("my-srv", "get-x"), "my-srv_get-x");
+    }
+
+    #[test]
+    fn odd_names_are_cleaned_shortened_and_kept_apart() {
+        let weird = exposed_name("fx", "weird.tool name/x");
+        assert!(weird.starts_with("fx_weird_tool_name_x_"), "{weird}");
+        assert!(weird.len() <= MAX_NAME);
+        // Two names that clean to the same text stay distinct, and the mapping is stable.
+        let other = exposed_name("fx", "weird_tool.name/x");
+        assert_ne!(weird, other);
+        assert_eq!(weird, exposed_name("fx", "weird.tool name/x"));
+        let long = "a".repeat(80);
+        let shortened = exposed_name("fx", &long);
+        assert_eq!(shortened.len(), MAX_NAME);
+        assert_ne!(shortened, exposed_name("fx", &"a".repeat(81)));
+        for name in [&weird, &shortened] {
+            assert!(name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'));
+        }
+    }
+
+    #[test]
+    fn resource_uris_round_trip() {
+        let uri = exposed_uri("everything", "test://static/resource/1?x=1#y");
+        assert_eq!(uri, "orca://everything/test://static/resource/1?x=1#y");
+        assert_eq!(split_uri(&uri), Some(("everything", "test://static/resource/1?x=1#y")));
+        assert_eq!(split_uri("res://catalogs"), None);
+        assert_eq!(split_uri("orca://x"), None);
+    }
+}

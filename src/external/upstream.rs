@@ -1,0 +1,819 @@
+//! One external server, supervised: a single shared connection, restarted with exponential
+//! backoff when it drops, and put in a crash-loop state (still retried, slowly) after repeated
+//! fast failures. Children run in their own process group, which is killed whenever the child
+//! goes away, so nothing it started outlives it. Calls wait briefly for a restart in progress,
+//! retry only what is safe to repeat, and come back in orca's error taxonomy.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
+    GetPromptRequestParams, GetPromptResult, Implementation, Prompt, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate, ServerCapabilities,
+    Tool,
+};
+use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService, ServiceError};
+use rmcp::{ClientHandler, ServiceExt};
+use secrecy::ExposeSecret;
+use serde_json::{Map, Value};
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::frame::{LineLimit, OVERSIZED_CODE, StreamStats};
+use super::names;
+use crate::config::{ExternalServerConfig, ExternalTransport};
+use crate::tool::{ErrorCode, ToolError, Verb};
+
+/// Failures in a row, each within [`STABLE_AFTER`] of its start, that make a crash loop.
+const CRASH_LOOP_AFTER: u32 = 5;
+/// A connection that lasted this long resets the count of fast failures.
+const STABLE_AFTER: Duration = Duration::from_secs(30);
+const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// How often a server in a crash loop is tried again.
+const CRASH_LOOP_RETRY: Duration = Duration::from_secs(60);
+/// The longest a call waits for a (re)starting server before giving up.
+const MAX_START_WAIT: Duration = Duration::from_secs(10);
+
+/// Where a server is in its life.
+#[derive(Debug, Clone)]
+pub(crate) enum Status {
+    Starting,
+    Running(Arc<Connection>),
+    Restarting {
+        reason: String,
+        attempt: u32,
+    },
+    CrashLoop {
+        reason: String,
+    },
+    /// Not configured to run: `enabled: false` or missing credentials.
+    Disabled(String),
+    Stopped,
+}
+
+impl Status {
+    /// One word, for metrics.
+    pub(crate) fn state(&self) -> &'static str {
+        match self {
+            Status::Starting => "starting",
+            Status::Running(_) => "running",
+            Status::Restarting { .. } => "restarting",
+            Status::CrashLoop { .. } => "crash_loop",
+            Status::Disabled(_) => "disabled",
+            Status::Stopped => "stopped",
+        }
+    }
+
+    /// For `list_servers`.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Status::Starting => "starting".to_owned(),
+            Status::Running(_) => "running".to_owned(),
+            Status::Restarting { reason, attempt } => {
+                format!("restarting (attempt {attempt}): {reason}")
+            }
+            Status::CrashLoop { reason } => format!(
+                "crash loop: failed {CRASH_LOOP_AFTER} times in a row, retried every {}s; last: {reason}",
+                CRASH_LOOP_RETRY.as_secs()
+            ),
+            Status::Disabled(reason) => reason.clone(),
+            Status::Stopped => "stopped".to_owned(),
+        }
+    }
+}
+
+/// A live MCP session with the server.
+#[derive(Debug)]
+pub(crate) struct Connection {
+    peer: Peer<RoleClient>,
+    pub(crate) server_info: Option<Implementation>,
+    pub(crate) capabilities: ServerCapabilities,
+}
+
+/// A tool of this server as orca exposes it.
+#[derive(Debug, Clone)]
+pub(crate) struct ExternalTool {
+    /// The tool under its exposed name.
+    pub(crate) tool: Tool,
+    pub(crate) upstream_name: String,
+    pub(crate) verb: Verb,
+    /// Annotated read-only or idempotent: a repeat cannot do harm.
+    pub(crate) repeatable: bool,
+}
+
+/// What the server offers, under exposed names; kept while the server restarts.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Catalog {
+    pub(crate) tools: Vec<Arc<ExternalTool>>,
+    pub(crate) prompts: Vec<Prompt>,
+    /// Exposed prompt name -> upstream name.
+    pub(crate) prompt_names: HashMap<String, String>,
+    pub(crate) resources: Vec<Resource>,
+    pub(crate) templates: Vec<ResourceTemplate>,
+    pub(crate) server_info: Option<Implementation>,
+}
+
+/// Something the set should react to.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Event {
+    Status,
+    Catalog,
+}
+
+/// One failed attempt of a call, for tracking.
+pub(crate) type Attempts = Vec<ToolError>;
+
+#[derive(Debug)]
+pub(crate) struct Upstream {
+    pub(crate) index: usize,
+    pub(crate) config: Arc<ExternalServerConfig>,
+    status: watch::Sender<Status>,
+    catalog: RwLock<Arc<Catalog>>,
+    events: mpsc::UnboundedSender<Event>,
+    pub(crate) restarts: AtomicU64,
+}
+
+impl Upstream {
+    pub(crate) fn new(
+        index: usize,
+        config: Arc<ExternalServerConfig>,
+        initial: Status,
+        events: mpsc::UnboundedSender<Event>,
+    ) -> Upstream {
+        Upstream {
+            index,
+            config,
+            status: watch::Sender::new(initial),
+            catalog: RwLock::new(Arc::new(Catalog::default())),
+            events,
+            restarts: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn status(&self) -> Status {
+        self.status.borrow().clone()
+    }
+
+    pub(crate) fn catalog(&self) -> Arc<Catalog> {
+        self.catalog.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+
+    fn set_status(&self, status: Status) {
+        self.status.send_replace(status);
+        let _ = self.events.send(Event::Status);
+    }
+
+    /// Wait until the first connection attempt has ended either way, or `deadline` passes.
+    pub(crate) async fn wait_first_attempt(&self, deadline: Duration) {
+        let mut receiver = self.status.subscribe();
+        let _ = tokio::time::timeout(
+            deadline,
+            receiver.wait_for(|status| !matches!(status, Status::Starting)),
+        )
+        .await;
+    }
+
+    /// Keep the server connected until `shutdown`.
+    pub(crate) async fn supervise(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut fast_failures: u32 = 0;
+        loop {
+            let started = Instant::now();
+            let reason = tokio::select! {
+                reason = self.run_once(&shutdown) => reason,
+                () = shutdown.cancelled() => break,
+            };
+            if shutdown.is_cancelled() {
+                break;
+            }
+            self.restarts.fetch_add(1, Ordering::Relaxed);
+            if started.elapsed() >= STABLE_AFTER {
+                fast_failures = 0;
+            }
+            fast_failures += 1;
+            let (delay, status) = if fast_failures >= CRASH_LOOP_AFTER {
+                (CRASH_LOOP_RETRY, Status::CrashLoop { reason: reason.clone() })
+            } else {
+                let backoff =
+                    FIRST_BACKOFF.saturating_mul(1 << (fast_failures - 1)).min(MAX_BACKOFF);
+                (backoff, Status::Restarting { reason: reason.clone(), attempt: fast_failures })
+            };
+            tracing::warn!(server = %self.config.key, %reason, retry_in_ms = delay.as_millis() as u64, "external server is down");
+            self.set_status(status);
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                () = shutdown.cancelled() => break,
+            }
+        }
+        self.set_status(Status::Stopped);
+    }
+
+    /// Connect, serve until the connection ends, and say why it ended.
+    async fn run_once(&self, shutdown: &CancellationToken) -> String {
+        let (events_sender, mut events) = mpsc::unbounded_channel();
+        let handler = UpstreamClient { events: events_sender };
+        let mut session = match self.connect(handler).await {
+            Ok(session) => session,
+            Err(reason) => return reason,
+        };
+        let peer = session.service.peer().clone();
+        let info = peer.peer_info();
+        let connection = Arc::new(Connection {
+            peer,
+            server_info: info.as_ref().and_then(|info| info.server_info.clone()),
+            capabilities: info.map(|info| info.capabilities.clone()).unwrap_or_default(),
+        });
+        self.refresh(&connection, Lists::ALL).await;
+        tracing::info!(server = %self.config.key, tools = self.catalog().tools.len(), "external server connected");
+        self.set_status(Status::Running(connection.clone()));
+
+        let cancel = session.service.cancellation_token();
+        let waiting = session.service.waiting();
+        tokio::pin!(waiting);
+        let mut child = session.child.take();
+        let reason = {
+            let exited = async {
+                match &mut child {
+                    Some(child) => child.wait().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::pin!(exited);
+            loop {
+                tokio::select! {
+                    quit = &mut waiting => {
+                        break match quit {
+                            Ok(_) => "the connection closed".to_owned(),
+                            Err(error) => format!("the connection failed: {error}"),
+                        };
+                    }
+                    status = &mut exited => {
+                        cancel.cancel();
+                        break describe_exit(status, &session.stats);
+                    }
+                    Some(lists) = events.recv() => {
+                        // Coalesce a burst of notifications into one listing.
+                        let mut lists: Lists = lists;
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        while let Ok(more) = events.try_recv() {
+                            lists = lists.union(more);
+                        }
+                        self.refresh(&connection, lists).await;
+                    }
+                    () = shutdown.cancelled() => {
+                        cancel.cancel();
+                        let _ = tokio::time::timeout(Duration::from_secs(2), &mut waiting).await;
+                        break "shut down".to_owned();
+                    }
+                }
+            }
+        };
+        if let Some(child) = &mut child {
+            child.stop().await;
+        }
+        reason
+    }
+
+    async fn connect(&self, handler: UpstreamClient) -> Result<Session, String> {
+        let timeout = self.config.timeout.max(Duration::from_secs(5));
+        match &self.config.transport {
+            ExternalTransport::Stdio { command, args, env, cwd } => {
+                let mut command_line = tokio::process::Command::new(command);
+                command_line.args(args);
+                for (name, value) in env {
+                    command_line.env(name, value.expose_secret());
+                }
+                if let Some(cwd) = cwd {
+                    command_line.current_dir(cwd);
+                }
+                command_line
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .kill_on_drop(true)
+                    .process_group(0);
+                let mut child = command_line.spawn().map_err(|error| {
+                    format!("cannot start `{command}`: {error}; check `command` and PATH")
+                })?;
+                let pid = child.id().and_then(|pid| i32::try_from(pid).ok());
+                let stdout = child.stdout.take().expect("piped");
+                let stdin = child.stdin.take().expect("piped");
+                if let Some(stderr) = child.stderr.take() {
+                    tokio::spawn(log_stderr(self.config.key.clone(), stderr));
+                }
+                let stats = Arc::new(StreamStats::default());
+                let reader = LineLimit::new(stdout, self.config.max_response_bytes, stats.clone());
+                let transport =
+                    rmcp::transport::async_rw::AsyncRwTransport::new_client(reader, stdin)
+                        .with_max_line_length(usize::MAX);
+                let mut guard = Child { child, pid };
+                match tokio::time::timeout(timeout, handler.serve(transport)).await {
+                    Ok(Ok(service)) => Ok(Session { service, child: Some(guard), stats }),
+                    Ok(Err(error)) => {
+                        // The child may have died during the handshake: say how.
+                        let status =
+                            tokio::time::timeout(Duration::from_secs(1), guard.wait()).await;
+                        guard.stop().await;
+                        Err(match status {
+                            Ok(status) => format!(
+                                "{} during the MCP handshake",
+                                describe_exit(status, &stats)
+                            ),
+                            Err(_) => format!("the MCP handshake failed: {error}"),
+                        })
+                    }
+                    Err(_) => {
+                        guard.stop().await;
+                        Err(format!("no answer to the MCP handshake within {}s", timeout.as_secs()))
+                    }
+                }
+            }
+            ExternalTransport::Http { url, sse, headers, bearer } => {
+                if *sse {
+                    let transport = super::sse::SseTransport::connect(
+                        url,
+                        headers,
+                        bearer.as_ref(),
+                        timeout,
+                        self.config.max_response_bytes,
+                    )
+                    .await?;
+                    return self.handshake(handler, transport, timeout).await;
+                }
+                let mut custom = HashMap::new();
+                for (name, value) in headers {
+                    let name = http::HeaderName::try_from(name.as_str())
+                        .map_err(|_| format!("invalid header name `{name}`"))?;
+                    let value =
+                        http::HeaderValue::try_from(value.expose_secret()).map_err(|_| {
+                            format!("the value of header `{name}` is not a valid header value")
+                        })?;
+                    custom.insert(name, value);
+                }
+                let mut transport_config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .custom_headers(custom)
+                    .max_sse_event_size(self.config.max_response_bytes.saturating_add(64 * 1024))
+                    .reinit_on_expired_session(true);
+                if let Some(token) = bearer {
+                    transport_config = transport_config.auth_header(token.expose_secret());
+                }
+                let client = reqwest::Client::builder()
+                    .connect_timeout(Duration::from_secs(5))
+                    .build()
+                    .map_err(|error| format!("cannot build an HTTP client: {error}"))?;
+                let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
+                    client,
+                    transport_config,
+                );
+                self.handshake(handler, transport, timeout).await
+            }
+        }
+    }
+
+    async fn handshake<T, E, A>(
+        &self,
+        handler: UpstreamClient,
+        transport: T,
+        timeout: Duration,
+    ) -> Result<Session, String>
+    where
+        T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        match tokio::time::timeout(timeout, handler.serve(transport)).await {
+            Ok(Ok(service)) => Ok(Session { service, child: None, stats: Arc::default() }),
+            Ok(Err(error)) => Err(format!(
+                "the MCP handshake failed: {}",
+                describe_init_error(&error.to_string())
+            )),
+            Err(_) => Err(format!("no answer to the MCP handshake within {}s", timeout.as_secs())),
+        }
+    }
+
+    /// List what the server offers and publish it under exposed names.
+    async fn refresh(&self, connection: &Connection, lists: Lists) {
+        let timeout = self.config.timeout;
+        let prefix = &self.config.prefix;
+        let mut catalog = (*self.catalog()).clone();
+        catalog.server_info.clone_from(&connection.server_info);
+        let capabilities = &connection.capabilities;
+        if lists.tools && capabilities.tools.is_some() {
+            match tokio::time::timeout(timeout, connection.peer.list_all_tools()).await {
+                Ok(Ok(tools)) => {
+                    catalog.tools = tools
+                        .into_iter()
+                        .filter(|tool| self.config.admits(&tool.name))
+                        .map(|mut tool| {
+                            let upstream_name = tool.name.to_string();
+                            let verb =
+                                self.config.verb_for(&upstream_name, tool.annotations.as_ref());
+                            let repeatable = tool.annotations.as_ref().is_some_and(|hints| {
+                                hints.read_only_hint == Some(true)
+                                    || hints.idempotent_hint == Some(true)
+                            });
+                            tool.name = names::exposed_name(prefix, &upstream_name).into();
+                            Arc::new(ExternalTool { tool, upstream_name, verb, repeatable })
+                        })
+                        .collect();
+                }
+                Ok(Err(error)) => {
+                    tracing::warn!(server = %self.config.key, %error, "tools/list failed")
+                }
+                Err(_) => tracing::warn!(server = %self.config.key, "tools/list timed out"),
+            }
+        }
+        if lists.prompts && capabilities.prompts.is_some() {
+            match tokio::time::timeout(timeout, connection.peer.list_all_prompts()).await {
+                Ok(Ok(prompts)) => {
+                    catalog.prompt_names.clear();
+                    catalog.prompts = prompts
+                        .into_iter()
+                        .map(|mut prompt| {
+                            let exposed = names::exposed_name(prefix, &prompt.name);
+                            catalog.prompt_names.insert(exposed.clone(), prompt.name.clone());
+                            prompt.name = exposed;
+                            prompt
+                        })
+                        .collect();
+                }
+                Ok(Err(error)) => {
+                    tracing::warn!(server = %self.config.key, %error, "prompts/list failed")
+                }
+                Err(_) => tracing::warn!(server = %self.config.key, "prompts/list timed out"),
+            }
+        }
+        if lists.resources && capabilities.resources.is_some() {
+            let listed = tokio::time::timeout(timeout, async {
+                let resources = connection.peer.list_all_resources().await?;
+                let templates =
+                    connection.peer.list_all_resource_templates().await.unwrap_or_default();
+                Ok::<_, ServiceError>((resources, templates))
+            })
+            .await;
+            match listed {
+                Ok(Ok((resources, templates))) => {
+                    catalog.resources = resources
+                        .into_iter()
+                        .map(|mut resource| {
+                            resource.uri = names::exposed_uri(prefix, &resource.uri);
+                            resource
+                        })
+                        .collect();
+                    catalog.templates = templates
+                        .into_iter()
+                        .map(|mut template| {
+                            template.uri_template =
+                                names::exposed_uri(prefix, &template.uri_template);
+                            template
+                        })
+                        .collect();
+                }
+                Ok(Err(error)) => {
+                    tracing::warn!(server = %self.config.key, %error, "resources/list failed")
+                }
+                Err(_) => tracing::warn!(server = %self.config.key, "resources/list timed out"),
+            }
+        }
+        *self.catalog.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(catalog);
+        let _ = self.events.send(Event::Catalog);
+    }
+
+    /// The live connection, waiting up to `wait` for a (re)start in progress.
+    async fn connection(&self, wait: Duration) -> Result<Arc<Connection>, ToolError> {
+        let mut receiver = self.status.subscribe();
+        let settled = tokio::time::timeout(
+            wait.min(MAX_START_WAIT),
+            receiver
+                .wait_for(|status| !matches!(status, Status::Starting | Status::Restarting { .. })),
+        )
+        .await;
+        let status = match settled {
+            Ok(Ok(status)) => status.clone(),
+            _ => self.status(),
+        };
+        match status {
+            Status::Running(connection) => Ok(connection),
+            other => Err(ToolError::upstream_unavailable(format!(
+                "external server `{}` is not serving: {}",
+                self.config.key,
+                other.describe()
+            ))
+            .with_hint("call list_servers for its status; it is retried automatically")),
+        }
+    }
+
+    /// Call `tool` with `arguments`: a timeout per attempt, and further attempts only when the
+    /// request never reached the server or the tool is safe to repeat.
+    pub(crate) async fn call_tool(
+        &self,
+        tool: &ExternalTool,
+        arguments: Option<Map<String, Value>>,
+    ) -> (Result<CallToolResult, ToolError>, Attempts) {
+        let mut failed: Attempts = Vec::new();
+        let attempts = 1 + self.config.retries;
+        for attempt in 1..=attempts {
+            let (error, reached) = match self.attempt(tool, arguments.clone()).await {
+                Ok(result) => return (Ok(result), failed),
+                Err(failure) => failure,
+            };
+            let again = attempt < attempts && error.retryable && (!reached || tool.repeatable);
+            if !again {
+                return (Err(error), failed);
+            }
+            tracing::debug!(server = %self.config.key, tool = %tool.upstream_name, attempt, "retrying");
+            failed.push(error);
+            tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await;
+        }
+        unreachable!("the last attempt returns")
+    }
+
+    /// One attempt; the error says whether the request may have reached the server.
+    async fn attempt(
+        &self,
+        tool: &ExternalTool,
+        arguments: Option<Map<String, Value>>,
+    ) -> Result<CallToolResult, (ToolError, bool)> {
+        let timeout = self.config.timeout;
+        let connection = self.connection(timeout).await.map_err(|error| (error, false))?;
+        let mut params = CallToolRequestParams::new(tool.upstream_name.clone());
+        if let Some(arguments) = arguments {
+            params = params.with_arguments(arguments);
+        }
+        let key = &self.config.key;
+        match tokio::time::timeout(timeout, connection.peer.call_tool_once(params)).await {
+            Err(_) => Err((
+                ToolError::new(
+                    ErrorCode::Timeout,
+                    format!("`{}` on external server `{key}` did not answer within {} ms", tool.upstream_name, timeout.as_millis()),
+                )
+                .with_hint("the server's `timeout` in external-mcps.yaml sets this limit"),
+                true,
+            )),
+            Ok(Ok(CallToolResponse::Complete(result))) => {
+                let size = serde_json::to_vec(&result).map_or(0, |bytes| bytes.len());
+                if size > self.config.max_response_bytes {
+                    return Err((self.too_large(size), true));
+                }
+                Ok(result)
+            }
+            Ok(Ok(_)) => Err((
+                ToolError::upstream_unavailable(format!(
+                    "external server `{key}` answered with a task or a request for input, which orca does not relay"
+                ))
+                .not_retryable(),
+                true,
+            )),
+            Ok(Err(error)) => Err(self.translate(error)),
+        }
+    }
+
+    fn too_large(&self, size: usize) -> ToolError {
+        let mut error = ToolError::new(
+            ErrorCode::ResultTruncated,
+            format!(
+                "the result from external server `{}` is larger than its limit of {} bytes",
+                self.config.key, self.config.max_response_bytes
+            ),
+        )
+        .with_hint(
+            "ask for less (narrower arguments), or raise `max_response_bytes` for this server",
+        );
+        error.details = Some(Box::new(serde_json::json!({
+            "limit_bytes": self.config.max_response_bytes,
+            "size_bytes": (size > 0).then_some(size),
+        })));
+        error
+    }
+
+    /// Map a client-side failure to the taxonomy, with whether the request reached the server.
+    fn translate(&self, error: ServiceError) -> (ToolError, bool) {
+        let key = &self.config.key;
+        match error {
+            ServiceError::McpError(data) if data.code.0 == OVERSIZED_CODE => (self.too_large(0), true),
+            ServiceError::McpError(data) => {
+                let message: String = data.message.chars().take(500).collect();
+                let code = match data.code.0 {
+                    -32602 | -32600 => ErrorCode::InvalidInput,
+                    -32601 | -32002 => ErrorCode::NotFound,
+                    _ => ErrorCode::UpstreamUnavailable,
+                };
+                let mut translated = ToolError::new(code, format!("external server `{key}` refused the call: {message}"));
+                translated.retryable = false;
+                translated.details = Some(Box::new(serde_json::json!({
+                    "upstream": key,
+                    "jsonrpc_code": data.code.0,
+                })));
+                (translated, true)
+            }
+            ServiceError::TransportSend(error) => (
+                ToolError::upstream_unavailable(format!("could not send the call to external server `{key}`: {error}")),
+                false,
+            ),
+            ServiceError::TransportClosed | ServiceError::Cancelled { .. } => (
+                ToolError::upstream_unavailable(format!(
+                    "the connection to external server `{key}` closed before it answered; the call may or may not have run"
+                ))
+                .with_hint("it restarts automatically; repeat the call only if running it twice is harmless"),
+                true,
+            ),
+            ServiceError::Timeout { .. } => (
+                ToolError::new(ErrorCode::Timeout, format!("external server `{key}` did not answer in time")),
+                true,
+            ),
+            other => (
+                ToolError::upstream_unavailable(format!("external server `{key}` failed: {other}")).not_retryable(),
+                true,
+            ),
+        }
+    }
+
+    pub(crate) async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, ToolError> {
+        let connection = self.connection(self.config.timeout).await?;
+        let request = connection.peer.read_resource(ReadResourceRequestParams::new(uri));
+        match tokio::time::timeout(self.config.timeout, request).await {
+            Err(_) => Err(ToolError::new(
+                ErrorCode::Timeout,
+                format!(
+                    "external server `{}` did not answer within {} ms",
+                    self.config.key,
+                    self.config.timeout.as_millis()
+                ),
+            )),
+            Ok(Ok(mut result)) => {
+                for content in &mut result.contents {
+                    rewrite_content_uri(content, &self.config.prefix);
+                }
+                Ok(result)
+            }
+            Ok(Err(error)) => Err(self.translate(error).0),
+        }
+    }
+
+    pub(crate) async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Option<Map<String, Value>>,
+    ) -> Result<GetPromptResult, ToolError> {
+        let connection = self.connection(self.config.timeout).await?;
+        let mut params = GetPromptRequestParams::new(name);
+        if let Some(arguments) = arguments {
+            params = params.with_arguments(arguments);
+        }
+        match tokio::time::timeout(self.config.timeout, connection.peer.get_prompt(params)).await {
+            Err(_) => Err(ToolError::new(
+                ErrorCode::Timeout,
+                format!(
+                    "external server `{}` did not answer within {} ms",
+                    self.config.key,
+                    self.config.timeout.as_millis()
+                ),
+            )),
+            Ok(Ok(result)) => Ok(result),
+            Ok(Err(error)) => Err(self.translate(error).0),
+        }
+    }
+}
+
+fn rewrite_content_uri(content: &mut rmcp::model::ResourceContents, prefix: &str) {
+    match content {
+        rmcp::model::ResourceContents::TextResourceContents { uri, .. }
+        | rmcp::model::ResourceContents::BlobResourceContents { uri, .. } => {
+            *uri = names::exposed_uri(prefix, uri);
+        }
+        _ => {}
+    }
+}
+
+/// Which lists to fetch again.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Lists {
+    tools: bool,
+    prompts: bool,
+    resources: bool,
+}
+
+impl Lists {
+    const ALL: Lists = Lists { tools: true, prompts: true, resources: true };
+
+    fn union(self, other: Lists) -> Lists {
+        Lists {
+            tools: self.tools || other.tools,
+            prompts: self.prompts || other.prompts,
+            resources: self.resources || other.resources,
+        }
+    }
+}
+
+/// orca as a client of the external server: it only listens for list changes.
+#[derive(Debug, Clone)]
+struct UpstreamClient {
+    events: mpsc::UnboundedSender<Lists>,
+}
+
+impl ClientHandler for UpstreamClient {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("orca", env!("CARGO_PKG_VERSION")),
+        )
+        // The session-based protocol every MCP server speaks today.
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.events.send(Lists { tools: true, prompts: false, resources: false });
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.events.send(Lists { tools: false, prompts: true, resources: false });
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.events.send(Lists { tools: false, prompts: false, resources: true });
+    }
+}
+
+struct Session {
+    service: RunningService<RoleClient, UpstreamClient>,
+    child: Option<Child>,
+    stats: Arc<StreamStats>,
+}
+
+/// A stdio server's process, leader of its own process group.
+struct Child {
+    child: tokio::process::Child,
+    pid: Option<i32>,
+}
+
+impl Child {
+    async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        self.child.wait().await
+    }
+
+    /// Close its stdin (done by the caller), give it a moment, then kill its whole group.
+    async fn stop(&mut self) {
+        if tokio::time::timeout(Duration::from_secs(2), self.child.wait()).await.is_err() {
+            let _ = self.child.start_kill();
+            let _ = self.child.wait().await;
+        }
+        self.kill_group();
+    }
+
+    fn kill_group(&self) {
+        if let Some(pid) = self.pid {
+            // Whatever the child started in its group goes too; ESRCH means nothing is left.
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        self.kill_group();
+    }
+}
+
+fn describe_exit(status: std::io::Result<std::process::ExitStatus>, stats: &StreamStats) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    let mut text = match status {
+        Ok(status) => match (status.code(), status.signal()) {
+            (Some(code), _) => format!("the process exited with status {code}"),
+            (None, Some(signal)) => format!("the process was killed by signal {signal}"),
+            _ => "the process exited".to_owned(),
+        },
+        Err(error) => format!("the process could not be waited for: {error}"),
+    };
+    let not_json = stats.not_json.load(Ordering::Relaxed);
+    if not_json > 0 {
+        text.push_str(&format!(
+            " after writing {not_json} line{} that {} not MCP (JSON-RPC) to stdout; stdout must carry MCP messages only, logs belong on stderr",
+            if not_json == 1 { "" } else { "s" },
+            if not_json == 1 { "is" } else { "are" }
+        ));
+    }
+    text
+}
+
+fn describe_init_error(text: &str) -> String {
+    let text: String = text.chars().take(300).collect();
+    if text.contains("401") || text.to_ascii_lowercase().contains("unauthorized") {
+        format!("{text} (check the server's credentials)")
+    } else {
+        text
+    }
+}
+
+async fn log_stderr(server: String, stderr: tokio::process::ChildStderr) {
+    use tokio::io::AsyncBufReadExt;
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let line: String = line.chars().take(2000).collect();
+        tracing::debug!(server = %server, "stderr: {line}");
+    }
+}
