@@ -335,8 +335,8 @@ fn validate(
                 ));
                 None
             }
-            Some(url) if url.trim_end_matches('/').ends_with("/mcp") => Some("http"),
-            Some(url) if url.trim_end_matches('/').ends_with("/sse") => Some("sse"),
+            Some(url) if display_url(url).trim_end_matches('/').ends_with("/mcp") => Some("http"),
+            Some(url) if display_url(url).trim_end_matches('/').ends_with("/sse") => Some("sse"),
             Some(url) => {
                 errors.push(format!(
                     "{at}: url `{url}` looks like a web page, not an MCP endpoint, and no transport is set; add `transport: stdio` with the `command` that starts the server (for example `command: npx` and `args: [\"-y\", \"<package>\"]`), or `transport: http` if the url is a Streamable HTTP endpoint"
@@ -511,11 +511,12 @@ fn validate(
         return None;
     }
     let transport = transport?;
+    // Shown to clients: never a query string or user info, which may carry a token.
     let endpoint = match &transport {
         ExternalTransport::Stdio { command, .. } => {
-            raw.url.clone().unwrap_or_else(|| command.clone())
+            raw.url.as_deref().map_or_else(|| command.clone(), display_url)
         }
-        ExternalTransport::Http { url, .. } => url.clone(),
+        ExternalTransport::Http { url, .. } => display_url(url),
     };
     let availability = if raw.enabled == Some(false) {
         Availability::Disabled
@@ -540,6 +541,16 @@ fn validate(
         tool_verbs,
         availability,
     })
+}
+
+/// `scheme://host[:port]/path` of a URL, without user info, query or fragment.
+fn display_url(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let rest = rest.split(['?', '#']).next().unwrap_or_default();
+    let (authority, path) = rest.split_once('/').map_or((rest, ""), |(a, p)| (a, p));
+    let host = authority.rsplit('@').next().unwrap_or_default();
+    let path = if path.is_empty() { String::new() } else { format!("/{path}") };
+    if scheme.is_empty() { format!("{host}{path}") } else { format!("{scheme}://{host}{path}") }
 }
 
 fn is_variable_name(name: &str) -> bool {
@@ -782,6 +793,17 @@ mod tests {
         let additive = rmcp::model::ToolAnnotations::new().read_only(false).destructive(false);
         assert_eq!(verb_from_annotations(Some(&additive)), Verb::Create);
         assert_eq!(verb_from_annotations(Some(&additive.clone().idempotent(true))), Verb::Update);
+    }
+
+    #[test]
+    fn endpoints_shown_to_clients_carry_no_secrets() {
+        assert_eq!(
+            display_url("https://u:pw@h.example:8443/mcp?api_key=s#x"),
+            "https://h.example:8443/mcp"
+        );
+        assert_eq!(display_url("http://127.0.0.1:9/sse"), "http://127.0.0.1:9/sse");
+        let server = &parse_ok("mcps:\n  a:\n    url: \"https://h/mcp?token=abc\"\n", &[])[0];
+        assert_eq!(server.endpoint, "https://h/mcp");
     }
 
     #[test]

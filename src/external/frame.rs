@@ -118,8 +118,10 @@ impl<R: AsyncRead + Unpin> AsyncRead for LineLimit<R> {
                         // End of stream; a trailing partial line has no delimiter and is dropped.
                         return Poll::Ready(Ok(()));
                     }
-                    let bytes = this.chunk[..filled].to_vec();
-                    this.feed(&bytes);
+                    // Borrow the chunk out of `this` while `feed` updates the rest of it.
+                    let chunk = std::mem::take(&mut this.chunk);
+                    this.feed(&chunk[..filled]);
+                    this.chunk = chunk;
                 }
             }
         }

@@ -170,6 +170,7 @@ impl ExternalServers {
     /// React to status and catalog changes until shutdown.
     async fn follow(self: Arc<Self>, mut events: mpsc::UnboundedReceiver<Event>) {
         let mut pending: Option<(Instant, Changes)> = None;
+        let mut published = self.fingerprints();
         loop {
             let wait = pending.map_or(Duration::from_secs(3600), |(since, _)| {
                 DEBOUNCE.saturating_sub(since.elapsed())
@@ -187,11 +188,16 @@ impl ExternalServers {
                             }
                             *self.index.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(index);
                             self.publish_directory();
-                            let (since, mut changes) = pending.unwrap_or((Instant::now(), *self.changes.borrow()));
-                            changes.tools += 1;
-                            changes.prompts += 1;
-                            changes.resources += 1;
-                            pending = Some((since, changes));
+                            // A restart that lists the same things changes nothing for clients.
+                            let now = self.fingerprints();
+                            if now != published {
+                                let (since, mut changes) = pending.unwrap_or((Instant::now(), *self.changes.borrow()));
+                                changes.tools += u64::from(now[0] != published[0]);
+                                changes.prompts += u64::from(now[1] != published[1]);
+                                changes.resources += u64::from(now[2] != published[2]);
+                                pending = Some((since, changes));
+                                published = now;
+                            }
                         }
                     }
                 }
@@ -202,6 +208,19 @@ impl ExternalServers {
                 }
             }
         }
+    }
+
+    /// Hashes of what clients see: the tools (with their verbs), the prompts, the resources.
+    fn fingerprints(&self) -> [u64; 3] {
+        fn hash(value: &impl serde::Serialize) -> u64 {
+            use std::hash::{Hash, Hasher};
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            serde_json::to_string(value).unwrap_or_default().hash(&mut hasher);
+            hasher.finish()
+        }
+        let tools: Vec<(Tool, &str)> =
+            self.tools().into_iter().map(|(tool, verb)| (tool, verb.as_str())).collect();
+        [hash(&tools), hash(&self.prompts()), hash(&(self.resources(), self.resource_templates()))]
     }
 
     /// Build the index of exposed tool names; a name already taken (by an internal tool or an
@@ -372,6 +391,15 @@ impl ExternalServers {
         let (prefix, upstream_uri) = names::split_uri(uri)?;
         let upstream = self.upstreams.iter().find(|upstream| upstream.config.prefix == prefix)?;
         Some(upstream.read_resource(upstream_uri).await)
+    }
+
+    /// The keys of the servers configured to run.
+    pub(crate) fn enabled_names(&self) -> Vec<String> {
+        self.upstreams
+            .iter()
+            .filter(|upstream| upstream.config.availability == Availability::Enabled)
+            .map(|upstream| upstream.config.key.clone())
+            .collect()
     }
 
     /// Whether any server is configured to run (then orca offers resources and prompts).

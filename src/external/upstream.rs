@@ -35,6 +35,7 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How often a server in a crash loop is tried again.
 const CRASH_LOOP_RETRY: Duration = Duration::from_secs(60);
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
 /// The longest a call waits for a (re)starting server before giving up.
 const MAX_START_WAIT: Duration = Duration::from_secs(10);
 
@@ -124,8 +125,17 @@ pub(crate) enum Event {
     Catalog,
 }
 
-/// One failed attempt of a call, for tracking.
+/// The failed attempts of a call that were retried, for tracking.
 pub(crate) type Attempts = Vec<ToolError>;
+
+/// Why one attempt failed.
+struct AttemptFailure {
+    error: ToolError,
+    /// Whether the request may have reached the server (then only repeatable tools retry).
+    reached: bool,
+    /// The connection the attempt used, when it turned out to be dead.
+    broken: Option<Arc<Connection>>,
+}
 
 #[derive(Debug)]
 pub(crate) struct Upstream {
@@ -278,11 +288,20 @@ impl Upstream {
     }
 
     async fn connect(&self, handler: UpstreamClient) -> Result<Session, String> {
-        let timeout = self.config.timeout.max(Duration::from_secs(5));
+        // A first `npx -y` start downloads the package: allow a minute for the handshake.
+        let timeout = self.config.timeout.max(HANDSHAKE_TIMEOUT);
         match &self.config.transport {
             ExternalTransport::Stdio { command, args, env, cwd } => {
                 let mut command_line = tokio::process::Command::new(command);
                 command_line.args(args);
+                // orca's own secrets (database URLs, ORCA_SECRET, other servers' credentials)
+                // stay out of the child: it gets a baseline environment and what its entry sets.
+                command_line.env_clear();
+                for (name, value) in std::env::vars_os() {
+                    if name.to_str().is_some_and(inherited) {
+                        command_line.env(name, value);
+                    }
+                }
                 for (name, value) in env {
                     command_line.env(name, value.expose_secret());
                 }
@@ -481,13 +500,23 @@ impl Upstream {
         let _ = self.events.send(Event::Catalog);
     }
 
-    /// The live connection, waiting up to `wait` for a (re)start in progress.
-    async fn connection(&self, wait: Duration) -> Result<Arc<Connection>, ToolError> {
+    /// The live connection, waiting up to `wait` for a (re)start in progress, or for a
+    /// connection other than `broken` (one a call just saw fail).
+    async fn connection(
+        &self,
+        wait: Duration,
+        broken: Option<&Arc<Connection>>,
+    ) -> Result<Arc<Connection>, ToolError> {
         let mut receiver = self.status.subscribe();
         let settled = tokio::time::timeout(
             wait.min(MAX_START_WAIT),
-            receiver
-                .wait_for(|status| !matches!(status, Status::Starting | Status::Restarting { .. })),
+            receiver.wait_for(|status| match status {
+                Status::Starting | Status::Restarting { .. } => false,
+                Status::Running(connection) => {
+                    broken.is_none_or(|broken| !Arc::ptr_eq(broken, connection))
+                }
+                Status::CrashLoop { .. } | Status::Disabled(_) | Status::Stopped => true,
+            }),
         )
         .await;
         let status = match settled {
@@ -495,7 +524,12 @@ impl Upstream {
             _ => self.status(),
         };
         match status {
-            Status::Running(connection) => Ok(connection),
+            Status::Running(connection) if !connection.peer.is_transport_closed() => Ok(connection),
+            Status::Running(_) => Err(ToolError::upstream_unavailable(format!(
+                "external server `{}` lost its connection and has not come back yet",
+                self.config.key
+            ))
+            .with_hint("it is restarted automatically; call list_servers for its status")),
             other => Err(ToolError::upstream_unavailable(format!(
                 "external server `{}` is not serving: {}",
                 self.config.key,
@@ -514,59 +548,79 @@ impl Upstream {
     ) -> (Result<CallToolResult, ToolError>, Attempts) {
         let mut failed: Attempts = Vec::new();
         let attempts = 1 + self.config.retries;
+        let mut broken: Option<Arc<Connection>> = None;
         for attempt in 1..=attempts {
-            let (error, reached) = match self.attempt(tool, arguments.clone()).await {
+            let failure = match self.attempt(tool, arguments.clone(), broken.as_ref()).await {
                 Ok(result) => return (Ok(result), failed),
                 Err(failure) => failure,
             };
-            let again = attempt < attempts && error.retryable && (!reached || tool.repeatable);
+            let again = attempt < attempts
+                && failure.error.retryable
+                && (!failure.reached || tool.repeatable);
             if !again {
-                return (Err(error), failed);
+                return (Err(failure.error), failed);
             }
             tracing::debug!(server = %self.config.key, tool = %tool.upstream_name, attempt, "retrying");
-            failed.push(error);
+            failed.push(failure.error);
+            broken = failure.broken;
             tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await;
         }
         unreachable!("the last attempt returns")
     }
 
-    /// One attempt; the error says whether the request may have reached the server.
+    /// One attempt.
     async fn attempt(
         &self,
         tool: &ExternalTool,
         arguments: Option<Map<String, Value>>,
-    ) -> Result<CallToolResult, (ToolError, bool)> {
+        broken: Option<&Arc<Connection>>,
+    ) -> Result<CallToolResult, AttemptFailure> {
         let timeout = self.config.timeout;
-        let connection = self.connection(timeout).await.map_err(|error| (error, false))?;
+        let connection = self
+            .connection(timeout, broken)
+            .await
+            .map_err(|error| AttemptFailure { error, reached: false, broken: None })?;
         let mut params = CallToolRequestParams::new(tool.upstream_name.clone());
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
         }
         let key = &self.config.key;
+        let reached = |error: ToolError| AttemptFailure { error, reached: true, broken: None };
         match tokio::time::timeout(timeout, connection.peer.call_tool_once(params)).await {
-            Err(_) => Err((
+            Err(_) => Err(reached(
                 ToolError::new(
                     ErrorCode::Timeout,
-                    format!("`{}` on external server `{key}` did not answer within {} ms", tool.upstream_name, timeout.as_millis()),
+                    format!(
+                        "`{}` on external server `{key}` did not answer within {} ms",
+                        tool.upstream_name,
+                        timeout.as_millis()
+                    ),
                 )
                 .with_hint("the server's `timeout` in external-mcps.yaml sets this limit"),
-                true,
             )),
             Ok(Ok(CallToolResponse::Complete(result))) => {
                 let size = serde_json::to_vec(&result).map_or(0, |bytes| bytes.len());
                 if size > self.config.max_response_bytes {
-                    return Err((self.too_large(size), true));
+                    return Err(reached(self.too_large(size)));
                 }
                 Ok(result)
             }
-            Ok(Ok(_)) => Err((
+            Ok(Ok(_)) => Err(reached(
                 ToolError::upstream_unavailable(format!(
                     "external server `{key}` answered with a task or a request for input, which orca does not relay"
                 ))
                 .not_retryable(),
-                true,
             )),
-            Ok(Err(error)) => Err(self.translate(error)),
+            Ok(Err(error)) => {
+                let transport = matches!(
+                    error,
+                    ServiceError::TransportSend(_)
+                        | ServiceError::TransportClosed
+                        | ServiceError::Cancelled { .. }
+                );
+                let (error, reached) = self.translate(error);
+                Err(AttemptFailure { error, reached, broken: transport.then_some(connection) })
+            }
         }
     }
 
@@ -631,7 +685,7 @@ impl Upstream {
     }
 
     pub(crate) async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, ToolError> {
-        let connection = self.connection(self.config.timeout).await?;
+        let connection = self.connection(self.config.timeout, None).await?;
         let request = connection.peer.read_resource(ReadResourceRequestParams::new(uri));
         match tokio::time::timeout(self.config.timeout, request).await {
             Err(_) => Err(ToolError::new(
@@ -657,7 +711,7 @@ impl Upstream {
         name: &str,
         arguments: Option<Map<String, Value>>,
     ) -> Result<GetPromptResult, ToolError> {
-        let connection = self.connection(self.config.timeout).await?;
+        let connection = self.connection(self.config.timeout, None).await?;
         let mut params = GetPromptRequestParams::new(name);
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
@@ -777,6 +831,34 @@ impl Drop for Child {
     fn drop(&mut self) {
         self.kill_group();
     }
+}
+
+/// Variables a child server gets from orca's environment: what programs need to run (find
+/// executables, a home, a locale, temporary files, proxies and CA certificates), nothing else.
+fn inherited(name: &str) -> bool {
+    const EXACT: [&str; 20] = [
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "LANG",
+        "LANGUAGE",
+        "TERM",
+        "TZ",
+        "TMPDIR",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "NO_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "no_proxy",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "NODE_EXTRA_CA_CERTS",
+        "NODE_OPTIONS",
+    ];
+    EXACT.contains(&name) || name.starts_with("LC_") || name.starts_with("XDG_")
 }
 
 fn describe_exit(status: std::io::Result<std::process::ExitStatus>, stats: &StreamStats) -> String {

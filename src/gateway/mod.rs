@@ -112,7 +112,15 @@ impl Gateway {
 
     fn instructions(&self) -> String {
         let names = self.state.registry.server_names();
-        let servers = names.join(", ");
+        let mut all: Vec<&str> = names.clone();
+        let external_names = self
+            .state
+            .registry
+            .external()
+            .map(|external| external.enabled_names())
+            .unwrap_or_default();
+        all.extend(external_names.iter().map(String::as_str));
+        let servers = all.join(", ");
         let sql = if names.contains(&"postgres") {
             " SQL: execute_sql is a dry run unless dry_run=false; reads then run read-only with \
              capped rows; a write needs the confirmation_token of its dry run, then dry_run=false \

@@ -8,6 +8,18 @@ use rmcp::ServiceExt;
 
 use super::{AppState, Gateway, Transport};
 
+/// stdin and stdout as non-blocking pipes, when both are pipes (as when a client starts orca).
+/// tokio's own stdin and stdout hand every read and write to a blocking thread; on pipes, epoll
+/// does the same work with far fewer thread wake-ups per message.
+fn pipes() -> Option<(tokio::net::unix::pipe::Receiver, tokio::net::unix::pipe::Sender)> {
+    use std::os::fd::AsFd;
+    let stdin = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
+    let stdout = std::io::stdout().as_fd().try_clone_to_owned().ok()?;
+    let receiver = tokio::net::unix::pipe::Receiver::from_owned_fd(stdin).ok()?;
+    let sender = tokio::net::unix::pipe::Sender::from_owned_fd(stdout).ok()?;
+    Some((receiver, sender))
+}
+
 /// Serve one client on stdin/stdout until it disconnects or `shutdown` resolves.
 ///
 /// # Errors
@@ -18,8 +30,11 @@ pub(crate) async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let gateway = Gateway::new(state, Transport::Stdio);
-    let service =
-        gateway.serve(rmcp::transport::stdio()).await.context("MCP handshake on stdio failed")?;
+    let service = match pipes() {
+        Some(pipes) => gateway.serve(pipes).await,
+        None => gateway.serve(rmcp::transport::stdio()).await,
+    }
+    .context("MCP handshake on stdio failed")?;
     let cancel = service.cancellation_token();
     tokio::select! {
         result = service.waiting() => {

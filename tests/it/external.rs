@@ -75,6 +75,7 @@ async fn external_tools_are_namespaced_called_enhanced_and_tracked() {
     let info = client.peer_info().unwrap();
     assert!(info.capabilities.tools.as_ref().unwrap().list_changed == Some(true));
     assert!(info.capabilities.prompts.is_some() && info.capabilities.resources.is_some());
+    assert!(info.instructions.as_deref().unwrap_or_default().contains("orca, postgres, fx"));
 
     let result = call(&client, "fx_echo", json!({"text": "hello"}), None).await.unwrap();
     assert_eq!(result.is_error, Some(false));
@@ -390,6 +391,13 @@ async fn missing_credentials_disable_only_that_server_and_never_leak() {
     // The credential reaches the stdio server as an environment variable.
     let seen = call(&client, "fx_env", json!({"name": "FX_API_KEY"}), None).await.unwrap();
     assert_eq!(text_of(&seen), "fx-very-secret-value");
+    // orca's own secrets stay out of the child's environment; what programs need is there.
+    for private in ["ORCA_DATABASE_URL", "DATABASE_URL", "ORCA_HOME"] {
+        let value = call(&client, "fx_env", json!({"name": private}), None).await.unwrap();
+        assert_eq!(text_of(&value), "<unset>", "{private}");
+    }
+    let path = call(&client, "fx_env", json!({"name": "PATH"}), None).await.unwrap();
+    assert_ne!(text_of(&path), "<unset>");
     let needs = server_named(&client, "needs-key").await;
     assert_eq!(needs["status"], "missing credentials: NEEDS_KEY_TOKEN");
     let (code, stdout, stderr) = run(&setup, &["doctor"]);
@@ -608,4 +616,41 @@ async fn the_mcp_reference_server_over_sse_works_behind_orca() {
     client.cancel().await.unwrap();
     let _ = server.kill();
     let _ = server.wait();
+}
+
+#[tokio::test]
+async fn awkward_upstream_names_are_cleaned_shortened_and_still_reach_their_tool() {
+    let database = TestDatabase::create().await;
+    let setup = OrcaSetup::new(&database.url)
+        .with_external(&fixture_yaml("    env:\n      FIXTURE_ODD_NAMES: \"1\"\n"));
+    let client = setup.stdio_client().await;
+    let names = tool_names(&client).await;
+    let weird = names
+        .iter()
+        .find(|name| name.starts_with("fx_weird_tool_name_x_"))
+        .expect("weird name listed");
+    let long = names
+        .iter()
+        .find(|name| name.starts_with("fx_a_really_long_tool_name_"))
+        .expect("long name listed");
+    for name in names.iter().filter(|name| name.starts_with("fx_")) {
+        assert!(name.len() <= 64, "{name}");
+        assert!(
+            name.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-'),
+            "{name}"
+        );
+    }
+    assert_eq!(long.len(), 64);
+    assert_eq!(text_of(&call(&client, weird, json!({}), None).await.unwrap()), "weird");
+    assert_eq!(text_of(&call(&client, long, json!({}), None).await.unwrap()), "long");
+    // The same names after a restart of the upstream: the mapping is stable.
+    let pid: u32 =
+        text_of(&call(&client, "fx_pid", json!({}), None).await.unwrap()).parse().unwrap();
+    std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap();
+    assert_eq!(
+        text_of(&call(&client, "fx_echo", json!({"text": "back"}), None).await.unwrap()),
+        "back"
+    );
+    assert_eq!(tool_names(&client).await, names);
+    client.cancel().await.unwrap();
 }
