@@ -192,10 +192,8 @@ impl Upstream {
         let mut fast_failures: u32 = 0;
         loop {
             let started = Instant::now();
-            let reason = tokio::select! {
-                reason = self.run_once(&shutdown) => reason,
-                () = shutdown.cancelled() => break,
-            };
+            // run_once watches `shutdown` itself, so that a running server is closed in order.
+            let reason = self.run_once(&shutdown).await;
             if shutdown.is_cancelled() {
                 break;
             }
@@ -225,7 +223,12 @@ impl Upstream {
     async fn run_once(&self, shutdown: &CancellationToken) -> String {
         let (events_sender, mut events) = mpsc::unbounded_channel();
         let handler = UpstreamClient { events: events_sender };
-        let mut session = match self.connect(handler).await {
+        let connected = tokio::select! {
+            connected = self.connect(handler) => connected,
+            // Dropping a half-made connection kills the child's group (`Child`'s drop).
+            () = shutdown.cancelled() => return "shut down".to_owned(),
+        };
+        let mut session = match connected {
             Ok(session) => session,
             Err(reason) => return reason,
         };
