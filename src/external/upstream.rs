@@ -590,17 +590,7 @@ impl Upstream {
         let key = &self.config.key;
         let reached = |error: ToolError| AttemptFailure { error, reached: true, broken: None };
         match tokio::time::timeout(timeout, connection.peer.call_tool_once(params)).await {
-            Err(_) => Err(reached(
-                ToolError::new(
-                    ErrorCode::Timeout,
-                    format!(
-                        "`{}` on external server `{key}` did not answer within {} ms",
-                        tool.upstream_name,
-                        timeout.as_millis()
-                    ),
-                )
-                .with_hint("the server's `timeout` in external-mcps.yaml sets this limit"),
-            )),
+            Err(_) => Err(reached(self.timed_out(Some(&tool.upstream_name)))),
             Ok(Ok(CallToolResponse::Complete(result))) => {
                 let size = serde_json::to_vec(&result).map_or(0, |bytes| bytes.len());
                 if size > self.config.max_response_bytes {
@@ -689,24 +679,13 @@ impl Upstream {
 
     pub(crate) async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, ToolError> {
         let connection = self.connection(self.config.timeout, None).await?;
-        let request = connection.peer.read_resource(ReadResourceRequestParams::new(uri));
-        match tokio::time::timeout(self.config.timeout, request).await {
-            Err(_) => Err(ToolError::new(
-                ErrorCode::Timeout,
-                format!(
-                    "external server `{}` did not answer within {} ms",
-                    self.config.key,
-                    self.config.timeout.as_millis()
-                ),
-            )),
-            Ok(Ok(mut result)) => {
-                for content in &mut result.contents {
-                    rewrite_content_uri(content, &self.config.prefix);
-                }
-                Ok(result)
-            }
-            Ok(Err(error)) => Err(self.translate(error).0),
+        let mut result = self
+            .bounded(connection.peer.read_resource(ReadResourceRequestParams::new(uri)))
+            .await?;
+        for content in &mut result.contents {
+            rewrite_content_uri(content, &self.config.prefix);
         }
+        Ok(result)
     }
 
     pub(crate) async fn get_prompt(
@@ -719,18 +698,32 @@ impl Upstream {
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
         }
-        match tokio::time::timeout(self.config.timeout, connection.peer.get_prompt(params)).await {
-            Err(_) => Err(ToolError::new(
-                ErrorCode::Timeout,
-                format!(
-                    "external server `{}` did not answer within {} ms",
-                    self.config.key,
-                    self.config.timeout.as_millis()
-                ),
-            )),
-            Ok(Ok(result)) => Ok(result),
+        self.bounded(connection.peer.get_prompt(params)).await
+    }
+
+    /// A request to the server within its timeout, its failure in the taxonomy.
+    async fn bounded<T>(
+        &self,
+        request: impl Future<Output = Result<T, ServiceError>>,
+    ) -> Result<T, ToolError> {
+        match tokio::time::timeout(self.config.timeout, request).await {
+            Err(_) => Err(self.timed_out(None)),
+            Ok(Ok(value)) => Ok(value),
             Ok(Err(error)) => Err(self.translate(error).0),
         }
+    }
+
+    fn timed_out(&self, tool: Option<&str>) -> ToolError {
+        let what = tool.map_or_else(String::new, |tool| format!("`{tool}` on "));
+        ToolError::new(
+            ErrorCode::Timeout,
+            format!(
+                "{what}external server `{}` did not answer within {} ms",
+                self.config.key,
+                self.config.timeout.as_millis()
+            ),
+        )
+        .with_hint("the server's `timeout` in external-mcps.yaml sets this limit")
     }
 }
 

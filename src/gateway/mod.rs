@@ -110,6 +110,16 @@ impl Gateway {
         tools
     }
 
+    /// The external servers, when there are any and the caller may read (prompts and
+    /// resources need the `read` verb).
+    fn readable_external(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Option<&Arc<crate::external::ExternalServers>>, McpError> {
+        let principal = self.principal(context)?;
+        Ok(self.state.registry.external().filter(|_| principal.may(Verb::Read)))
+    }
+
     fn instructions(&self) -> String {
         let names = self.state.registry.server_names();
         let mut all: Vec<&str> = names.clone();
@@ -342,11 +352,10 @@ impl ServerHandler for Gateway {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        let principal = self.principal(&context)?;
-        let prompts = match self.state.registry.external() {
-            Some(external) if principal.may(Verb::Read) => external.prompts(),
-            _ => Vec::new(),
-        };
+        let prompts = self
+            .readable_external(&context)?
+            .map(|external| external.prompts())
+            .unwrap_or_default();
         Ok(ListPromptsResult::with_all_items(prompts))
     }
 
@@ -355,11 +364,9 @@ impl ServerHandler for Gateway {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        let principal = self.principal(&context)?;
         let unknown =
             || McpError::invalid_params(format!("unknown prompt: {}", shown(&request.name)), None);
-        let Some(external) = self.state.registry.external().filter(|_| principal.may(Verb::Read))
-        else {
+        let Some(external) = self.readable_external(&context)? else {
             return Err(unknown());
         };
         match external.get_prompt(&request.name, request.arguments.clone()).await {
@@ -376,11 +383,10 @@ impl ServerHandler for Gateway {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        let principal = self.principal(&context)?;
-        let resources = match self.state.registry.external() {
-            Some(external) if principal.may(Verb::Read) => external.resources(),
-            _ => Vec::new(),
-        };
+        let resources = self
+            .readable_external(&context)?
+            .map(|external| external.resources())
+            .unwrap_or_default();
         Ok(ListResourcesResult::with_all_items(resources))
     }
 
@@ -389,11 +395,10 @@ impl ServerHandler for Gateway {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        let principal = self.principal(&context)?;
-        let templates = match self.state.registry.external() {
-            Some(external) if principal.may(Verb::Read) => external.resource_templates(),
-            _ => Vec::new(),
-        };
+        let templates = self
+            .readable_external(&context)?
+            .map(|external| external.resource_templates())
+            .unwrap_or_default();
         Ok(ListResourceTemplatesResult::with_all_items(templates))
     }
 
@@ -402,12 +407,10 @@ impl ServerHandler for Gateway {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        let principal = self.principal(&context)?;
         let unknown = || {
             McpError::resource_not_found(format!("unknown resource: {}", shown(&request.uri)), None)
         };
-        let Some(external) = self.state.registry.external().filter(|_| principal.may(Verb::Read))
-        else {
+        let Some(external) = self.readable_external(&context)? else {
             return Err(unknown());
         };
         match external.read_resource(&request.uri).await {
