@@ -29,15 +29,19 @@ pub(crate) enum ServerKind {
     Orca,
     /// SQL on `DATABASE_URL`: `execute_sql`, `add_records`, `generate_schema`, `format_results`.
     Postgres,
+    /// The data-provider toolset on `DATABASE_URL`: `query_sql`, `explain_sql`.
+    Data,
 }
 
 impl ServerKind {
-    pub(crate) const ALL: [ServerKind; 2] = [ServerKind::Orca, ServerKind::Postgres];
+    pub(crate) const ALL: [ServerKind; 3] =
+        [ServerKind::Orca, ServerKind::Postgres, ServerKind::Data];
 
     pub(crate) fn name(self) -> &'static str {
         match self {
             ServerKind::Orca => "orca",
             ServerKind::Postgres => "postgres",
+            ServerKind::Data => "data",
         }
     }
 
@@ -140,6 +144,8 @@ pub(crate) struct SqlConfig {
     pub(crate) default_timeout: Duration,
     pub(crate) max_timeout: Duration,
     pub(crate) schema_cache_ttl: Duration,
+    /// How long a `query_sql` page token stays valid.
+    pub(crate) page_token_lifetime: Duration,
 }
 
 impl Default for SqlConfig {
@@ -153,6 +159,7 @@ impl Default for SqlConfig {
             default_timeout: Duration::from_secs(30),
             max_timeout: Duration::from_secs(300),
             schema_cache_ttl: Duration::from_secs(300),
+            page_token_lifetime: Duration::from_secs(24 * 3600),
         }
     }
 }
@@ -251,7 +258,7 @@ impl Config {
         out.insert(
             "sql",
             format!(
-                "write_confirmation={} token_lifetime_seconds={} default_max_rows={} hard_max_rows={} max_result_bytes={} default_timeout_ms={} max_timeout_ms={} schema_cache_ttl_seconds={}",
+                "write_confirmation={} token_lifetime_seconds={} default_max_rows={} hard_max_rows={} max_result_bytes={} default_timeout_ms={} max_timeout_ms={} schema_cache_ttl_seconds={} page_token_lifetime_seconds={}",
                 match sql.write_confirmation {
                     WriteConfirmation::Model => "model",
                     WriteConfirmation::Human => "human",
@@ -262,7 +269,8 @@ impl Config {
                 sql.max_result_bytes,
                 sql.default_timeout.as_millis(),
                 sql.max_timeout.as_millis(),
-                sql.schema_cache_ttl.as_secs()
+                sql.schema_cache_ttl.as_secs(),
+                sql.page_token_lifetime.as_secs()
             ),
         );
         out.insert("read_only", self.read_only.to_string());
@@ -583,6 +591,11 @@ fn validate_sql(raw: RawSql, file: &str, errors: &mut Vec<String>) -> SqlConfig 
             raw.schema_cache_ttl_seconds,
             defaults.schema_cache_ttl.as_secs(),
             "schema_cache_ttl_seconds",
+        )),
+        page_token_lifetime: Duration::from_secs(number(
+            raw.page_token_lifetime_seconds,
+            defaults.page_token_lifetime.as_secs(),
+            "page_token_lifetime_seconds",
         )),
     };
     if config.default_max_rows > config.hard_max_rows {

@@ -65,4 +65,5 @@ pub(super) struct RawSql {
     pub(super) default_timeout_ms: Option<u64>,
     pub(super) max_timeout_ms: Option<u64>,
     pub(super) schema_cache_ttl_seconds: Option<u64>,
+    pub(super) page_token_lifetime_seconds: Option<u64>,
 }

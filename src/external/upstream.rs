@@ -337,7 +337,7 @@ impl Upstream {
                     Ok(Err(error)) => {
                         // The child may have died during the handshake: say how.
                         let status =
-                            tokio::time::timeout(Duration::from_secs(1), guard.wait()).await;
+                            tokio::time::timeout(Duration::from_secs(3), guard.wait()).await;
                         guard.stop().await;
                         Err(match status {
                             Ok(status) => format!(

@@ -11,6 +11,7 @@ use sqlx::PgPool;
 use crate::config::ServerKind;
 use crate::config::SqlConfig;
 use crate::external::{ExternalServers, RoutedTool};
+use crate::servers::data::DataServer;
 use crate::servers::orca::{Directory, OrcaServer, ServerCapabilitiesSummary, ServerSummary};
 use crate::servers::postgres::{PostgresServer, Target};
 use crate::servers::{CallContext, ToolSpec};
@@ -23,6 +24,7 @@ use crate::tracking::Tracker;
 pub(crate) enum InternalServer {
     Orca(OrcaServer),
     Postgres(PostgresServer),
+    Data(DataServer),
 }
 
 impl InternalServer {
@@ -30,6 +32,7 @@ impl InternalServer {
         match self {
             InternalServer::Orca(_) => ServerKind::Orca,
             InternalServer::Postgres(_) => ServerKind::Postgres,
+            InternalServer::Data(_) => ServerKind::Data,
         }
     }
 
@@ -37,6 +40,7 @@ impl InternalServer {
         match self {
             InternalServer::Orca(_) => OrcaServer::DESCRIPTION,
             InternalServer::Postgres(_) => PostgresServer::DESCRIPTION,
+            InternalServer::Data(_) => DataServer::DESCRIPTION,
         }
     }
 
@@ -44,6 +48,7 @@ impl InternalServer {
         match self {
             InternalServer::Orca(server) => server.tools(),
             InternalServer::Postgres(server) => server.tools(),
+            InternalServer::Data(server) => server.tools(),
         }
     }
 
@@ -56,6 +61,7 @@ impl InternalServer {
         match self {
             InternalServer::Orca(server) => server.call(tool, arguments, context).await,
             InternalServer::Postgres(server) => server.call(tool, arguments, context).await,
+            InternalServer::Data(server) => server.call(tool, arguments, context).await,
         }
     }
 }
@@ -66,7 +72,7 @@ pub(crate) enum RegistryError {
     ToolCollision { tool: String, first: String, second: String },
     #[error("no server is enabled; enable at least one of: {known}")]
     NothingEnabled { known: String },
-    #[error("server `postgres` needs a target database: set DATABASE_URL")]
+    #[error("servers `postgres` and `data` need a target database: set DATABASE_URL")]
     NoTargetDatabase,
 }
 
@@ -130,11 +136,13 @@ impl Registry {
         let explicit = enabled.is_some();
         let mut enabled: Vec<ServerKind> =
             enabled.map_or_else(|| ServerKind::ALL.to_vec(), <[ServerKind]>::to_vec);
-        if dependencies.target_pool.is_none() && enabled.contains(&ServerKind::Postgres) {
+        let needs_target =
+            |kind: &ServerKind| matches!(kind, ServerKind::Postgres | ServerKind::Data);
+        if dependencies.target_pool.is_none() && enabled.iter().any(needs_target) {
             if explicit {
                 return Err(RegistryError::NoTargetDatabase);
             }
-            enabled.retain(|kind| *kind != ServerKind::Postgres);
+            enabled.retain(|kind| !needs_target(kind));
         }
         if enabled.is_empty() {
             return Err(RegistryError::NothingEnabled {
@@ -149,6 +157,11 @@ impl Registry {
                     directory.clone(),
                     dependencies.state_pool.clone(),
                     dependencies.tracker.clone(),
+                )),
+                ServerKind::Data => InternalServer::Data(DataServer::new(
+                    Target::new(dependencies.target_pool.clone().expect("checked above")),
+                    dependencies.secret.clone(),
+                    dependencies.sql.clone(),
                 )),
                 ServerKind::Postgres => InternalServer::Postgres(PostgresServer::new(
                     Target::new(dependencies.target_pool.clone().expect("checked above")),

@@ -2,6 +2,7 @@
 //! the caller needs) and answers calls with a domain result or a domain error; the gateway owns
 //! everything that touches the wire.
 
+pub(crate) mod data;
 pub(crate) mod orca;
 pub(crate) mod postgres;
 

@@ -5,10 +5,16 @@
 mod classify;
 mod confirm;
 mod encode;
+pub mod hints;
 pub(crate) mod introspect;
+pub mod mask;
+pub(crate) mod page;
+pub mod pii;
 mod policy;
 mod read;
 pub(crate) mod records;
+pub mod substrait;
+pub mod time_range;
 mod tree;
 mod write;
 
@@ -24,9 +30,10 @@ pub(crate) use confirm::{
 pub(crate) use introspect::{DatabaseSchema, introspect};
 pub(crate) use policy::VolatileCall;
 pub(crate) use read::{
-    ReadLimits, ReadOnlyQuery, ReadResult, check_read, run_read, single_statement,
+    PageRequest, Paging, ReadLimits, ReadOnlyQuery, ReadResult, TimeFilter, check_read,
+    run_paged_read, run_read, single_statement,
 };
-pub(crate) use write::{explain, explainable, run_write};
+pub(crate) use write::{explain, explain_read, explainable, run_write};
 
 /// What can go wrong with SQL, in terms a caller can branch on.
 #[derive(Debug, thiserror::Error)]
@@ -53,6 +60,8 @@ pub(crate) enum Error {
     Decode { column: usize, message: String },
     #[error("the database is unavailable: {0}")]
     Unavailable(String),
+    #[error("{message}")]
+    InvalidPaging { message: String },
 }
 
 impl Error {
@@ -85,7 +94,10 @@ impl Error {
                     }
                 }
             }
-            _ => Error::from_connect(error),
+            _ => {
+                tracing::debug!(%error, "statement failed outside the database");
+                Error::from_connect(error)
+            }
         }
     }
 

@@ -217,11 +217,19 @@ pub(crate) async fn set_local_timeouts(
     Ok(())
 }
 
-async fn fetch_rows(
+/// The result columns of a prepared statement, their decoders, and which come straight from a
+/// table column (output position, table oid, attribute number).
+struct Described {
+    columns: Vec<ResultColumn>,
+    decoders: Vec<Decoder>,
+    origins: Vec<(usize, u32, i16)>,
+    type_oids: Vec<Option<u32>>,
+}
+
+async fn describe(
     connection: &mut PoolConnection<Postgres>,
     statement: &Statement,
-    limits: ReadLimits,
-) -> Result<ReadResult, Error> {
+) -> Result<Described, Error> {
     use sqlx::Executor;
     let text = statement.text.clone();
     let prepared = (&mut **connection)
@@ -232,9 +240,11 @@ async fn fetch_rows(
     let mut columns = Vec::with_capacity(described.len());
     let mut decoders = Vec::with_capacity(described.len());
     let mut origins = Vec::new();
+    let mut type_oids = Vec::with_capacity(described.len());
     for column in described {
         let type_info = column.type_info();
         decoders.push(decoder_for(type_info));
+        type_oids.push(type_info.oid().map(|oid| oid.0));
         columns.push(ResultColumn {
             name: column.name().to_owned(),
             type_name: type_info.name().to_owned(),
@@ -247,7 +257,15 @@ async fn fetch_rows(
         }
     }
     mark_not_null(connection, &mut columns, &origins).await?;
+    Ok(Described { columns, decoders, origins, type_oids })
+}
 
+async fn fetch_rows(
+    connection: &mut PoolConnection<Postgres>,
+    statement: &Statement,
+    limits: ReadLimits,
+) -> Result<ReadResult, Error> {
+    let Described { columns, decoders, .. } = describe(connection, statement).await?;
     let sql = if statement.is_cursor_query() {
         wrapped_select(&statement.text, &decoders, limits.max_rows)
     } else {
@@ -376,4 +394,383 @@ async fn mark_not_null(
         }
     }
     Ok(())
+}
+
+/// What a paged read continues from, and the time filter it applies.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PageRequest {
+    /// The last page's boundary: sort-key values (text) and how many rows equal to them were
+    /// returned. `None` for the first page.
+    pub(crate) after: Option<(Vec<Option<String>>, u64)>,
+    pub(crate) window: Option<TimeFilter>,
+}
+
+/// Keep rows whose time column is in `[from, to)`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TimeFilter {
+    /// An output column by name; `None`: the first timestamp or date column.
+    pub(crate) column: Option<String>,
+    pub(crate) from: Option<chrono::DateTime<chrono::Utc>>,
+    pub(crate) to: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// How a result was paged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Paging {
+    /// Keyset continuation; the tie-breaker that makes the order total.
+    Keyset { tie_breaker: &'static str },
+    /// The statement cannot be continued page by page; why.
+    Unavailable(String),
+}
+
+/// A page of rows and where the next one starts.
+#[derive(Debug, Clone)]
+pub(crate) struct PagedResult {
+    pub(crate) result: ReadResult,
+    /// The boundary of the next page, when there are more rows.
+    pub(crate) next: Option<(Vec<Option<String>>, u64)>,
+    pub(crate) paging: Paging,
+    /// The time column filtered on, when a window was applied.
+    pub(crate) time_column: Option<String>,
+}
+
+/// Run one page of a read (see `page.rs` for the strategy).
+///
+/// # Errors
+///
+/// As [`run_read`], plus `InvalidPaging` when a time window names no usable column or is
+/// asked of a query that cannot be filtered from outside.
+pub(crate) async fn run_paged_read(
+    pool: &PgPool,
+    query: &ReadOnlyQuery,
+    limits: ReadLimits,
+    request: &PageRequest,
+) -> Result<PagedResult, Error> {
+    let mut connection = pool.acquire().await.map_err(Error::from_connect)?;
+    let guard = limits.timeout + Duration::from_secs(5);
+    let work = async {
+        sqlx::query("BEGIN READ ONLY")
+            .execute(&mut *connection)
+            .await
+            .map_err(Error::from_query)?;
+        let outcome = async {
+            set_local_timeouts(&mut connection, limits.timeout).await?;
+            let calls = policy::volatile_calls(&mut connection, &query.statement)
+                .await
+                .map_err(Error::from_query)?;
+            if !calls.is_empty() {
+                return Err(Error::Volatile { calls });
+            }
+            fetch_page(&mut connection, &query.statement, limits, request).await
+        }
+        .await;
+        if let Err(error) = roll_back(&mut connection).await {
+            connection.close_on_drop();
+            return Err(outcome.err().unwrap_or_else(|| Error::from_query(error)));
+        }
+        outcome
+    };
+    match tokio::time::timeout(guard, work).await {
+        Ok(result) => result.map_err(|error| error.with_timeout(limits.timeout)),
+        Err(_) => {
+            drop(connection.detach());
+            Err(Error::Timeout { after: limits.timeout })
+        }
+    }
+}
+
+async fn fetch_page(
+    connection: &mut PoolConnection<Postgres>,
+    statement: &Statement,
+    limits: ReadLimits,
+    request: &PageRequest,
+) -> Result<PagedResult, Error> {
+    use super::page::{SortKey, at_or_after, order_by, shape};
+    let shape = if statement.is_cursor_query() {
+        shape(&statement.text)
+    } else {
+        super::page::Shape {
+            order: Err("not a SELECT".to_owned()),
+            unpageable: Some("only a SELECT or VALUES can be paged".to_owned()),
+            single_table: None,
+        }
+    };
+    let unpageable = shape.unpageable.clone().or_else(|| shape.order.clone().err());
+    if let Some(reason) = unpageable {
+        if request.window.is_some() {
+            return Err(Error::InvalidPaging {
+                message: format!("a time_range cannot be applied to this query: {reason}"),
+            });
+        }
+        if request.after.is_some() {
+            return Err(Error::InvalidPaging {
+                message: format!("this query cannot be paged: {reason}"),
+            });
+        }
+        let result = fetch_rows(connection, statement, limits).await?;
+        return Ok(PagedResult {
+            result,
+            next: None,
+            paging: Paging::Unavailable(reason),
+            time_column: None,
+        });
+    }
+    let Described { columns, decoders, origins, type_oids } =
+        describe(connection, statement).await?;
+
+    // The query's own order, on output columns.
+    let mut keys: Vec<SortKey> = Vec::new();
+    for item in shape.order.as_deref().unwrap_or_default() {
+        let column = match &item.target {
+            super::page::OrderTarget::Position(position) => {
+                position.checked_sub(1).filter(|i| *i < columns.len())
+            }
+            super::page::OrderTarget::Name(name) => {
+                columns.iter().position(|column| &column.name == name)
+            }
+        };
+        let Some(column) = column else {
+            return unpaged(
+                connection,
+                statement,
+                limits,
+                request,
+                "ORDER BY names a column that is not in the output; select it",
+            )
+            .await;
+        };
+        keys.push(SortKey {
+            column,
+            descending: item.descending,
+            nulls_first: item.nulls_first.unwrap_or(item.descending),
+            type_name: Some(String::new()),
+        });
+    }
+    // The tie-breaker: the primary key of the one table a simple query reads, when every
+    // primary-key column is in the output; else every column.
+    let primary = primary_key_columns(connection, statement, &shape, &origins).await?;
+    let tie_breaker = if let Some(primary) = primary {
+        for column in primary {
+            keys.push(SortKey {
+                column,
+                descending: false,
+                nulls_first: false,
+                type_name: Some(String::new()),
+            });
+        }
+        "primary key"
+    } else {
+        for column in 0..columns.len() {
+            keys.push(SortKey { column, descending: false, nulls_first: false, type_name: None });
+        }
+        "all columns"
+    };
+    // Typed keys compare as their column's type, named by the catalog.
+    let typed: Vec<i64> = keys
+        .iter()
+        .filter(|key| key.type_name.is_some())
+        .map(|key| i64::from(type_oids[key.column].unwrap_or(25)))
+        .collect();
+    let names: Vec<String> = sqlx::query_scalar("SELECT format_type(t::oid, NULL) FROM unnest($1::int8[]) WITH ORDINALITY AS u(t, n) ORDER BY n")
+        .bind(&typed)
+        .fetch_all(&mut **connection)
+        .await
+        .map_err(Error::from_query)?;
+    let mut names = names.into_iter();
+    for key in keys.iter_mut().filter(|key| key.type_name.is_some()) {
+        key.type_name = names.next();
+    }
+
+    // The time window, on a named or the first time-typed column.
+    let mut conditions: Vec<String> = Vec::new();
+    let mut parameters: Vec<String> = Vec::new();
+    let mut time_column = None;
+    if let Some(window) = &request.window {
+        let index = match &window.column {
+            Some(name) => columns
+                .iter()
+                .position(|column| &column.name == name)
+                .or_else(|| columns.iter().position(|column| column.name.eq_ignore_ascii_case(name)))
+                .ok_or_else(|| Error::InvalidPaging {
+                    message: format!("time_range.column `{name}` is not a column of the result"),
+                })?,
+            None => columns
+                .iter()
+                .position(|column| matches!(column.type_name.as_str(), "TIMESTAMPTZ" | "TIMESTAMP" | "DATE"))
+                .ok_or_else(|| Error::InvalidPaging {
+                    message: "the result has no timestamp or date column to apply time_range to; name one with time_range.column".to_owned(),
+                })?,
+        };
+        let column = format!("q.\"c{}\"", index + 1);
+        if let Some(from) = window.from {
+            parameters.push(from.to_rfc3339());
+            conditions.push(format!("{column} >= ${}::timestamptz", parameters.len()));
+        }
+        if let Some(to) = window.to {
+            parameters.push(to.to_rfc3339());
+            conditions.push(format!("{column} < ${}::timestamptz", parameters.len()));
+        }
+        time_column = Some(columns[index].name.clone());
+    }
+    let mut skip = 0u64;
+    if let Some((boundary, equal_returned)) = &request.after {
+        if boundary.len() != keys.len() {
+            return Err(Error::InvalidPaging {
+                message: "the page token does not fit this query".to_owned(),
+            });
+        }
+        let (condition, bound) = at_or_after(&keys, boundary, parameters.len() + 1);
+        parameters.extend(bound);
+        conditions.push(condition);
+        skip = *equal_returned;
+    }
+    let aliases: Vec<String> = (1..=columns.len()).map(|i| format!("\"c{i}\"")).collect();
+    let mut select: Vec<String> = decoders
+        .iter()
+        .zip(&aliases)
+        .map(|(decoder, alias)| match decoder {
+            Decoder::Text => format!("q.{alias}::text"),
+            Decoder::Scalar(_) | Decoder::Array | Decoder::EnumArray => format!("q.{alias}"),
+        })
+        .collect();
+    select.extend(keys.iter().map(|key| format!("q.\"c{}\"::text", key.column + 1)));
+    let limit =
+        u64::try_from(limits.max_rows).unwrap_or(u64::MAX).saturating_add(skip).saturating_add(1);
+    let sql = format!(
+        "SELECT {} FROM (\n{}\n) AS q({}){} ORDER BY {} LIMIT {limit}",
+        select.join(", "),
+        statement.text,
+        aliases.join(", "),
+        if conditions.is_empty() {
+            String::new()
+        } else {
+            format!(" WHERE {}", conditions.join(" AND "))
+        },
+        order_by(&keys),
+    );
+
+    let boundary_before = request.after.as_ref().map(|(boundary, _)| boundary.clone());
+    let mut rows = Vec::new();
+    let mut row_keys: Vec<Vec<Option<String>>> = Vec::new();
+    let mut bytes = 2usize;
+    let mut truncated = None;
+    let mut skipped = 0u64;
+    {
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).persistent(false);
+        for parameter in &parameters {
+            query = query.bind(parameter.clone());
+        }
+        let mut stream = query.fetch(&mut **connection);
+        while let Some(row) = stream.try_next().await.map_err(Error::from_query)? {
+            let key_values: Vec<Option<String>> = (0..keys.len())
+                .map(|index| row.try_get::<Option<String>, _>(columns.len() + index))
+                .collect::<Result<_, _>>()
+                .map_err(Error::from_query)?;
+            if skipped < skip && boundary_before.as_ref() == Some(&key_values) {
+                skipped += 1;
+                continue;
+            }
+            skipped = skip;
+            if rows.len() == limits.max_rows {
+                truncated = Some(Truncation::MaxRows);
+                break;
+            }
+            let values = decode_row(&row, &decoders)?;
+            let size = values.iter().map(encode::json_size).sum::<usize>() + values.len() + 2;
+            if bytes + size > limits.max_bytes && !rows.is_empty() {
+                truncated = Some(Truncation::MaxBytes);
+                break;
+            }
+            bytes += size;
+            rows.push(values);
+            row_keys.push(key_values);
+        }
+    }
+    let next = match (truncated, row_keys.last()) {
+        (Some(_), Some(last)) => {
+            let trailing = row_keys.iter().rev().take_while(|keys| *keys == last).count() as u64;
+            // A run of equal rows that began on an earlier page counts those rows too.
+            let before = match &request.after {
+                Some((boundary, equal))
+                    if boundary == last && trailing == row_keys.len() as u64 =>
+                {
+                    *equal
+                }
+                _ => 0,
+            };
+            Some((last.clone(), before + trailing))
+        }
+        _ => None,
+    };
+    Ok(PagedResult {
+        result: ReadResult { columns, rows, bytes, truncated },
+        next,
+        paging: Paging::Keyset { tie_breaker },
+        time_column,
+    })
+}
+
+/// The first page of a query that cannot be continued, with the reason.
+async fn unpaged(
+    connection: &mut PoolConnection<Postgres>,
+    statement: &Statement,
+    limits: ReadLimits,
+    request: &PageRequest,
+    reason: &str,
+) -> Result<PagedResult, Error> {
+    if request.window.is_some() || request.after.is_some() {
+        return Err(Error::InvalidPaging {
+            message: format!("this query cannot be paged: {reason}"),
+        });
+    }
+    let result = fetch_rows(connection, statement, limits).await?;
+    Ok(PagedResult {
+        result,
+        next: None,
+        paging: Paging::Unavailable(reason.to_owned()),
+        time_column: None,
+    })
+}
+
+/// Output positions of the primary key of the one table a simple query reads, when all of
+/// them are in the output and nothing in the query can repeat a row (a set-returning call).
+async fn primary_key_columns(
+    connection: &mut PoolConnection<Postgres>,
+    statement: &Statement,
+    shape: &super::page::Shape,
+    origins: &[(usize, u32, i16)],
+) -> Result<Option<Vec<usize>>, Error> {
+    let Some((schema, table)) = &shape.single_table else { return Ok(None) };
+    let Some(&(_, relation, _)) = origins.first() else { return Ok(None) };
+    let functions: Vec<String> = statement.functions.iter().map(|name| name.name.clone()).collect();
+    let name = match schema {
+        Some(schema) => format!("{}.{}", quote_identifier(schema), quote_identifier(table)),
+        None => quote_identifier(table),
+    };
+    let row: Option<(Vec<i16>,)> = sqlx::query_as(
+        "SELECT string_to_array(i.indkey::text, ' ')::int2[] FROM pg_catalog.pg_index i \
+           JOIN pg_catalog.pg_class c ON c.oid = i.indrelid \
+          WHERE i.indrelid = $1::int8::oid AND i.indisprimary AND c.relkind IN ('r', 'p') \
+            AND to_regclass($2) = $1::int8::oid \
+            AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_proc p WHERE p.proname = ANY($3) AND p.proretset)",
+    )
+    .bind(i64::from(relation))
+    .bind(&name)
+    .bind(&functions)
+    .fetch_optional(&mut **connection)
+    .await
+    .map_err(Error::from_query)?;
+    let Some((attributes,)) = row else { return Ok(None) };
+    let mut positions = Vec::with_capacity(attributes.len());
+    for attribute in attributes {
+        match origins.iter().find(|(_, rel, att)| *rel == relation && *att == attribute) {
+            Some((ordinal, _, _)) => positions.push(*ordinal),
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(positions))
+}
+
+fn quote_identifier(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
 }

@@ -12,6 +12,79 @@ use super::classify::{Statement, StatementKind};
 use super::confirm::ApprovedWrite;
 use super::read::{roll_back, set_local_timeouts};
 
+/// `explain_sql`'s answer: the plan in the asked format, and the planner's estimates.
+#[derive(Debug, Clone)]
+pub(crate) struct Explained {
+    /// A string for the text format, the JSON plan for the json format.
+    pub(crate) explain: Value,
+    pub(crate) estimated_rows: Option<f64>,
+    pub(crate) estimated_cost: Option<f64>,
+}
+
+/// Explain a read as text or JSON; with `analyze`, run it too (in a read-only transaction
+/// that is rolled back, with local timeouts), for actual rows and times.
+///
+/// # Errors
+///
+/// `Query`, `Timeout`, `Unavailable`.
+pub(crate) async fn explain_read(
+    pool: &PgPool,
+    query: &super::ReadOnlyQuery,
+    json: bool,
+    analyze: bool,
+    timeout: Duration,
+) -> Result<Explained, Error> {
+    let statement = query.statement();
+    let mut connection = pool.acquire().await.map_err(Error::from_connect)?;
+    sqlx::query("BEGIN READ ONLY").execute(&mut *connection).await.map_err(Error::from_query)?;
+    let outcome = async {
+        set_local_timeouts(&mut connection, timeout).await?;
+        // The estimates come from a plain JSON plan (planning only).
+        let estimate_sql = format!("EXPLAIN (FORMAT JSON) {}", statement.text);
+        let (estimate,): (Value,) = sqlx::query_as(sqlx::AssertSqlSafe(estimate_sql))
+            .persistent(false)
+            .fetch_one(&mut *connection)
+            .await
+            .map_err(Error::from_query)?;
+        let top = &estimate[0]["Plan"];
+        let estimated_rows = top["Plan Rows"].as_f64();
+        let estimated_cost = top["Total Cost"].as_f64();
+        let explain = match (json, analyze) {
+            (true, false) => estimate,
+            (json, analyze) => {
+                let options = match (json, analyze) {
+                    (true, _) => "ANALYZE, FORMAT JSON",
+                    (false, true) => "ANALYZE, FORMAT TEXT",
+                    (false, false) => "FORMAT TEXT",
+                };
+                let sql = format!("EXPLAIN ({options}) {}", statement.text);
+                if json {
+                    let (plan,): (Value,) = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                        .persistent(false)
+                        .fetch_one(&mut *connection)
+                        .await
+                        .map_err(Error::from_query)?;
+                    plan
+                } else {
+                    let lines: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+                        .persistent(false)
+                        .fetch_all(&mut *connection)
+                        .await
+                        .map_err(Error::from_query)?;
+                    Value::from(lines.join("\n"))
+                }
+            }
+        };
+        Ok(Explained { explain, estimated_rows, estimated_cost })
+    }
+    .await;
+    if let Err(error) = roll_back(&mut connection).await {
+        connection.close_on_drop();
+        return Err(outcome.err().unwrap_or_else(|| Error::from_query(error)));
+    }
+    outcome.map_err(|error| error.with_timeout(timeout))
+}
+
 /// What `EXPLAIN` said about a statement.
 #[derive(Debug, Clone)]
 pub(crate) struct Plan {

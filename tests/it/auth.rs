@@ -105,7 +105,15 @@ async fn a_tool_outside_the_keys_verbs_is_indistinguishable_from_an_unknown_tool
     let names = tool_names(&reader).await;
     assert_eq!(
         names,
-        ["list_servers", "submit_feedback", "execute_sql", "generate_schema", "format_results"]
+        [
+            "list_servers",
+            "submit_feedback",
+            "execute_sql",
+            "generate_schema",
+            "format_results",
+            "query_sql",
+            "explain_sql"
+        ]
     );
     reader.cancel().await.unwrap();
 }

@@ -75,7 +75,7 @@ async fn external_tools_are_namespaced_called_enhanced_and_tracked() {
     let info = client.peer_info().unwrap();
     assert!(info.capabilities.tools.as_ref().unwrap().list_changed == Some(true));
     assert!(info.capabilities.prompts.is_some() && info.capabilities.resources.is_some());
-    assert!(info.instructions.as_deref().unwrap_or_default().contains("orca, postgres, fx"));
+    assert!(info.instructions.as_deref().unwrap_or_default().contains("orca, postgres, data, fx"));
 
     let result = call(&client, "fx_echo", json!({"text": "hello"}), None).await.unwrap();
     assert_eq!(result.is_error, Some(false));
@@ -178,6 +178,16 @@ async fn only_calls_that_are_safe_to_repeat_are_retried() {
     let calls = std::fs::read_to_string(log.path()).unwrap();
     assert_eq!(calls.lines().filter(|line| *line == "count_then_crash").count(), 1, "{calls}");
 
+    // Let the supervisor bring the server back, so that the next call meets a live one.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let fx = server_named(&client, "fx").await;
+        if fx["status"] == "running" && fx["external"]["restarts"].as_u64().unwrap_or(0) >= 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "fx did not come back: {fx}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     // A read-only tool whose server died under it is repeated on the restarted server.
     let result = call(&client, "fx_flaky_read", json!({}), None).await.unwrap();
     assert_eq!(result.is_error, Some(false), "{result:?}");
@@ -236,7 +246,13 @@ async fn noise_on_stdout_is_survived_and_a_server_that_is_not_mcp_gets_a_clear_s
         "ok"
     );
 
-    let broken = server_named(&client, "broken").await;
+    // The status names the cause once the first attempt has been judged (it is retried).
+    let mut broken = server_named(&client, "broken").await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !broken["status"].as_str().unwrap().contains("not MCP") && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        broken = server_named(&client, "broken").await;
+    }
     let status = broken["status"].as_str().unwrap();
     assert!(status.contains("not MCP (JSON-RPC)"), "{status}");
     assert!(status.contains("exited with status 4"), "{status}");

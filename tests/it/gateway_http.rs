@@ -95,7 +95,7 @@ async fn healthz_and_metrics_report_the_calls_made() {
     let health: Value =
         http.get(server.url("/healthz")).send().await.unwrap().json().await.unwrap();
     assert_eq!(health["status"], "ok");
-    assert_eq!(health["servers"], json!(["orca", "postgres"]));
+    assert_eq!(health["servers"], json!(["orca", "postgres", "data"]));
     assert_eq!(health["tracking"]["enabled"], true);
     let response = http.get(server.url("/metrics")).send().await.unwrap();
     assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/plain"));

@@ -17,7 +17,7 @@ async fn stdio_initialize_names_orca_its_servers_and_its_capabilities() {
     assert_eq!(info.server_info.as_ref().unwrap().name, "orca");
     assert_eq!(info.server_info.as_ref().unwrap().version, env!("CARGO_PKG_VERSION"));
     let instructions = info.instructions.clone().unwrap_or_default();
-    assert!(instructions.contains("Servers behind it: orca, postgres"), "{instructions}");
+    assert!(instructions.contains("Servers behind it: orca, postgres, data"), "{instructions}");
     assert!(info.capabilities.tools.is_some());
     assert!(info.capabilities.resources.is_none(), "resources are not offered yet");
     let tools = client.list_all_tools().await.unwrap();
@@ -30,7 +30,9 @@ async fn stdio_initialize_names_orca_its_servers_and_its_capabilities() {
             "execute_sql",
             "add_records",
             "generate_schema",
-            "format_results"
+            "format_results",
+            "query_sql",
+            "explain_sql"
         ]
     );
     client.cancel().await.unwrap();

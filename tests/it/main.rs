@@ -3,6 +3,7 @@
 
 mod auth;
 mod config;
+mod data_query;
 mod demo;
 mod export;
 mod external;

@@ -381,6 +381,8 @@ pub(crate) fn sql_error(error: sql::Error) -> ToolError {
         }
         sql::Error::Unavailable(_) => ToolError::upstream_unavailable(message)
             .with_hint("the database may be restarting; try again shortly"),
+        sql::Error::InvalidPaging { .. } => ToolError::invalid_input(message)
+            .with_hint("run the query without page_token, or change it as the message says"),
     }
 }
 

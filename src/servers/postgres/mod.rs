@@ -2,7 +2,7 @@
 //! Chinook database by default). Tools are thin adapters over [`crate::sql`]: `execute_sql`
 //! (dry run, reads, confirmed writes), `add_records`, `generate_schema` and `format_results`.
 
-mod execute;
+pub(crate) mod execute;
 mod format;
 mod schema_doc;
 
@@ -168,12 +168,29 @@ pub(crate) fn tabular_result(result: sql::ReadResult, source: &str) -> Value {
     let schema: Vec<Value> = result
         .columns
         .iter()
-        .map(|column| {
+        .enumerate()
+        .map(|(index, column)| {
+            // Semantic hints from the name, the type and up to 50 values of this result.
+            let samples: Vec<String> = result
+                .rows
+                .iter()
+                .filter_map(|row| match row.get(index) {
+                    None | Some(Value::Null) => None,
+                    Some(Value::String(text)) => Some(text.clone()),
+                    Some(other) => Some(other.to_string()),
+                })
+                .take(50)
+                .collect();
+            let samples: Vec<&str> = samples.iter().map(String::as_str).collect();
+            let hints = match sql::hints::semantic_hint(&column.name, &column.type_name, &samples) {
+                Some(semantic) => json!({"semantic": semantic.as_str()}),
+                None => json!({}),
+            };
             json!({
                 "name": column.name,
                 "type": column.type_name,
                 "nullable": column.nullable,
-                "hints": {},
+                "hints": hints,
             })
         })
         .collect();

@@ -1,0 +1,379 @@
+//! The `data` server's `query_sql` and `explain_sql` on Chinook through a real MCP client:
+//! paging completeness (ties, NULLs, duplicates, joins, rows inserted between pages), page
+//! tokens that are tampered with, expired or foreign, time windows, dialects, dry runs.
+
+use std::collections::BTreeMap;
+
+use rmcp::service::{RoleClient, RunningService};
+use serde_json::{Value, json};
+
+use crate::support::{OrcaSetup, call, samples};
+
+type Client = RunningService<RoleClient, ()>;
+
+fn structured(result: &rmcp::model::CallToolResult) -> Value {
+    result.structured_content.clone().unwrap_or(Value::Null)
+}
+
+async fn query(client: &Client, arguments: Value) -> Value {
+    let result = call(client, "query_sql", arguments.clone(), None).await.unwrap();
+    let value = structured(&result);
+    assert_eq!(result.is_error, Some(false), "{arguments} -> {value}");
+    value
+}
+
+async fn query_error(client: &Client, arguments: Value) -> Value {
+    let result = call(client, "query_sql", arguments.clone(), None).await.unwrap();
+    assert_eq!(result.is_error, Some(true), "{arguments} should fail: {result:?}");
+    structured(&result)["error"].clone()
+}
+
+/// Every page of `sql` at `page_size`, concatenated, with the number of pages.
+async fn all_pages(
+    client: &Client,
+    sql: &str,
+    page_size: usize,
+    extra: Value,
+) -> (Vec<Value>, usize) {
+    let mut rows = Vec::new();
+    let mut token: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let mut arguments = json!({"sql": sql, "max_rows": page_size});
+        if let Value::Object(extra) = &extra {
+            for (key, value) in extra {
+                arguments[key] = value.clone();
+            }
+        }
+        if let Some(token) = &token {
+            arguments["page_token"] = json!(token);
+        }
+        let page = query(client, arguments).await;
+        pages += 1;
+        let page_rows = page["rows"].as_array().unwrap();
+        assert!(page_rows.len() <= page_size);
+        rows.extend(page_rows.iter().cloned());
+        assert!(page.get("has_more").is_some() && page.get("page_token").is_some(), "{page}");
+        if page["has_more"] == false {
+            assert!(page["page_token"].is_null());
+            assert_eq!(page["row_count"], rows.len(), "the last page counts every row");
+            break;
+        }
+        assert_eq!(page_rows.len(), page_size, "a page that is not the last is full");
+        token = Some(page["page_token"].as_str().expect("a token when has_more").to_owned());
+        assert!(pages < 10_000, "paging does not end");
+    }
+    (rows, pages)
+}
+
+fn multiset(rows: &[Value]) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for row in rows {
+        *counts.entry(row.to_string()).or_insert(0) += 1;
+    }
+    counts
+}
+
+/// The unpaged result, read through the same tool in one page.
+async fn unpaged(client: &Client, sql: &str) -> Vec<Value> {
+    let page = query(client, json!({"sql": sql, "max_rows": 50_000})).await;
+    assert_eq!(page["has_more"], false);
+    page["rows"].as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn pages_concatenated_equal_the_unpaged_result_without_duplicates_or_gaps() {
+    let database = samples::chinook().await;
+    let setup = OrcaSetup::new(&database.url);
+    let client = setup.stdio_client().await;
+    // (query, the output column its ORDER BY sorts on)
+    let cases: [(&str, Option<usize>); 8] = [
+        // No ORDER BY: the primary key breaks every tie.
+        ("SELECT track_id, name, composer FROM track", None),
+        // Ties on genre.
+        ("SELECT track_id, genre_id, name FROM track ORDER BY genre_id", Some(1)),
+        // NULLs and ties in the sort key, both directions and null orders.
+        ("SELECT composer, track_id FROM track ORDER BY composer", Some(0)),
+        ("SELECT composer, track_id FROM track ORDER BY composer DESC NULLS LAST", Some(0)),
+        ("SELECT composer, name FROM track ORDER BY 1 NULLS FIRST", Some(0)),
+        // No key in the output and rows identical in every column.
+        ("SELECT genre_id, media_type_id FROM track", None),
+        // A join: every column breaks ties.
+        (
+            "SELECT a.name AS artist, al.title FROM album al JOIN artist a USING (artist_id) ORDER BY artist",
+            Some(0),
+        ),
+        // A set operation with duplicates.
+        (
+            "SELECT media_type_id FROM track UNION ALL SELECT media_type_id FROM track ORDER BY media_type_id DESC",
+            Some(0),
+        ),
+    ];
+    for (sql, ordered) in cases {
+        let expected = unpaged(&client, sql).await;
+        // Small pages where the result is small, so that many page boundaries are crossed.
+        let page_sizes: &[usize] = if expected.len() < 500 { &[7, 100] } else { &[250, 1000] };
+        for &page_size in page_sizes {
+            let (rows, pages) = all_pages(&client, sql, page_size, json!({})).await;
+            assert_eq!(rows.len(), expected.len(), "{sql} at {page_size}");
+            assert_eq!(multiset(&rows), multiset(&expected), "{sql} at {page_size}");
+            assert_eq!(pages, expected.len().div_ceil(page_size).max(1), "{sql} at {page_size}");
+            if let Some(column) = ordered {
+                // The query's own order holds across page boundaries (PostgreSQL's text order
+                // for strings, NULLs where the query puts them).
+                let keys: Vec<&Value> = rows.iter().map(|row| &row[column]).collect();
+                let expected_keys: Vec<&Value> = expected.iter().map(|row| &row[column]).collect();
+                assert_eq!(keys, expected_keys, "{sql} at {page_size}: order of the sort key");
+            }
+        }
+    }
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn random_page_sizes_never_lose_or_repeat_a_row() {
+    use rand::{Rng, SeedableRng};
+    let database = samples::chinook().await;
+    let setup = OrcaSetup::new(&database.url);
+    let client = setup.stdio_client().await;
+    let sql = "SELECT billing_country, total, invoice_id FROM invoice ORDER BY billing_country DESC, total";
+    let expected = unpaged(&client, sql).await;
+    let mut random = rand::rngs::StdRng::seed_from_u64(20261122);
+    for _ in 0..6 {
+        let page_size = random.random_range(1..=120);
+        let (rows, _) = all_pages(&client, sql, page_size, json!({})).await;
+        assert_eq!(rows, expected, "page size {page_size}");
+    }
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn rows_inserted_between_pages_neither_duplicate_nor_hide_the_rows_already_there() {
+    let database = samples::chinook().await;
+    let setup = OrcaSetup::new(&database.url);
+    let client = setup.stdio_client().await;
+    let pool = database.connect().await;
+    let sql = "SELECT artist_id, name FROM artist ORDER BY name";
+    let before = unpaged(&client, sql).await;
+    let first = query(&client, json!({"sql": sql, "max_rows": 50})).await;
+    let mut rows: Vec<Value> = first["rows"].as_array().unwrap().clone();
+    // New rows before and after the first page's boundary, with ties on the sort key.
+    sqlx::query(
+        "INSERT INTO artist (artist_id, name) VALUES (9001, 'AAA first'), (9002, 'ZZZ last'), \
+         (9003, 'Led Zeppelin'), (9004, 'Led Zeppelin')",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let mut token = first["page_token"].as_str().unwrap().to_owned();
+    loop {
+        let page = query(&client, json!({"sql": sql, "max_rows": 50, "page_token": token})).await;
+        rows.extend(page["rows"].as_array().unwrap().iter().cloned());
+        match page["page_token"].as_str() {
+            Some(next) => token = next.to_owned(),
+            None => break,
+        }
+    }
+    let seen = multiset(&rows);
+    assert!(seen.values().all(|count| *count == 1), "no row twice");
+    for row in &before {
+        assert_eq!(seen.get(&row.to_string()), Some(&1), "{row} is missing");
+    }
+    // Rows after the boundary show up; the one before it does not.
+    assert!(seen.contains_key(&json!([9002, "ZZZ last"]).to_string()));
+    assert!(seen.contains_key(&json!([9003, "Led Zeppelin"]).to_string()));
+    assert!(!seen.contains_key(&json!([9001, "AAA first"]).to_string()));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn tampered_expired_and_foreign_page_tokens_are_refused() {
+    let database = samples::chinook().await;
+    let setup =
+        OrcaSetup::new(&database.url).with_config("sql:\n  page_token_lifetime_seconds: 2\n");
+    let client = setup.stdio_client().await;
+    let sql = "SELECT track_id FROM track";
+    let first = query(&client, json!({"sql": sql, "max_rows": 10})).await;
+    let token = first["page_token"].as_str().unwrap().to_owned();
+    assert!(token.starts_with("orca_pt_"));
+    // The same token continues the same query.
+    let second = query(&client, json!({"sql": sql, "max_rows": 10, "page_token": token})).await;
+    assert_eq!(second["rows"][0], json!([11]));
+
+    let mut tampered = token.clone().into_bytes();
+    let position = 12;
+    tampered[position] = if tampered[position] == b'x' { b'y' } else { b'x' };
+    let tampered = String::from_utf8(tampered).unwrap();
+    for (arguments, expected) in [
+        (json!({"sql": sql, "max_rows": 10, "page_token": tampered}), "altered"),
+        (json!({"sql": sql, "max_rows": 10, "page_token": "orca_pt_bm90IGEgdG9rZW4.AAAA"}), ""),
+        (
+            json!({"sql": "SELECT track_id FROM track WHERE track_id > 0", "max_rows": 10, "page_token": token}),
+            "another query",
+        ),
+        (json!({"sql": sql, "max_rows": 11, "page_token": token}), "another query"),
+    ] {
+        let error = query_error(&client, arguments).await;
+        assert_eq!(error["code"], "INVALID_INPUT", "{error}");
+        assert!(error["message"].as_str().unwrap().contains(expected), "{error}");
+        assert!(error["trace_id"].is_string());
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(3100)).await;
+    let error =
+        query_error(&client, json!({"sql": sql, "max_rows": 10, "page_token": token})).await;
+    assert_eq!(error["code"], "INVALID_INPUT");
+    assert!(error["message"].as_str().unwrap().contains("expired"), "{error}");
+    client.cancel().await.unwrap();
+
+    // A token made by an orca with another secret is refused too.
+    let other = OrcaSetup::new(&database.url);
+    let other_client = other.stdio_client().await;
+    let fresh = query(&other_client, json!({"sql": sql, "max_rows": 10})).await;
+    let foreign = fresh["page_token"].as_str().unwrap().to_owned();
+    let again = setup.stdio_client().await;
+    let error =
+        query_error(&again, json!({"sql": sql, "max_rows": 10, "page_token": foreign})).await;
+    assert!(error["message"].as_str().unwrap().contains("altered or not issued"), "{error}");
+    other_client.cancel().await.unwrap();
+    again.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn time_windows_filter_a_named_or_detected_column() {
+    let database = samples::chinook().await;
+    let setup = OrcaSetup::new(&database.url);
+    let client = setup.stdio_client().await;
+    let sql = "SELECT invoice_id, invoice_date, total FROM invoice";
+    let page = query(
+        &client,
+        json!({"sql": sql, "time_range": {"from": "2022-01-01T00:00:00Z", "to": "2022-02-01T00:00:00Z"}}),
+    )
+    .await;
+    let rows = page["rows"].as_array().unwrap();
+    assert!(!rows.is_empty());
+    for row in rows {
+        let date = row[1].as_str().unwrap();
+        assert!(date.starts_with("2022-01"), "{row}");
+    }
+    let result = call(
+        &client,
+        "query_sql",
+        json!({"sql": sql, "time_range": {"from": "2022-01-01T00:00:00Z", "to": "2022-02-01T00:00:00Z", "column": "invoice_date"}}),
+        None,
+    )
+    .await
+    .unwrap();
+    let meta = crate::support::meta_of(&result);
+    assert_eq!(meta["time_range"]["column"], "invoice_date");
+    assert_eq!(structured(&result)["rows"], page["rows"]);
+    // Relative windows: a default window back from now, and `now`-based bounds.
+    let everything = query(
+        &client,
+        json!({"sql": sql, "max_rows": 50_000, "time_range": {"default_window": "P36500D"}}),
+    )
+    .await;
+    assert_eq!(everything["row_count"], 412);
+    let none =
+        query(&client, json!({"sql": sql, "time_range": {"from": "now-1h", "to": "now"}})).await;
+    assert_eq!(none["row_count"], 0);
+    let error =
+        query_error(&client, json!({"sql": sql, "time_range": {"from": "last tuesday"}})).await;
+    assert!(error["message"].as_str().unwrap().starts_with("time_range:"), "{error}");
+    let error = query_error(
+        &client,
+        json!({"sql": "SELECT name FROM artist", "time_range": {"from": "2022-01-01T00:00:00Z"}}),
+    )
+    .await;
+    assert!(error["message"].as_str().unwrap().contains("no timestamp or date column"), "{error}");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn dialects_limits_writes_and_dry_runs_are_checked() {
+    let database = samples::chinook().await;
+    let setup = OrcaSetup::new(&database.url);
+    let client = setup.stdio_client().await;
+    let error = query_error(&client, json!({"sql": "SELECT 1", "dialect": "mssql"})).await;
+    assert_eq!(error["code"], "INVALID_INPUT");
+    assert!(error["message"].as_str().unwrap().contains("postgres, ansi"), "{error}");
+    query(&client, json!({"sql": "SELECT 1 AS one", "dialect": "ansi"})).await;
+    let error = query_error(&client, json!({"sql": "SELECT 1", "max_rows": 50_001})).await;
+    assert!(error["message"].as_str().unwrap().contains("50000"), "{error}");
+    let error = query_error(&client, json!({"sql": "DELETE FROM artist"})).await;
+    assert!(error["message"].as_str().unwrap().contains("reads only"), "{error}");
+    assert!(error["hint"].as_str().unwrap().contains("execute_sql"), "{error}");
+
+    // Semantic hints from names, types and the values of the page.
+    let customers = query(
+        &client,
+        json!({"sql": "SELECT customer_id, email, phone, first_name FROM customer"}),
+    )
+    .await;
+    let hints: Vec<&Value> =
+        customers["schema"].as_array().unwrap().iter().map(|column| &column["hints"]).collect();
+    assert_eq!(
+        hints,
+        [
+            &json!({"semantic": "id"}),
+            &json!({"semantic": "email"}),
+            &json!({"semantic": "phone"}),
+            &json!({})
+        ]
+    );
+
+    let default = query(&client, json!({"sql": "SELECT track_id FROM track"})).await;
+    assert_eq!(default["rows"].as_array().unwrap().len(), 1000, "default_max_rows");
+    assert_eq!(default["has_more"], true);
+    assert_eq!(default["row_count"], Value::Null);
+
+    let dry =
+        query(&client, json!({"sql": "SELECT * FROM track WHERE genre_id = 1", "dry_run": true}))
+            .await;
+    assert_eq!(dry["dry_run"], true);
+    assert!(dry["estimated_rows"].as_f64().unwrap() > 0.0, "{dry}");
+    assert!(dry.get("rows").is_none(), "a dry run returns no rows");
+
+    // A query with its own LIMIT is answered, but cannot be continued.
+    let result = call(
+        &client,
+        "query_sql",
+        json!({"sql": "SELECT track_id FROM track LIMIT 20", "max_rows": 5}),
+        None,
+    )
+    .await
+    .unwrap();
+    let value = structured(&result);
+    assert_eq!(value["has_more"], true);
+    assert!(value["page_token"].is_null());
+    assert_eq!(crate::support::meta_of(&result)["paging"]["strategy"], "none");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn explain_sql_gives_text_json_and_analyze_for_reads_only() {
+    let database = samples::chinook().await;
+    let setup = OrcaSetup::new(&database.url);
+    let client = setup.stdio_client().await;
+    let sql = "SELECT * FROM track WHERE genre_id = 1";
+    let text = structured(&call(&client, "explain_sql", json!({"sql": sql}), None).await.unwrap());
+    assert_eq!(text["format"], "text");
+    assert!(text["explain"].as_str().unwrap().contains("on track"), "{text}");
+    assert!(
+        text["estimated_rows"].as_f64().unwrap() > 0.0
+            && text["estimated_cost"].as_f64().unwrap() > 0.0
+    );
+    let plan = structured(
+        &call(&client, "explain_sql", json!({"sql": sql, "format": "json"}), None).await.unwrap(),
+    );
+    assert!(plan["explain"][0]["Plan"]["Node Type"].is_string(), "{plan}");
+    let analyzed = structured(
+        &call(&client, "explain_sql", json!({"sql": sql, "analyze": true}), None).await.unwrap(),
+    );
+    assert!(analyzed["explain"].as_str().unwrap().contains("actual time"), "{analyzed}");
+    let refused =
+        call(&client, "explain_sql", json!({"sql": "DELETE FROM track", "analyze": true}), None)
+            .await
+            .unwrap();
+    assert_eq!(refused.is_error, Some(true));
+    client.cancel().await.unwrap();
+}
