@@ -5,6 +5,9 @@
 //! - `bench_sql call <url> <tool> <arguments-json> [repeat]`: one tool call over Streamable HTTP
 //!   (stateless) against a running `orca serve --http`, repeated; prints the best and median wall
 //!   time and the result size. Used for the 1,000,000-row encoding and the introspection runs.
+//! - `bench_sql paging <url> <table> <page_size> <target_page>`: `query_sql` over
+//!   `SELECT * FROM <table>`: the first page (median of 5), a walk through the pages up to
+//!   `target_page` (rows/s), then that page again (median of 5, with its token).
 
 #![allow(clippy::print_stdout, reason = "the result lines are this program's output")]
 
@@ -45,7 +48,16 @@ async fn main() {
             let repeat = args.get(5).and_then(|s| s.parse().ok()).unwrap_or(3usize).max(1);
             call(url, tool, arguments, repeat).await;
         }
-        _ => panic!("usage: bench_sql classify [seconds] | call <url> <tool> <json> [repeat]"),
+        Some("paging") => {
+            let url = args.get(2).expect("url");
+            let table = args.get(3).expect("table");
+            let page_size: u64 = args.get(4).and_then(|s| s.parse().ok()).expect("page size");
+            let target: u64 = args.get(5).and_then(|s| s.parse().ok()).expect("target page");
+            paging(url, table, page_size, target).await;
+        }
+        _ => panic!(
+            "usage: bench_sql classify [seconds] | call <url> <tool> <json> [repeat] | paging <url> <table> <page_size> <target_page>"
+        ),
     }
 }
 
@@ -102,5 +114,71 @@ async fn call(url: &str, tool: &str, arguments: serde_json::Value, repeat: usize
         "{tool}: best {:.1} ms, median {:.1} ms over {repeat} calls, response {size} bytes",
         times[0].as_secs_f64() * 1e3,
         times[times.len() / 2].as_secs_f64() * 1e3
+    );
+}
+
+/// One `query_sql` call; returns the wall time, the row count and the next page token.
+async fn query_page(
+    client: &reqwest::Client,
+    url: &str,
+    arguments: &serde_json::Value,
+) -> (Duration, usize, Option<String>) {
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "query_sql", "arguments": arguments}});
+    let started = Instant::now();
+    let response = client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .json(&body)
+        .send()
+        .await
+        .expect("request failed");
+    let value: serde_json::Value = response.json().await.expect("a JSON response");
+    let elapsed = started.elapsed();
+    let result = &value["result"]["structuredContent"];
+    assert!(result["rows"].is_array(), "query_sql failed: {value}");
+    let rows = result["rows"].as_array().map_or(0, Vec::len);
+    (elapsed, rows, result["page_token"].as_str().map(str::to_owned))
+}
+
+async fn paging(url: &str, table: &str, page_size: u64, target: u64) {
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(900)).build().unwrap();
+    let first = serde_json::json!({"sql": format!("SELECT * FROM {table}"), "max_rows": page_size});
+    let median = |mut times: Vec<Duration>| {
+        times.sort();
+        times[times.len() / 2].as_secs_f64() * 1e3
+    };
+    let mut times = Vec::new();
+    for _ in 0..5 {
+        times.push(query_page(&client, url, &first).await.0);
+    }
+    let page_one = median(times);
+    // Walk to the page before the target, keeping the token that asks for the target.
+    let started = Instant::now();
+    let mut rows = 0usize;
+    let mut token = None;
+    for _ in 1..target {
+        let mut arguments = first.clone();
+        if let Some(token) = &token {
+            arguments["page_token"] = serde_json::json!(token);
+        }
+        let (_, count, next) = query_page(&client, url, &arguments).await;
+        rows += count;
+        token = Some(next.expect("the table has enough rows for the target page"));
+    }
+    let walk = started.elapsed().as_secs_f64();
+    let mut arguments = first.clone();
+    arguments["page_token"] = serde_json::json!(token.expect("a token"));
+    let mut times = Vec::new();
+    for _ in 0..5 {
+        times.push(query_page(&client, url, &arguments).await.0);
+    }
+    let page_target = median(times);
+    println!(
+        "{table}: page 1 {page_one:.1} ms, page {target} {page_target:.1} ms (ratio {:.2}); walk of {} pages: {rows} rows in {walk:.1} s = {:.0} rows/s",
+        page_target / page_one,
+        target - 1,
+        rows as f64 / walk
     );
 }

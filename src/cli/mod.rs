@@ -257,6 +257,8 @@ impl Running {
                 sql: config.sql.clone(),
                 read_only: config.read_only,
                 directory: directory.clone(),
+                data: config.data.clone(),
+                masking: config.masking.clone(),
             },
         )?;
         let registry = if config.external.servers.is_empty() {

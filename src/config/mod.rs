@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use crate::tool::Verb;
 pub(crate) use external::{Availability, ExternalConfig, ExternalServerConfig, ExternalTransport};
-use raw::{RawApiKey, RawAuth, RawHttp, RawPrincipal, RawSql, RawTracking};
+use raw::{RawApiKey, RawAuth, RawData, RawHttp, RawPrincipal, RawSql, RawTracking};
 
 /// The internal servers orca can host: a closed list. Each is enabled by configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -122,6 +122,27 @@ pub(crate) struct Config {
     pub(crate) secret: Option<SecretString>,
     /// External MCP servers from `external-mcps.yaml` (`ORCA_EXTERNAL_MCPS`).
     pub(crate) external: ExternalConfig,
+    /// Limits of the `data` server's metadata and profiling tools (`data:`).
+    pub(crate) data: DataConfig,
+    /// Masking policies by id (`masking:`): column name -> rule.
+    pub(crate) masking: BTreeMap<String, BTreeMap<String, crate::sql::mask::MaskRule>>,
+}
+
+/// `data:` in `orca.yaml`.
+#[derive(Debug, Clone)]
+pub(crate) struct DataConfig {
+    /// `get_stats` counts rows exactly when the planner estimates fewer than this; above it the
+    /// estimate is returned and marked as one.
+    pub(crate) exact_count_max_rows: u64,
+    /// Profiling and PII detection read at most about this many rows of a larger table
+    /// (`TABLESAMPLE`), and say that they sampled.
+    pub(crate) sample_rows: u64,
+}
+
+impl Default for DataConfig {
+    fn default() -> DataConfig {
+        DataConfig { exact_count_max_rows: 1_000_000, sample_rows: 100_000 }
+    }
 }
 
 /// Who confirms a write that a dry run announced.
@@ -512,6 +533,48 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
     };
 
     let external = external::load(env, &mut errors);
+    let raw_data: RawData = sections
+        .data
+        .and_then(|value| section(value, "data", &file_label, &mut errors))
+        .unwrap_or_default();
+    let data = DataConfig {
+        exact_count_max_rows: raw_data
+            .exact_count_max_rows
+            .unwrap_or(DataConfig::default().exact_count_max_rows),
+        sample_rows: match raw_data.sample_rows {
+            Some(0) => {
+                errors.push(format!("{file_label}: data.sample_rows: must be greater than zero"));
+                DataConfig::default().sample_rows
+            }
+            Some(rows) => rows,
+            None => DataConfig::default().sample_rows,
+        },
+    };
+    // A YAML `null` (unquoted) is the `null` rule.
+    let raw_masking: BTreeMap<String, BTreeMap<String, Option<String>>> = sections
+        .masking
+        .and_then(|value| section(value, "masking", &file_label, &mut errors))
+        .unwrap_or_default();
+    let mut masking = BTreeMap::new();
+    for (policy, columns) in raw_masking {
+        if columns.is_empty() {
+            errors.push(format!(
+                "{file_label}: masking.{policy}: a policy needs at least one column"
+            ));
+        }
+        let mut rules = BTreeMap::new();
+        for (column, text) in columns {
+            match crate::sql::mask::parse_rule(text.as_deref().unwrap_or("null")) {
+                Ok(rule) => {
+                    rules.insert(column, rule);
+                }
+                Err(message) => {
+                    errors.push(format!("{file_label}: masking.{policy}.{column}: {message}"))
+                }
+            }
+        }
+        masking.insert(policy, rules);
+    }
 
     if !errors.is_empty() {
         return Err(ConfigErrors(errors));
@@ -531,6 +594,8 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
         read_only,
         secret,
         external,
+        data,
+        masking,
     })
 }
 
@@ -633,10 +698,13 @@ struct Sections<'a> {
     tracking: Option<&'a Value>,
     sql: Option<&'a Value>,
     read_only: Option<&'a Value>,
+    data: Option<&'a Value>,
+    masking: Option<&'a Value>,
 }
 
 impl<'a> Sections<'a> {
-    const KNOWN: [&'static str; 6] = ["servers", "auth", "http", "tracking", "sql", "read_only"];
+    const KNOWN: [&'static str; 8] =
+        ["servers", "auth", "http", "tracking", "sql", "read_only", "data", "masking"];
 
     fn split(document: &'a Value, file: &str, errors: &mut Vec<String>) -> Sections<'a> {
         let empty = Sections {
@@ -646,6 +714,8 @@ impl<'a> Sections<'a> {
             tracking: None,
             sql: None,
             read_only: None,
+            data: None,
+            masking: None,
         };
         let Value::Object(map) = document else { return empty };
         for key in map.keys() {
@@ -663,6 +733,8 @@ impl<'a> Sections<'a> {
             tracking: map.get("tracking"),
             sql: map.get("sql"),
             read_only: map.get("read_only"),
+            data: map.get("data"),
+            masking: map.get("masking"),
         }
     }
 }

@@ -67,3 +67,11 @@ pub(super) struct RawSql {
     pub(super) schema_cache_ttl_seconds: Option<u64>,
     pub(super) page_token_lifetime_seconds: Option<u64>,
 }
+
+/// `data:` section.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawData {
+    pub(super) exact_count_max_rows: Option<u64>,
+    pub(super) sample_rows: Option<u64>,
+}

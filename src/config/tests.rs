@@ -155,3 +155,24 @@ fn the_sql_section_and_read_only_are_validated() {
         ],
     );
 }
+
+#[test]
+fn data_limits_and_masking_policies_are_read_and_checked() {
+    let config = check(
+        "data:\n  exact_count_max_rows: 10\n  sample_rows: 50\nmasking:\n  customers:\n    email: keep_email_domain\n    phone: keep_last:4\n    company: null\n",
+        &[],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(config.data.exact_count_max_rows, 10);
+    assert_eq!(config.data.sample_rows, 50);
+    assert_eq!(config.masking["customers"].len(), 3);
+    assert_eq!(config.masking["customers"]["company"], crate::sql::mask::MaskRule::Null);
+    assert_eq!(check("", &[], &[]).unwrap().data.sample_rows, 100_000);
+    check(
+        "data:\n  colour: 1\nmasking:\n  p:\n    email: scramble\n  empty: {}\n",
+        &[],
+        &["data.colour", "masking.empty: a policy needs at least one column", "masking.p.email"],
+    );
+    check("data:\n  sample_rows: 0\n", &[], &["data.sample_rows: must be greater than zero"]);
+}

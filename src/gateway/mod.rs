@@ -286,17 +286,18 @@ impl ServerHandler for Gateway {
     fn get_info(&self) -> ServerConfig {
         let external =
             self.state.registry.external().is_some_and(|external| external.any_enabled());
-        let capabilities = if external {
-            ServerCapabilities::builder()
+        let prompts = external || self.state.registry.has_prompts();
+        let capabilities = match (external, prompts) {
+            (true, _) => ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
                 .enable_prompts()
                 .enable_prompts_list_changed()
                 .enable_resources()
                 .enable_resources_list_changed()
-                .build()
-        } else {
-            ServerCapabilities::builder().enable_tools().build()
+                .build(),
+            (false, true) => ServerCapabilities::builder().enable_tools().enable_prompts().build(),
+            (false, false) => ServerCapabilities::builder().enable_tools().build(),
         };
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("orca", env!("CARGO_PKG_VERSION")))
@@ -352,10 +353,12 @@ impl ServerHandler for Gateway {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        let prompts = self
-            .readable_external(&context)?
-            .map(|external| external.prompts())
-            .unwrap_or_default();
+        let principal = self.principal(&context)?;
+        let mut prompts =
+            if principal.may(Verb::Read) { self.state.registry.prompts() } else { Vec::new() };
+        if let Some(external) = self.readable_external(&context)? {
+            prompts.extend(external.prompts());
+        }
         Ok(ListPromptsResult::with_all_items(prompts))
     }
 
@@ -366,6 +369,15 @@ impl ServerHandler for Gateway {
     ) -> Result<GetPromptResponse, McpError> {
         let unknown =
             || McpError::invalid_params(format!("unknown prompt: {}", shown(&request.name)), None);
+        let principal = self.principal(&context)?;
+        if principal.may(Verb::Read)
+            && let Some(filled) =
+                self.state.registry.get_prompt(&request.name, request.arguments.as_ref())
+        {
+            return filled
+                .map(GetPromptResponse::Complete)
+                .map_err(|message| McpError::invalid_params(message, None));
+        }
         let Some(external) = self.readable_external(&context)? else {
             return Err(unknown());
         };

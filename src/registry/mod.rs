@@ -89,6 +89,13 @@ pub(crate) struct ServerDependencies {
     /// What `list_servers` reports; shared with the external servers, which keep their entries
     /// current.
     pub(crate) directory: Directory,
+    /// Limits of the `data` server's metadata and profiling tools.
+    pub(crate) data: crate::config::DataConfig,
+    /// Masking policies by id: column name -> rule.
+    pub(crate) masking: std::collections::BTreeMap<
+        String,
+        std::collections::BTreeMap<String, crate::sql::mask::MaskRule>,
+    >,
 }
 
 /// An internal tool found by name: its owner and its declaration.
@@ -161,7 +168,12 @@ impl Registry {
                 ServerKind::Data => InternalServer::Data(DataServer::new(
                     Target::new(dependencies.target_pool.clone().expect("checked above")),
                     dependencies.secret.clone(),
-                    dependencies.sql.clone(),
+                    crate::servers::data::DataSettings {
+                        sql: dependencies.sql.clone(),
+                        data: dependencies.data.clone(),
+                        masking: dependencies.masking.clone(),
+                        read_only: dependencies.read_only,
+                    },
                 )),
                 ServerKind::Postgres => InternalServer::Postgres(PostgresServer::new(
                     Target::new(dependencies.target_pool.clone().expect("checked above")),
@@ -219,6 +231,28 @@ impl Registry {
             shared.splice(0..0, summaries);
         }
         Ok(Registry { servers, index, external: None })
+    }
+
+    /// Whether an internal server offers prompts (the `data` server does).
+    pub(crate) fn has_prompts(&self) -> bool {
+        self.servers.iter().any(|server| matches!(server, InternalServer::Data(_)))
+    }
+
+    /// The internal servers' prompts.
+    pub(crate) fn prompts(&self) -> Vec<rmcp::model::Prompt> {
+        if self.has_prompts() { crate::servers::data::prompts::list() } else { Vec::new() }
+    }
+
+    /// An internal prompt, filled; `None` when no internal server has it.
+    pub(crate) fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Option<&Map<String, Value>>,
+    ) -> Option<Result<rmcp::model::GetPromptResult, String>> {
+        if !self.has_prompts() {
+            return None;
+        }
+        crate::servers::data::prompts::get(name, arguments)
     }
 
     /// Put the external servers behind this registry.

@@ -8,6 +8,7 @@ mod encode;
 pub mod hints;
 pub(crate) mod introspect;
 pub mod mask;
+pub(crate) mod materialize;
 pub(crate) mod page;
 pub mod pii;
 mod policy;

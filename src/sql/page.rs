@@ -151,6 +151,8 @@ pub(crate) struct SortKey {
     pub(crate) nulls_first: bool,
     /// Compared as the column's own type (named here), or, when `None`, as text in byte order.
     pub(crate) type_name: Option<String>,
+    /// Whether the column may hold NULL (a `NOT NULL` table column cannot).
+    pub(crate) nullable: bool,
 }
 
 impl SortKey {
@@ -203,6 +205,22 @@ pub(crate) fn at_or_after(
             })
         })
         .collect();
+    // Keys that cannot be NULL, all in one direction: one row comparison, which PostgreSQL
+    // answers with an index range scan when an index matches the keys.
+    let simple = !keys.is_empty()
+        && numbers.iter().all(Option::is_some)
+        && keys.iter().all(|key| !key.nullable)
+        && keys.iter().all(|key| key.descending == keys[0].descending);
+    if simple {
+        let left: Vec<String> = keys.iter().map(SortKey::expression).collect();
+        let right: Vec<String> = keys
+            .iter()
+            .zip(&numbers)
+            .map(|(key, number)| key.parameter(number.unwrap_or_default()))
+            .collect();
+        let operator = if keys[0].descending { "<=" } else { ">=" };
+        return (format!("(({}) {operator} ({}))", left.join(", "), right.join(", ")), bound);
+    }
     let equal = |index: usize| -> String {
         let key = &keys[index];
         match numbers[index] {
@@ -222,7 +240,7 @@ pub(crate) fn at_or_after(
                     if key.descending { "<" } else { ">" },
                     key.parameter(number)
                 );
-                Some(if key.nulls_first {
+                Some(if key.nulls_first || !key.nullable {
                     comparison
                 } else {
                     format!("({comparison} OR {expression} IS NULL)")
@@ -342,7 +360,13 @@ mod tests {
     use super::*;
 
     fn key(column: usize, descending: bool, nulls_first: bool, typed: bool) -> SortKey {
-        SortKey { column, descending, nulls_first, type_name: typed.then(|| "integer".to_owned()) }
+        SortKey {
+            column,
+            descending,
+            nulls_first,
+            type_name: typed.then(|| "integer".to_owned()),
+            nullable: true,
+        }
     }
 
     #[test]
@@ -397,6 +421,16 @@ mod tests {
                 "q.\"c1\" IS NULL AND (q.\"c2\"::text COLLATE \"C\") < ($1::text COLLATE \"C\")"
             ),
             "{condition}"
+        );
+        // Keys that cannot be NULL and sort one way: one row comparison.
+        let mut strict = [key(0, false, false, true), key(1, false, false, false)];
+        for key in &mut strict {
+            key.nullable = false;
+        }
+        let (condition, _) = at_or_after(&strict, &[Some("5".into()), Some("b".into())], 1);
+        assert_eq!(
+            condition,
+            "((q.\"c1\", (q.\"c2\"::text COLLATE \"C\")) >= ($1::integer, ($2::text COLLATE \"C\")))"
         );
         assert_eq!(
             order_by(&keys),

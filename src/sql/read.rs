@@ -544,6 +544,7 @@ async fn fetch_page(
             descending: item.descending,
             nulls_first: item.nulls_first.unwrap_or(item.descending),
             type_name: Some(String::new()),
+            nullable: columns[column].nullable,
         });
     }
     // The tie-breaker: the primary key of the one table a simple query reads, when every
@@ -556,12 +557,19 @@ async fn fetch_page(
                 descending: false,
                 nulls_first: false,
                 type_name: Some(String::new()),
+                nullable: columns[column].nullable,
             });
         }
         "primary key"
     } else {
-        for column in 0..columns.len() {
-            keys.push(SortKey { column, descending: false, nulls_first: false, type_name: None });
+        for (column, described) in columns.iter().enumerate() {
+            keys.push(SortKey {
+                column,
+                descending: false,
+                nulls_first: false,
+                type_name: None,
+                nullable: described.nullable,
+            });
         }
         "all columns"
     };

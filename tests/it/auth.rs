@@ -89,7 +89,11 @@ async fn a_tool_outside_the_keys_verbs_is_indistinguishable_from_an_unknown_tool
     let server = setup.http_server(&[]);
     let client = server.client(Some(WRITER_KEY)).await;
     let visible = tool_names(&client).await;
-    assert_eq!(visible, ["add_records"], "a create-only key sees only the create tool");
+    assert_eq!(
+        visible,
+        ["add_records", "materialize_sql", "create_view"],
+        "a create-only key sees only the create tools"
+    );
     let forbidden = call(&client, "list_servers", json!({}), None).await.unwrap_err();
     let unknown = call(&client, "no_such_tool", json!({}), None).await.unwrap_err();
     let describe = |error: rmcp::service::ServiceError, name: &str| match error {
@@ -112,7 +116,16 @@ async fn a_tool_outside_the_keys_verbs_is_indistinguishable_from_an_unknown_tool
             "generate_schema",
             "format_results",
             "query_sql",
-            "explain_sql"
+            "query_plan",
+            "explain_sql",
+            "list_schemas",
+            "list_tables",
+            "get_table_schema",
+            "get_stats",
+            "sample_table",
+            "profile_table",
+            "detect_pii",
+            "preview_masked"
         ]
     );
     reader.cancel().await.unwrap();
@@ -125,7 +138,7 @@ async fn the_stdio_principal_and_its_verbs_come_from_configuration() {
         .with_config("auth:\n  stdio:\n    name: desktop\n    verbs: [create]\n");
     let client = setup.stdio_client().await;
     let visible = tool_names(&client).await;
-    assert_eq!(visible, ["add_records"]);
+    assert_eq!(visible, ["add_records", "materialize_sql", "create_view"]);
     assert!(call(&client, "list_servers", json!({}), None).await.is_err());
     client.cancel().await.unwrap();
 }

@@ -377,3 +377,239 @@ async fn explain_sql_gives_text_json_and_analyze_for_reads_only() {
     assert_eq!(refused.is_error, Some(true));
     client.cancel().await.unwrap();
 }
+
+/// A Substrait plan: rock tracks (genre 1) counted per album, most first, top 5.
+fn rock_albums_plan() -> Value {
+    let field = |index: u32| json!({"selection": {"directReference": {"structField": {"field": index}}, "rootReference": {}}});
+    json!({
+        "extensionUris": [{"extensionUriAnchor": 1, "uri": "https://github.com/substrait-io/substrait/blob/main/extensions/functions_comparison.yaml"}],
+        "extensions": [
+            {"extensionFunction": {"extensionUriReference": 1, "functionAnchor": 1, "name": "equal:any_any"}},
+            {"extensionFunction": {"extensionUriReference": 1, "functionAnchor": 2, "name": "count"}}
+        ],
+        "relations": [{"root": {
+            "names": ["album_id", "tracks"],
+            "input": {"fetch": {"count": "5", "input": {"sort": {
+                "sorts": [
+                    {"expr": field(1), "direction": "SORT_DIRECTION_DESC_NULLS_LAST"},
+                    {"expr": field(0), "direction": "SORT_DIRECTION_ASC_NULLS_LAST"}
+                ],
+                "input": {"aggregate": {
+                    "groupings": [{"groupingExpressions": [field(2)]}],
+                    "measures": [{"measure": {"functionReference": 2, "arguments": [], "outputType": {"i64": {}}}}],
+                    "input": {"filter": {
+                        "condition": {"scalarFunction": {"functionReference": 1, "outputType": {"bool": {}}, "arguments": [
+                            {"value": field(3)}, {"value": {"literal": {"i32": 1}}}
+                        ]}},
+                        "input": {"read": {
+                            "namedTable": {"names": ["public", "track"]},
+                            "baseSchema": {"names": ["track_id", "name", "album_id", "genre_id"],
+                                "struct": {"types": [{"i32": {}}, {"string": {}}, {"i32": {}}, {"i32": {}}]}}
+                        }}
+                    }}
+                }}
+            }}}}
+        }}]
+    })
+}
+
+#[tokio::test]
+async fn query_plan_runs_a_substrait_plan_and_names_what_it_cannot_run() {
+    let database = samples::chinook().await;
+    let setup = OrcaSetup::new(&database.url);
+    let client = setup.stdio_client().await;
+    let result =
+        call(&client, "query_plan", json!({"substrait": rock_albums_plan()}), None).await.unwrap();
+    let value = structured(&result);
+    assert_eq!(result.is_error, Some(false), "{value}");
+    let expected = query(
+        &client,
+        json!({"sql": "SELECT album_id, count(*) AS tracks FROM track WHERE genre_id = 1 GROUP BY album_id ORDER BY tracks DESC, album_id LIMIT 5"}),
+    )
+    .await;
+    assert_eq!(value["rows"], expected["rows"]);
+    assert_eq!(value["schema"][1]["name"], "tracks");
+    let sql = crate::support::meta_of(&result)["sql"].as_str().unwrap().to_owned();
+    assert!(sql.contains("GROUP BY"), "{sql}");
+
+    let mut join = rock_albums_plan();
+    join["relations"][0]["root"]["input"] = json!({"join": {"type": "JOIN_TYPE_INNER"}});
+    let refused = call(&client, "query_plan", json!({"substrait": join}), None).await.unwrap();
+    let error = structured(&refused)["error"].clone();
+    assert_eq!(error["code"], "INVALID_INPUT");
+    assert!(error["message"].as_str().unwrap().contains("join"), "{error}");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn materialize_sql_and_create_view_store_a_read_in_one_transaction() {
+    let database = samples::chinook().await;
+    let setup = OrcaSetup::new(&database.url);
+    let client = setup.stdio_client().await;
+    let pool = database.connect().await;
+    let sql = "SELECT track_id, name FROM track WHERE genre_id = 1";
+    let target = json!({"schema": "public", "table": "rock_tracks"});
+    let created = structured(
+        &call(&client, "materialize_sql", json!({"sql": sql, "target": target}), None)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(created["status"], "ok", "{created}");
+    assert_eq!(created["affected_rows"], 1297);
+    assert_eq!(created["target"]["table"], "rock_tracks");
+    assert!(created["duration_ms"].is_u64());
+    let again = call(&client, "materialize_sql", json!({"sql": sql, "target": target}), None)
+        .await
+        .unwrap();
+    assert_eq!(structured(&again)["error"]["code"], "INVALID_INPUT", "{again:?}");
+    let appended = structured(
+        &call(
+            &client,
+            "materialize_sql",
+            json!({"sql": sql, "target": target, "mode": "append"}),
+            None,
+        )
+        .await
+        .unwrap(),
+    );
+    assert_eq!(appended["affected_rows"], 1297);
+    let count: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM rock_tracks").fetch_one(&pool).await.unwrap();
+    assert_eq!(count, 2594);
+    call(
+        &client,
+        "materialize_sql",
+        json!({"sql": sql, "target": target, "mode": "replace"}),
+        None,
+    )
+    .await
+    .unwrap();
+    let count: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM rock_tracks").fetch_one(&pool).await.unwrap();
+    assert_eq!(count, 1297);
+    let missing = call(
+        &client,
+        "materialize_sql",
+        json!({"sql": sql, "target": {"table": "no_such_table"}, "mode": "append"}),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(structured(&missing)["error"]["code"], "NOT_FOUND");
+
+    let view = structured(
+        &call(&client, "create_view", json!({"sql": "SELECT name FROM artist WHERE name LIKE 'A%'", "name": {"table": "a_artists"}}), None)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(view["view"]["schema"], "public", "{view}");
+    let rows = query(&client, json!({"sql": "SELECT count(*) AS n FROM a_artists"})).await;
+    assert!(rows["rows"][0][0].as_i64().unwrap() > 0);
+
+    // Only pure reads, never into orca's schema or a system schema.
+    for (arguments, expected) in [
+        (json!({"sql": "DELETE FROM artist RETURNING *", "target": {"table": "x"}}), "reads only"),
+        (json!({"sql": "SELECT nextval('x')", "target": {"table": "x"}}), "not allowed"),
+        (json!({"sql": "SELECT 1", "target": {"schema": "orca", "table": "x"}}), "orca"),
+        (
+            json!({"sql": "SELECT 1", "target": {"schema": "pg_catalog", "table": "x"}}),
+            "PostgreSQL",
+        ),
+    ] {
+        let result = call(&client, "materialize_sql", arguments.clone(), None).await.unwrap();
+        let error = structured(&result)["error"].clone();
+        assert_eq!(error["code"], "INVALID_INPUT", "{arguments}: {error}");
+        assert!(error["message"].as_str().unwrap().contains(expected), "{arguments}: {error}");
+    }
+    client.cancel().await.unwrap();
+
+    // Absent in read-only mode.
+    let read_only = OrcaSetup::new(&database.url).with_config("read_only: true\n");
+    let client = read_only.stdio_client().await;
+    let names = crate::support::tool_names(&client).await;
+    assert!(
+        !names.contains(&"materialize_sql".to_owned())
+            && !names.contains(&"create_view".to_owned())
+    );
+    assert!(names.contains(&"query_sql".to_owned()));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_four_prompts_are_listed_filled_and_pointed_to_by_query_sql() {
+    let database = samples::chinook().await;
+    let pool = database.connect().await;
+    sqlx::query("ANALYZE track").execute(&pool).await.unwrap();
+    let setup = OrcaSetup::new(&database.url).with_config("data:\n  exact_count_max_rows: 1000\n");
+    let client = setup.stdio_client().await;
+    let prompts = client.list_all_prompts().await.unwrap();
+    let names: Vec<&str> = prompts.iter().map(|prompt| prompt.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "ask_for_disambiguation",
+            "ask_for_time_window",
+            "ask_for_sensitive_columns_ack",
+            "ask_for_missing_keys_or_joins"
+        ]
+    );
+    let mut arguments = serde_json::Map::new();
+    arguments.insert("left".into(), json!("artist"));
+    arguments.insert("right".into(), json!("genre"));
+    let prompt = client
+        .get_prompt(
+            rmcp::model::GetPromptRequestParams::new("ask_for_missing_keys_or_joins")
+                .with_arguments(arguments),
+        )
+        .await
+        .unwrap();
+    let text = serde_json::to_value(&prompt.messages[0]).unwrap().to_string();
+    assert!(text.contains("No join key found between artist and genre."), "{text}");
+    let missing = client
+        .get_prompt(rmcp::model::GetPromptRequestParams::new("ask_for_time_window"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(missing.contains("table"), "{missing}");
+
+    let advice = |result: &rmcp::model::CallToolResult| {
+        crate::support::meta_of(result)
+            .get("prompts")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let sensitive =
+        call(&client, "query_sql", json!({"sql": "SELECT first_name, email FROM customer"}), None)
+            .await
+            .unwrap();
+    assert_eq!(advice(&sensitive)[0]["name"], "ask_for_sensitive_columns_ack");
+    assert_eq!(advice(&sensitive)[0]["arguments"]["cols"], "first_name, email");
+    let cross = call(
+        &client,
+        "query_sql",
+        json!({"sql": "SELECT a.name, g.name FROM artist a, genre g", "max_rows": 5}),
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(
+        advice(&cross).iter().any(|prompt| prompt["name"] == "ask_for_missing_keys_or_joins"),
+        "{:?}",
+        advice(&cross)
+    );
+    let joined = call(&client, "query_sql", json!({"sql": "SELECT a.name, al.title FROM artist a JOIN album al USING (artist_id)", "max_rows": 5}), None)
+        .await
+        .unwrap();
+    assert!(advice(&joined).is_empty(), "{:?}", advice(&joined));
+    let large = call(
+        &client,
+        "query_sql",
+        json!({"sql": "SELECT track_id FROM track", "max_rows": 5}),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(advice(&large)[0]["name"], "ask_for_time_window", "{:?}", advice(&large));
+    client.cancel().await.unwrap();
+}

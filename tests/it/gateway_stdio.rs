@@ -32,7 +32,18 @@ async fn stdio_initialize_names_orca_its_servers_and_its_capabilities() {
             "generate_schema",
             "format_results",
             "query_sql",
-            "explain_sql"
+            "query_plan",
+            "explain_sql",
+            "list_schemas",
+            "list_tables",
+            "get_table_schema",
+            "get_stats",
+            "sample_table",
+            "profile_table",
+            "detect_pii",
+            "preview_masked",
+            "materialize_sql",
+            "create_view"
         ]
     );
     client.cancel().await.unwrap();

@@ -3,6 +3,8 @@
 
 mod auth;
 mod config;
+mod data_metadata;
+mod data_profile;
 mod data_query;
 mod demo;
 mod export;

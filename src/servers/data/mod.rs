@@ -1,53 +1,85 @@
 //! The built-in `data` server: the data-provider toolset of specification 002 on the target
 //! PostgreSQL database (`catalog` is the database name). Tools are thin adapters over
-//! [`crate::sql`]; `query_sql` pages with stateless signed tokens (`sql::page`).
+//! [`crate::sql`], one file per group: `query.rs` (`query_sql`, `explain_sql`, `query_plan`),
+//! `metadata.rs` (schemas, tables, columns, statistics, samples), `profile.rs` (profiles, PII,
+//! masking), `materialize.rs` (`materialize_sql`, `create_view`); `table.rs` resolves a
+//! TableRef.
 
+mod materialize;
+mod metadata;
+mod profile;
+pub(crate) mod prompts;
 mod query;
+mod table;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use rmcp::model::ToolAnnotations;
 use serde_json::{Map, Value};
 
-use super::postgres::Target;
+use super::postgres::{SchemaCache, Target};
 use super::{CallContext, ToolSpec};
-use crate::config::SqlConfig;
+use crate::config::{DataConfig, SqlConfig};
 use crate::sql;
-use crate::tool::{ToolError, ToolOutput, Verb};
+use crate::sql::mask::{MaskRule, MaskingPolicy};
+use crate::tool::{ToolError, ToolOutput};
+
+pub(crate) use table::TableRef;
 
 /// The SQL dialects `query_sql` accepts: PostgreSQL's own, and ANSI SQL (which PostgreSQL
 /// runs as written).
 pub(crate) const DIALECTS: [&str; 2] = ["postgres", "ansi"];
+
+/// What the `data` server is configured with.
+#[derive(Debug, Clone)]
+pub(crate) struct DataSettings {
+    pub(crate) sql: SqlConfig,
+    pub(crate) data: DataConfig,
+    /// Masking policies by id: column name -> rule.
+    pub(crate) masking: BTreeMap<String, BTreeMap<String, MaskRule>>,
+    pub(crate) read_only: bool,
+}
 
 #[derive(Debug, Clone)]
 pub(crate) struct DataServer {
     target: Target,
     secret: sql::Secret,
     config: SqlConfig,
+    data: DataConfig,
+    /// Masking policies, each with a salt derived from the orca secret (hashes are stable
+    /// across replicas and restarts, and cannot be reversed by hashing guesses elsewhere).
+    masking: Arc<BTreeMap<String, MaskingPolicy>>,
+    read_only: bool,
+    schema_cache: SchemaCache,
     tools: Arc<[ToolSpec]>,
 }
 
 impl DataServer {
-    pub(crate) const DESCRIPTION: &str =
-        "the data-provider toolset on the target PostgreSQL database: paged reads, plans, metadata";
+    pub(crate) const DESCRIPTION: &str = "the data-provider toolset on the target PostgreSQL database: paged reads, Substrait plans, metadata, statistics, samples, profiles, PII detection, masked previews, materialization, prompts";
 
-    pub(crate) fn new(target: Target, secret: sql::Secret, config: SqlConfig) -> DataServer {
-        let read = || ToolAnnotations::new().read_only(true).idempotent(true).open_world(false);
-        let tools = vec![
-            ToolSpec::new::<query::QuerySqlParams>(
-                "query_sql",
-                "Run one read-only SQL query and get a TabularResult page. dialect: postgres (default) or ansi. max_rows: rows per page (default and maximum in capabilities). When has_more is true, call again with the same sql and arguments plus page_token to get the next page; tokens are signed, expire after 24 hours, and every page costs about the same. time_range {from, to, default_window, column} keeps rows whose time column (named, or the first timestamp/date column) is in [from, to); from/to take ISO-8601 instants or dates, now-1h, -7d, P30D. dry_run=true validates and plans without running anything.",
-                Verb::Read,
-                read(),
-            ),
-            ToolSpec::new::<query::ExplainSqlParams>(
-                "explain_sql",
-                "Show PostgreSQL's plan for one read-only query without running it: format text or json, with the estimated rows and cost. analyze=true runs the query inside a read-only transaction that is rolled back and reports actual rows and times.",
-                Verb::Read,
-                read(),
-            ),
-        ];
-        DataServer { target, secret, config, tools: tools.into() }
+    pub(crate) fn new(target: Target, secret: sql::Secret, settings: DataSettings) -> DataServer {
+        let masking = settings
+            .masking
+            .into_iter()
+            .map(|(id, columns)| {
+                let salt = hex::encode(secret.mac(b"orca-masking-v1", &[id.as_bytes()]));
+                (id.clone(), MaskingPolicy { id, columns, salt })
+            })
+            .collect();
+        let mut tools = query::tools();
+        tools.extend(metadata::tools());
+        tools.extend(profile::tools());
+        tools.extend(materialize::tools(settings.read_only));
+        DataServer {
+            target,
+            secret,
+            config: settings.sql,
+            data: settings.data,
+            masking: Arc::new(masking),
+            read_only: settings.read_only,
+            schema_cache: SchemaCache::default(),
+            tools: tools.into(),
+        }
     }
 
     pub(crate) fn tools(&self) -> &[ToolSpec] {
@@ -61,8 +93,18 @@ impl DataServer {
         context: &CallContext,
     ) -> Result<ToolOutput, ToolError> {
         match tool {
-            "query_sql" => self.query_sql(arguments, context).await,
-            "explain_sql" => self.explain_sql(arguments).await,
+            name if query::NAMES.contains(&name) => {
+                query::call(self, name, arguments, context).await
+            }
+            name if metadata::NAMES.contains(&name) => {
+                metadata::call(self, name, arguments, context).await
+            }
+            name if profile::NAMES.contains(&name) => {
+                profile::call(self, name, arguments, context).await
+            }
+            name if materialize::NAMES.contains(&name) => {
+                materialize::call(self, name, arguments, context).await
+            }
             other => Err(ToolError::not_found(format!("the data server has no tool `{other}`"))),
         }
     }

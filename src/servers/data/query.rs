@@ -1,16 +1,57 @@
 //! `query_sql` and `explain_sql`: one read-only statement, paged with signed keyset tokens, or
 //! planned without running.
 
+use rmcp::model::ToolAnnotations;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::{DIALECTS, DataServer};
-use crate::servers::CallContext;
 use crate::servers::postgres::execute::sql_error;
+use crate::servers::{CallContext, ToolSpec};
 use crate::sql::page::{PageToken, fingerprint};
 use crate::sql::{self, PageRequest, Paging, ReadLimits, ReadOnlyQuery, TimeFilter};
-use crate::tool::{ToolError, ToolOutput, parse_arguments};
+use crate::tool::{ToolError, ToolOutput, Verb, parse_arguments};
+
+/// The tools of this file.
+pub(super) const NAMES: &[&str] = &["query_sql", "query_plan", "explain_sql"];
+
+pub(super) fn tools() -> Vec<ToolSpec> {
+    let read = || ToolAnnotations::new().read_only(true).idempotent(true).open_world(false);
+    vec![
+        ToolSpec::new::<QuerySqlParams>(
+            "query_sql",
+            "Run one read-only SQL query and get a TabularResult page. dialect: postgres (default) or ansi. max_rows: rows per page (default 1000, at most the configured maximum). When has_more is true, call again with the same sql and arguments plus page_token to get the next page; tokens are signed, expire after a day (sql.page_token_lifetime_seconds), and every page costs about the same. time_range {from, to, default_window, column} keeps rows whose time column (named, or the first timestamp/date column) is in [from, to); from/to take ISO-8601 instants or dates, now-1h, -7d, P30D. dry_run=true validates and plans without running anything.",
+            Verb::Read,
+            read(),
+        ),
+        ToolSpec::new::<QueryPlanParams>(
+            "query_plan",
+            "Run a Substrait plan (JSON form) as one read-only query and get a TabularResult page, paged like query_sql. Supported relations: read (named tables), filter, project, aggregate, sort, fetch; any other relation is refused by name. The SQL it ran is in _meta.sql; dry_run=true translates and plans only.",
+            Verb::Read,
+            read(),
+        ),
+        ToolSpec::new::<ExplainSqlParams>(
+            "explain_sql",
+            "Show PostgreSQL's plan for one read-only query without running it: format text or json, with the estimated rows and cost. analyze=true runs the query inside a read-only transaction that is rolled back and reports actual rows and times.",
+            Verb::Read,
+            read(),
+        ),
+    ]
+}
+
+pub(super) async fn call(
+    server: &DataServer,
+    tool: &str,
+    arguments: Option<Map<String, Value>>,
+    context: &CallContext,
+) -> Result<ToolOutput, ToolError> {
+    match tool {
+        "query_sql" => server.query_sql(arguments, context).await,
+        "query_plan" => server.query_plan(arguments, context).await,
+        _ => server.explain_sql(arguments).await,
+    }
+}
 
 /// A time window on the result (spec 002 TimeRange), plus the column to apply it to.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema, serde::Serialize)]
@@ -46,6 +87,22 @@ pub(crate) struct QuerySqlParams {
     dry_run: bool,
 }
 
+/// Arguments of `query_plan`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct QueryPlanParams {
+    /// A Substrait plan in its JSON form (relations read, filter, project, aggregate, sort, fetch).
+    substrait: Value,
+    /// Rows per page.
+    #[schemars(range(min = 1))]
+    max_rows: Option<u64>,
+    /// The page_token of the previous page, to get the next one.
+    page_token: Option<String>,
+    /// Translate and plan, run nothing.
+    #[serde(default)]
+    dry_run: bool,
+}
+
 /// Arguments of `explain_sql`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -71,7 +128,7 @@ enum ExplainFormat {
 }
 
 /// Refuse a dialect orca does not run.
-fn check_dialect(dialect: Option<&str>) -> Result<&'static str, ToolError> {
+pub(super) fn check_dialect(dialect: Option<&str>) -> Result<&'static str, ToolError> {
     match dialect.map(str::to_ascii_lowercase).as_deref() {
         None | Some("postgres" | "postgresql") => Ok("postgres"),
         Some("ansi") => Ok("ansi"),
@@ -84,7 +141,7 @@ fn check_dialect(dialect: Option<&str>) -> Result<&'static str, ToolError> {
 }
 
 /// Classify `sql` as one read, or say why it is not one.
-fn read_only_query(sql_text: &str, tool: &str) -> Result<ReadOnlyQuery, ToolError> {
+pub(super) fn read_only_query(sql_text: &str, tool: &str) -> Result<ReadOnlyQuery, ToolError> {
     let statement = sql::single_statement(sql_text).map_err(sql_error)?;
     ReadOnlyQuery::from_statement(statement).map_err(|error| match error {
         sql::Error::NotARead { statement } => ToolError::invalid_input(format!(
@@ -104,7 +161,49 @@ impl DataServer {
     ) -> Result<ToolOutput, ToolError> {
         let params: QuerySqlParams = parse_arguments(arguments)?;
         let dialect = check_dialect(params.dialect.as_deref())?;
-        let query = read_only_query(&params.sql, "query_sql")?;
+        self.run_query(params, dialect, "query_sql", context).await
+    }
+
+    pub(super) async fn query_plan(
+        &self,
+        arguments: Option<serde_json::Map<String, Value>>,
+        context: &CallContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let params: QueryPlanParams = parse_arguments(arguments)?;
+        let translated = sql::substrait::plan_to_sql(&params.substrait).map_err(|error| {
+            let hint = match &error {
+                sql::substrait::PlanError::Unsupported { .. } => {
+                    "query_plan runs read, filter, project, aggregate, sort and fetch relations; express the rest in SQL with query_sql"
+                }
+                sql::substrait::PlanError::UnknownFunction(_) => {
+                    "use the standard Substrait function names, or write the query in SQL with query_sql"
+                }
+                sql::substrait::PlanError::Invalid(_) => "check the plan against Substrait's JSON form",
+            };
+            ToolError::invalid_input(error.to_string()).with_hint(hint)
+        })?;
+        let request = QuerySqlParams {
+            sql: translated.sql.clone(),
+            dialect: None,
+            max_rows: params.max_rows,
+            page_token: params.page_token,
+            time_range: None,
+            dry_run: params.dry_run,
+        };
+        let mut output = self.run_query(request, "substrait", "query_plan", context).await?;
+        output.meta.insert("sql".into(), Value::from(translated.sql));
+        Ok(output)
+    }
+
+    /// One page of `params.sql` (already in PostgreSQL's dialect).
+    async fn run_query(
+        &self,
+        params: QuerySqlParams,
+        dialect: &'static str,
+        tool: &str,
+        context: &CallContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let query = read_only_query(&params.sql, tool)?;
         let max_rows = match params.max_rows {
             None => self.config.default_max_rows,
             Some(rows) => {
@@ -208,6 +307,8 @@ impl DataServer {
         });
         let has_more = paged.result.truncated.is_some();
         let row_count = if has_more { Value::Null } else { Value::from(returned) };
+        let columns: Vec<String> =
+            paged.result.columns.iter().map(|column| column.name.clone()).collect();
         let mut value = crate::servers::postgres::tabular_result(paged.result, &self.target.source);
         value["row_count"] = row_count;
         value["has_more"] = Value::from(has_more);
@@ -220,6 +321,10 @@ impl DataServer {
             Paging::Unavailable(reason) => json!({"strategy": "none", "page": 1, "reason": reason}),
         };
         output.meta.insert("paging".into(), paging);
+        let advice = self.advice(query.statement(), &columns, time_range.is_some()).await;
+        if !advice.is_empty() {
+            output.meta.insert("prompts".into(), Value::Array(advice));
+        }
         if let (Some(window), Some(column)) = (&window, &paged.time_column) {
             output.meta.insert(
                 "time_range".into(),
@@ -231,6 +336,85 @@ impl DataServer {
             );
         }
         Ok(output)
+    }
+
+    /// The prompts a person may need to see about this query (spec 002 "Prompts"): a large
+    /// table read without a time window, sensitive columns, tables joined without a key.
+    async fn advice(
+        &self,
+        statement: &sql::Statement,
+        columns: &[String],
+        has_time_range: bool,
+    ) -> Vec<Value> {
+        let mut advice = Vec::new();
+        let sensitive: Vec<&str> = columns
+            .iter()
+            .filter(|column| sql::pii::name_signal(column).is_some())
+            .map(String::as_str)
+            .collect();
+        if !sensitive.is_empty() {
+            advice.push(json!({
+                "name": "ask_for_sensitive_columns_ack",
+                "arguments": {"cols": sensitive.join(", ")},
+            }));
+        }
+        if statement.tables.is_empty() {
+            return advice;
+        }
+        let Ok(schema) = self.database_schema().await else { return advice };
+        let relations: Vec<&sql::introspect::Relation> = statement
+            .tables
+            .iter()
+            .filter_map(|table| {
+                schema.relations.iter().find(|relation| {
+                    relation.name.eq_ignore_ascii_case(&table.name)
+                        && table
+                            .schema
+                            .as_deref()
+                            .is_none_or(|name| relation.schema.eq_ignore_ascii_case(name))
+                })
+            })
+            .collect();
+        if !has_time_range {
+            for relation in &relations {
+                let large = relation.row_estimate.is_some_and(|rows| {
+                    u64::try_from(rows).unwrap_or(0) >= self.data.exact_count_max_rows
+                });
+                if large {
+                    advice.push(json!({
+                        "name": "ask_for_time_window",
+                        "arguments": {"table": format!("{}.{}", relation.schema, relation.name)},
+                    }));
+                }
+            }
+        }
+        let linked = |left: &sql::introspect::Relation, right: &sql::introspect::Relation| {
+            let refers = |from: &sql::introspect::Relation, to: &sql::introspect::Relation| {
+                from.foreign_keys.iter().any(|key| {
+                    key.referenced_schema == to.schema && key.referenced_table == to.name
+                })
+            };
+            refers(left, right) || refers(right, left)
+        };
+        if relations.len() >= 2 {
+            for (index, relation) in relations.iter().enumerate() {
+                let others = relations.iter().enumerate().filter(|(other, _)| *other != index);
+                if !others.clone().any(|(_, other)| linked(relation, other)) {
+                    let right = others.map(|(_, other)| other).next();
+                    if let Some(right) = right {
+                        advice.push(json!({
+                            "name": "ask_for_missing_keys_or_joins",
+                            "arguments": {
+                                "left": format!("{}.{}", relation.schema, relation.name),
+                                "right": format!("{}.{}", right.schema, right.name),
+                            },
+                        }));
+                        break;
+                    }
+                }
+            }
+        }
+        advice
     }
 
     async fn dry_run(

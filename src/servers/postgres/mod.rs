@@ -59,7 +59,7 @@ impl SchemaCache {
     }
 
     /// The cached schema if younger than `ttl`, else a fresh one (and whether it was cached).
-    async fn get(
+    pub(crate) async fn get(
         &self,
         pool: &PgPool,
         ttl: std::time::Duration,
