@@ -19,7 +19,8 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, GetPromptRequestParams,
     GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
     ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, ServerConfig, Tool,
+    ReadResourceResponse, ReadResourceResult, ResourceContents, ServerCapabilities, ServerConfig,
+    Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use serde_json::{Map, Value};
@@ -296,7 +297,11 @@ impl ServerHandler for Gateway {
                 .enable_resources()
                 .enable_resources_list_changed()
                 .build(),
-            (false, true) => ServerCapabilities::builder().enable_tools().enable_prompts().build(),
+            (false, true) => ServerCapabilities::builder()
+                .enable_tools()
+                .enable_prompts()
+                .enable_resources()
+                .build(),
             (false, false) => ServerCapabilities::builder().enable_tools().build(),
         };
         ServerConfig::new(capabilities)
@@ -395,10 +400,12 @@ impl ServerHandler for Gateway {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        let resources = self
-            .readable_external(&context)?
-            .map(|external| external.resources())
-            .unwrap_or_default();
+        let principal = self.principal(&context)?;
+        let mut resources =
+            if principal.may(Verb::Read) { self.state.registry.resources().0 } else { Vec::new() };
+        if let Some(external) = self.readable_external(&context)? {
+            resources.extend(external.resources());
+        }
         Ok(ListResourcesResult::with_all_items(resources))
     }
 
@@ -407,10 +414,12 @@ impl ServerHandler for Gateway {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        let templates = self
-            .readable_external(&context)?
-            .map(|external| external.resource_templates())
-            .unwrap_or_default();
+        let principal = self.principal(&context)?;
+        let mut templates =
+            if principal.may(Verb::Read) { self.state.registry.resources().1 } else { Vec::new() };
+        if let Some(external) = self.readable_external(&context)? {
+            templates.extend(external.resource_templates());
+        }
         Ok(ListResourceTemplatesResult::with_all_items(templates))
     }
 
@@ -422,6 +431,22 @@ impl ServerHandler for Gateway {
         let unknown = || {
             McpError::resource_not_found(format!("unknown resource: {}", shown(&request.uri)), None)
         };
+        let principal = self.principal(&context)?;
+        if principal.may(Verb::Read) && request.uri.starts_with("res://") {
+            let call_context = CallContext { principal, elicitor: None };
+            return match self.state.registry.read_resource(&request.uri, &call_context).await {
+                None => Err(unknown()),
+                Some(Ok(value)) => {
+                    Ok(ReadResourceResponse::Complete(ReadResourceResult::new(vec![
+                        ResourceContents::text(value.to_string(), request.uri.clone())
+                            .with_mime_type("application/json"),
+                    ])))
+                }
+                Some(Err(tool_error)) => {
+                    Err(error::protocol_error(&tool_error, &Uuid::new_v4().simple().to_string()))
+                }
+            };
+        }
         let Some(external) = self.readable_external(&context)? else {
             return Err(unknown());
         };

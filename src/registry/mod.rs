@@ -233,9 +233,9 @@ impl Registry {
         Ok(Registry { servers, index, external: None })
     }
 
-    /// Whether an internal server offers prompts (the `data` server does).
+    /// Whether an internal server offers prompts and resources (the `data` server does).
     pub(crate) fn has_prompts(&self) -> bool {
-        self.servers.iter().any(|server| matches!(server, InternalServer::Data(_)))
+        self.data_server().is_some()
     }
 
     /// The internal servers' prompts.
@@ -253,6 +253,35 @@ impl Registry {
             return None;
         }
         crate::servers::data::prompts::get(name, arguments)
+    }
+
+    fn data_server(&self) -> Option<&crate::servers::data::DataServer> {
+        self.servers.iter().find_map(|server| match server {
+            InternalServer::Data(server) => Some(server),
+            _ => None,
+        })
+    }
+
+    /// The internal servers' fixed resources and resource templates.
+    pub(crate) fn resources(
+        &self,
+    ) -> (Vec<rmcp::model::Resource>, Vec<rmcp::model::ResourceTemplate>) {
+        match self.data_server() {
+            Some(_) => (
+                crate::servers::data::resources::list(),
+                crate::servers::data::resources::templates(),
+            ),
+            None => (Vec::new(), Vec::new()),
+        }
+    }
+
+    /// Read an internal resource as JSON; `None` when no internal server has it.
+    pub(crate) async fn read_resource(
+        &self,
+        uri: &str,
+        context: &CallContext,
+    ) -> Option<Result<Value, ToolError>> {
+        self.data_server()?.read_resource(uri, context).await
     }
 
     /// Put the external servers behind this registry.

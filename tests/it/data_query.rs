@@ -613,3 +613,135 @@ async fn the_four_prompts_are_listed_filled_and_pointed_to_by_query_sql() {
     assert_eq!(advice(&large)[0]["name"], "ask_for_time_window", "{:?}", advice(&large));
     client.cancel().await.unwrap();
 }
+
+async fn read_json(client: &Client, uri: &str) -> Value {
+    let read = client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(uri))
+        .await
+        .unwrap_or_else(|error| panic!("{uri}: {error}"));
+    let contents = serde_json::to_value(&read.contents[0]).unwrap();
+    assert_eq!(contents["uri"], uri);
+    assert_eq!(contents["mimeType"], "application/json");
+    serde_json::from_str(contents["text"].as_str().unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn the_res_resources_describe_catalogs_tables_samples_and_lineage() {
+    let database = samples::chinook().await;
+    let pool = database.connect().await;
+    let setup = OrcaSetup::new(&database.url);
+    let client = setup.stdio_client().await;
+    let resources = client.list_all_resources().await.unwrap();
+    assert!(resources.iter().any(|resource| resource.uri == "res://catalogs"));
+    let templates = client.list_all_resource_templates().await.unwrap();
+    let patterns: Vec<&str> =
+        templates.iter().map(|template| template.uri_template.as_str()).collect();
+    for expected in [
+        "res://schemas/{catalog}",
+        "res://tables/{catalog}/{schema}",
+        "res://table/{catalog}/{schema}/{table}",
+        "res://samples/{catalog}/{schema}/{table}",
+        "res://lineage/{catalog}/{schema}/{table}",
+    ] {
+        assert!(patterns.contains(&expected), "{expected} in {patterns:?}");
+    }
+    let catalogs = read_json(&client, "res://catalogs").await;
+    let catalog = catalogs["items"][0]["name"].as_str().unwrap().to_owned();
+    assert!(catalogs["items"][0]["etag"].is_string());
+    let schemas = read_json(&client, &format!("res://schemas/{catalog}")).await;
+    assert_eq!(schemas["items"][0]["schema"], "public");
+    let tables =
+        read_json(&client, &format!("res://tables/{catalog}/public?pattern=in*&limit=5")).await;
+    let names: Vec<&str> = tables["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item["table"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["invoice", "invoice_line"]);
+
+    let uri = format!("res://table/{catalog}/public/track");
+    let track = read_json(&client, &uri).await;
+    assert_eq!(track["table"]["type"], "TABLE");
+    assert_eq!(track["constraints"]["primary_key"], json!(["track_id"]));
+    assert!(
+        track["constraints"]["foreign_keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|key| key["ref"]["table"] == "genre")
+    );
+    assert!(track["stats"]["size_bytes"].as_i64().unwrap() > 0);
+    // The etag holds while nothing changes, and changes with the statistics or the definition.
+    let etag = track["etag"].clone();
+    assert_eq!(read_json(&client, &uri).await["etag"], etag);
+    sqlx::query("ANALYZE track").execute(&pool).await.unwrap();
+    let analyzed = read_json(&client, &uri).await["etag"].clone();
+    assert_ne!(analyzed, etag, "statistics changed");
+    call(
+        &client,
+        "materialize_sql",
+        json!({"sql": "SELECT 1 AS x", "target": {"table": "unrelated"}}),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        read_json(&client, &uri).await["etag"],
+        analyzed,
+        "another table changed, not this one"
+    );
+
+    let sample =
+        read_json(&client, &format!("res://samples/{catalog}/public/track?method=head&limit=3"))
+            .await;
+    assert_eq!(sample["sample"]["rows"].as_array().unwrap().len(), 3);
+    let lineage = read_json(&client, &format!("res://lineage/{catalog}/public/track")).await;
+    let upstream: Vec<&str> = lineage["upstream"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["table"].as_str().unwrap())
+        .collect();
+    let downstream: Vec<&str> = lineage["downstream"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["table"].as_str().unwrap())
+        .collect();
+    for table in ["album", "genre", "media_type"] {
+        assert!(upstream.contains(&table), "{upstream:?}");
+    }
+    for table in ["invoice_line", "playlist_track"] {
+        assert!(downstream.contains(&table), "{downstream:?}");
+    }
+    // A view depends on what it reads.
+    call(
+        &client,
+        "create_view",
+        json!({"sql": "SELECT name FROM track", "name": {"table": "track_names"}}),
+        None,
+    )
+    .await
+    .unwrap();
+    let lineage = read_json(&client, &format!("res://lineage/{catalog}/public/track")).await;
+    assert!(
+        lineage["downstream"].as_array().unwrap().iter().any(|t| t["table"] == "track_names"),
+        "{lineage}"
+    );
+    let view = read_json(&client, &format!("res://lineage/{catalog}/public/track_names")).await;
+    assert_eq!(view["upstream"][0]["table"], "track");
+
+    let capabilities = read_json(&client, "res://capabilities").await;
+    assert_eq!(capabilities["limits"]["default_max_rows"], 1000);
+    assert_eq!(capabilities["dialects"], json!(["postgres", "ansi"]));
+    assert_eq!(capabilities["features"]["materialization"], true);
+    assert_eq!(capabilities["features"]["pii_masking"], false, "no masking policy is configured");
+    assert!(
+        client
+            .read_resource(rmcp::model::ReadResourceRequestParams::new("res://nothing/here"))
+            .await
+            .is_err()
+    );
+    client.cancel().await.unwrap();
+}

@@ -19,7 +19,7 @@ async fn stdio_initialize_names_orca_its_servers_and_its_capabilities() {
     let instructions = info.instructions.clone().unwrap_or_default();
     assert!(instructions.contains("Servers behind it: orca, postgres, data"), "{instructions}");
     assert!(info.capabilities.tools.is_some());
-    assert!(info.capabilities.resources.is_none(), "resources are not offered yet");
+    assert!(info.capabilities.resources.is_some() && info.capabilities.prompts.is_some());
     let tools = client.list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
     assert_eq!(

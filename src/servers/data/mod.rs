@@ -10,12 +10,13 @@ mod metadata;
 mod profile;
 pub(crate) mod prompts;
 mod query;
+pub(crate) mod resources;
 mod table;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use super::postgres::{SchemaCache, Target};
 use super::{CallContext, ToolSpec};
@@ -107,5 +108,42 @@ impl DataServer {
             }
             other => Err(ToolError::not_found(format!("the data server has no tool `{other}`"))),
         }
+    }
+
+    /// What this server can do, with the configured limits (spec 002 "Capabilities"): a
+    /// feature is `true` only when it works in this configuration.
+    pub(crate) fn capabilities(&self) -> Value {
+        json!({
+            "dialects": DIALECTS,
+            "limits": {
+                "default_max_rows": self.config.default_max_rows,
+                "hard_max_rows": self.config.hard_max_rows,
+                "page_size_bytes": self.config.max_result_bytes,
+                "timeout_seconds": self.config.default_timeout.as_secs(),
+            },
+            "features": {
+                "paging": true,
+                "explain": true,
+                "substrait": true,
+                "profiling": true,
+                "pii_masking": !self.masking.is_empty(),
+                "materialization": !self.read_only,
+                "lineage": true,
+            },
+            "security": {
+                "auth": ["api_key"],
+                "row_level_security": false,
+                "masking": !self.masking.is_empty(),
+            },
+        })
+    }
+
+    /// Read a `res://` resource; `None` when the URI is not one of this server's.
+    pub(crate) async fn read_resource(
+        &self,
+        uri: &str,
+        context: &CallContext,
+    ) -> Option<Result<Value, ToolError>> {
+        resources::read(self, uri, context).await
     }
 }
