@@ -156,6 +156,30 @@ pub(crate) struct Relation {
 }
 
 impl Relation {
+    /// A relation with no columns, constraints or statistics, for tests.
+    #[cfg(test)]
+    pub(crate) fn empty(schema: &str, name: &str, kind: RelationKind) -> Relation {
+        Relation {
+            schema: schema.to_owned(),
+            name: name.to_owned(),
+            kind,
+            comment: None,
+            row_estimate: None,
+            partition_of: None,
+            partition_bound: None,
+            partition_key: None,
+            columns: Vec::new(),
+            primary_key: None,
+            unique_constraints: Vec::new(),
+            foreign_keys: Vec::new(),
+            check_constraints: Vec::new(),
+            exclusion_constraints: Vec::new(),
+            indexes: Vec::new(),
+            view_definition: None,
+            depends_on: Vec::new(),
+        }
+    }
+
     /// Returns the schema-qualified name.
     pub(crate) fn qualified_name(&self) -> QualifiedName {
         QualifiedName { schema: self.schema.clone(), name: self.name.clone() }
@@ -1145,25 +1169,7 @@ mod tests {
 
     /// Builds a table with no columns.
     fn table(schema: &str, name: &str) -> Relation {
-        Relation {
-            schema: schema.to_owned(),
-            name: name.to_owned(),
-            kind: RelationKind::Table,
-            comment: None,
-            row_estimate: None,
-            partition_of: None,
-            partition_bound: None,
-            partition_key: None,
-            columns: Vec::new(),
-            primary_key: None,
-            unique_constraints: Vec::new(),
-            foreign_keys: Vec::new(),
-            check_constraints: Vec::new(),
-            exclusion_constraints: Vec::new(),
-            indexes: Vec::new(),
-            view_definition: None,
-            depends_on: Vec::new(),
-        }
+        Relation::empty(schema, name, RelationKind::Table)
     }
 
     /// A database with names that collide across schemas and across case.

@@ -48,13 +48,20 @@ pub(crate) struct Shape {
     pub(crate) single_table: Option<(Option<String>, String)>,
 }
 
+impl Shape {
+    /// A statement that cannot be paged at all, and why.
+    pub(crate) fn unpageable(reason: &str) -> Shape {
+        Shape {
+            order: Err(reason.to_owned()),
+            unpageable: Some(reason.to_owned()),
+            single_table: None,
+        }
+    }
+}
+
 /// Read the top level of a `SELECT`.
 pub(crate) fn shape(sql: &str) -> Shape {
-    let not_select = |reason: &str| Shape {
-        order: Err(reason.to_owned()),
-        unpageable: Some(reason.to_owned()),
-        single_table: None,
-    };
+    let not_select = Shape::unpageable;
     let Ok(parsed) = pg_query::parse(sql, 0) else {
         return not_select("the statement does not parse");
     };

@@ -489,31 +489,10 @@ async fn fetch_page(
     let shape = if statement.is_cursor_query() {
         shape(&statement.text)
     } else {
-        super::page::Shape {
-            order: Err("not a SELECT".to_owned()),
-            unpageable: Some("only a SELECT or VALUES can be paged".to_owned()),
-            single_table: None,
-        }
+        super::page::Shape::unpageable("only a SELECT or VALUES can be paged")
     };
-    let unpageable = shape.unpageable.clone().or_else(|| shape.order.clone().err());
-    if let Some(reason) = unpageable {
-        if request.window.is_some() {
-            return Err(Error::InvalidPaging {
-                message: format!("a time_range cannot be applied to this query: {reason}"),
-            });
-        }
-        if request.after.is_some() {
-            return Err(Error::InvalidPaging {
-                message: format!("this query cannot be paged: {reason}"),
-            });
-        }
-        let result = fetch_rows(connection, statement, limits).await?;
-        return Ok(PagedResult {
-            result,
-            next: None,
-            paging: Paging::Unavailable(reason),
-            time_column: None,
-        });
+    if let Some(reason) = shape.unpageable.clone().or_else(|| shape.order.clone().err()) {
+        return unpaged(connection, statement, limits, request, &reason).await;
     }
     let Described { columns, decoders, origins, type_oids } =
         describe(connection, statement).await?;
@@ -726,7 +705,12 @@ async fn unpaged(
     request: &PageRequest,
     reason: &str,
 ) -> Result<PagedResult, Error> {
-    if request.window.is_some() || request.after.is_some() {
+    if request.window.is_some() {
+        return Err(Error::InvalidPaging {
+            message: format!("a time_range cannot be applied to this query: {reason}"),
+        });
+    }
+    if request.after.is_some() {
         return Err(Error::InvalidPaging {
             message: format!("this query cannot be paged: {reason}"),
         });

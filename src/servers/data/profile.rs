@@ -946,23 +946,8 @@ mod tests {
     #[test]
     fn large_tables_are_sampled_by_pages_and_views_by_their_head() {
         let relation = |kind: RelationKind, estimate: Option<i64>| Relation {
-            schema: "public".to_owned(),
-            name: "t".to_owned(),
-            kind,
-            comment: None,
             row_estimate: estimate,
-            partition_of: None,
-            partition_bound: None,
-            partition_key: None,
-            columns: Vec::new(),
-            primary_key: None,
-            unique_constraints: Vec::new(),
-            foreign_keys: Vec::new(),
-            check_constraints: Vec::new(),
-            exclusion_constraints: Vec::new(),
-            indexes: Vec::new(),
-            view_definition: None,
-            depends_on: Vec::new(),
+            ..Relation::empty("public", "t", kind)
         };
         let quoted = "\"public\".\"t\"";
         let small = Source::new(&relation(RelationKind::Table, Some(500)), quoted, 1000);
