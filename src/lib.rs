@@ -10,6 +10,8 @@
 //! - `external`: external MCP servers from `external-mcps.yaml`: supervised, namespaced, proxied.
 //! - `registry`: the closed list of internal servers, tool routing and collision checks.
 //! - `servers`: the internal MCP servers; each tool is a thin adapter over a domain function.
+//! - `llm`: the model providers (OpenAI and compatible servers, Anthropic, Google) behind one request shape.
+//! - `context`: the learned context file: parsed, hot-reloaded, searched for what a question needs.
 //! - [`sql`]: classification, the read check, read execution, writes behind confirmation tokens.
 //! - `tool`: what every tool shares: verbs, the error taxonomy, the domain result.
 //! - [`tracking`]: executions, failures and feedback, written off the request path; the CSV export.
@@ -17,9 +19,11 @@
 
 pub mod cli;
 mod config;
+mod context;
 pub mod embedded;
 mod external;
 mod gateway;
+mod llm;
 mod registry;
 mod servers;
 pub mod sql;

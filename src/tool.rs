@@ -111,6 +111,18 @@ pub(crate) struct ToolError {
     pub(crate) retryable: bool,
     /// Server-specific structure (boxed: errors travel in `Result`s and should stay small).
     pub(crate) details: Option<Box<Value>>,
+    /// For a tool that tries several times (`generate_sql`): the attempts that failed before
+    /// this one, the model usage and the `_meta` to return with the error.
+    pub(crate) attempts: Option<Box<Attempts>>,
+}
+
+/// What a failed multi-attempt call reports besides its final error.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Attempts {
+    /// Earlier attempts that failed, in order (each becomes one `mcp_failures` row).
+    pub(crate) earlier: Vec<ToolError>,
+    pub(crate) llm: Option<LlmUsage>,
+    pub(crate) meta: Map<String, Value>,
 }
 
 impl ToolError {
@@ -121,6 +133,7 @@ impl ToolError {
             hint: None,
             retryable: code.default_retryable(),
             details: None,
+            attempts: None,
         }
     }
 
@@ -189,11 +202,19 @@ pub(crate) struct ToolOutput {
     pub(crate) llm: Option<LlmUsage>,
     /// PNG images shown to the client next to the JSON (a chart).
     pub(crate) png_images: Vec<Vec<u8>>,
+    /// Attempts that failed before this result (each becomes one `mcp_failures` row).
+    pub(crate) failed_attempts: Vec<ToolError>,
 }
 
 impl ToolOutput {
     pub(crate) fn new(value: Value) -> ToolOutput {
-        ToolOutput { value, meta: Map::new(), llm: None, png_images: Vec::new() }
+        ToolOutput {
+            value,
+            meta: Map::new(),
+            llm: None,
+            png_images: Vec::new(),
+            failed_attempts: Vec::new(),
+        }
     }
 }
 

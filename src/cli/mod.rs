@@ -2,6 +2,7 @@
 //! thin sequence over the library: load configuration, open the databases, build the registry,
 //! hand over to the gateway or the exporter, and shut down cleanly.
 
+mod context;
 mod databases;
 mod output;
 
@@ -82,6 +83,9 @@ enum Command {
         Examples:\n  orca approve --list\n  orca approve 0192f3c4-..."
     )]
     Approve(ApproveArgs),
+    /// Curate the context file: check it, refresh its schema overview, suggest additions
+    #[command(subcommand)]
+    Context(context::ContextCommand),
 }
 
 #[derive(Debug, Args)]
@@ -216,6 +220,7 @@ async fn run(cli: Cli, env: Env) -> anyhow::Result<ExitCode> {
         Command::ExportFeedback(args) => export_feedback(config, args).await,
         Command::Doctor => doctor(config).await,
         Command::Approve(args) => approve(config, args, &env).await,
+        Command::Context(command) => context::run(config, command).await,
         Command::Key(_) => unreachable!("handled above"),
     }
 }
@@ -224,6 +229,8 @@ async fn run(cli: Cli, env: Env) -> anyhow::Result<ExitCode> {
 struct Running {
     state: AppState,
     databases: Databases,
+    /// Reloads the context file while the gateway runs; dropped at the end.
+    _context_watch: Option<crate::context::ContextWatch>,
 }
 
 impl Running {
@@ -247,6 +254,8 @@ impl Running {
         };
         let secret = crate::sql::Secret::load(config.secret.as_ref(), &config.home)?;
         let directory: crate::servers::orca::Directory = Arc::default();
+        let (intelligence, context_watch) =
+            crate::servers::postgres::Intelligence::start(&config.llm);
         let registry = Registry::build(
             enabled.as_deref(),
             ServerDependencies {
@@ -259,6 +268,7 @@ impl Running {
                 directory: directory.clone(),
                 data: config.data.clone(),
                 masking: config.masking.clone(),
+                intelligence,
             },
         )?;
         let registry = if config.external.servers.is_empty() {
@@ -279,7 +289,7 @@ impl Running {
             state_pool,
             metrics: Arc::new(Metrics::default()),
         };
-        Ok(Running { state, databases })
+        Ok(Running { state, databases, _context_watch: context_watch })
     }
 
     async fn stop(self) -> anyhow::Result<()> {

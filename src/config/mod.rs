@@ -3,6 +3,7 @@
 //! (or variable) and the key it concerns.
 
 mod external;
+mod llm;
 mod raw;
 #[cfg(test)]
 mod tests;
@@ -20,6 +21,7 @@ use serde_json::Value;
 
 use crate::tool::Verb;
 pub(crate) use external::{Availability, ExternalConfig, ExternalServerConfig, ExternalTransport};
+pub(crate) use llm::{LlmConfig, LlmTool, provider_names};
 use raw::{RawApiKey, RawAuth, RawData, RawHttp, RawPrincipal, RawSql, RawTracking};
 
 /// The internal servers orca can host: a closed list. Each is enabled by configuration.
@@ -126,6 +128,8 @@ pub(crate) struct Config {
     pub(crate) data: DataConfig,
     /// Masking policies by id (`masking:`): column name -> rule.
     pub(crate) masking: BTreeMap<String, BTreeMap<String, crate::sql::mask::MaskRule>>,
+    /// Model providers, per-tool defaults and the context file (`llm:` and the environment).
+    pub(crate) llm: LlmConfig,
 }
 
 /// `data:` in `orca.yaml`.
@@ -275,6 +279,44 @@ impl Config {
                 tracking.max_response_bytes
             ),
         );
+        for endpoint in &self.llm.endpoints {
+            let key: &'static str = match endpoint.provider {
+                crate::llm::Provider::OpenAi => "llm.openai",
+                crate::llm::Provider::Anthropic => "llm.anthropic",
+                crate::llm::Provider::Google => "llm.google",
+            };
+            let state = if endpoint.api_key.is_some() {
+                "key set".to_owned()
+            } else if endpoint.base_url != crate::llm::default_base_url(endpoint.provider) {
+                "no key".to_owned()
+            } else {
+                format!("not configured: set {}", endpoint.provider.key_variables())
+            };
+            out.insert(key, format!("{state}, {}", mask_url(&endpoint.base_url)));
+        }
+        out.insert(
+            "llm.tools",
+            self.llm
+                .tools
+                .iter()
+                .map(|(tool, model)| {
+                    format!("{}={}/{}", tool.as_str(), model.provider, model.model)
+                })
+                .collect::<Vec<_>>()
+                .join(" "),
+        );
+        out.insert(
+            "llm",
+            format!(
+                "timeout_ms={} max_retries={} max_backoff_ms={} context_budget_tokens={} schema_budget_tokens={}",
+                self.llm.client.timeout.as_millis(),
+                self.llm.client.max_retries,
+                self.llm.client.max_backoff.as_millis(),
+                self.llm.context_budget_tokens,
+                self.llm.schema_budget_tokens
+            ),
+        );
+        out.insert("ORCA_CONTEXT_FILE", self.llm.context_file.display().to_string());
         let sql = &self.sql;
         out.insert(
             "sql",
@@ -576,6 +618,8 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
         masking.insert(policy, rules);
     }
 
+    let llm = llm::load(sections.llm, env, &file_label, &mut errors);
+
     if !errors.is_empty() {
         return Err(ConfigErrors(errors));
     }
@@ -596,6 +640,7 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
         external,
         data,
         masking,
+        llm,
     })
 }
 
@@ -700,11 +745,12 @@ struct Sections<'a> {
     read_only: Option<&'a Value>,
     data: Option<&'a Value>,
     masking: Option<&'a Value>,
+    llm: Option<&'a Value>,
 }
 
 impl<'a> Sections<'a> {
-    const KNOWN: [&'static str; 8] =
-        ["servers", "auth", "http", "tracking", "sql", "read_only", "data", "masking"];
+    const KNOWN: [&'static str; 9] =
+        ["servers", "auth", "http", "tracking", "sql", "read_only", "data", "masking", "llm"];
 
     fn split(document: &'a Value, file: &str, errors: &mut Vec<String>) -> Sections<'a> {
         let empty = Sections {
@@ -716,6 +762,7 @@ impl<'a> Sections<'a> {
             read_only: None,
             data: None,
             masking: None,
+            llm: None,
         };
         let Value::Object(map) = document else { return empty };
         for key in map.keys() {
@@ -735,6 +782,7 @@ impl<'a> Sections<'a> {
             read_only: map.get("read_only"),
             data: map.get("data"),
             masking: map.get("masking"),
+            llm: map.get("llm"),
         }
     }
 }

@@ -194,7 +194,7 @@ struct Dispatched {
     status: ExecutionStatus,
     llm: Option<crate::tool::LlmUsage>,
     error: Option<ToolError>,
-    /// Earlier attempts that failed and were retried (external calls).
+    /// Earlier attempts that failed and were retried (external calls, `generate_sql`).
     retried: Vec<ToolError>,
     /// The final upstream `isError` text, when an external tool reported failure itself.
     upstream_error: Option<String>,
@@ -221,18 +221,30 @@ impl Gateway {
                             status: ExecutionStatus::Success,
                             llm: output.llm,
                             error: None,
-                            retried: Vec::new(),
+                            retried: output.failed_attempts,
                             upstream_error: None,
                         }
                     }
-                    Err(tool_error) => Dispatched {
-                        result: error::failure(&tool_error, trace_id, meta),
-                        status: status_of(&tool_error),
-                        llm: None,
-                        error: Some(tool_error),
-                        retried: Vec::new(),
-                        upstream_error: None,
-                    },
+                    Err(mut tool_error) => {
+                        let attempts = tool_error.attempts.take().map(|attempts| *attempts);
+                        let (retried, llm) = match attempts {
+                            Some(attempts) => {
+                                for (key, value) in attempts.meta {
+                                    meta.entry(key).or_insert(value);
+                                }
+                                (attempts.earlier, attempts.llm)
+                            }
+                            None => (Vec::new(), None),
+                        };
+                        Dispatched {
+                            result: error::failure(&tool_error, trace_id, meta),
+                            status: status_of(&tool_error),
+                            llm,
+                            error: Some(tool_error),
+                            retried,
+                            upstream_error: None,
+                        }
+                    }
                 }
             }
             Route::External(tool) => {

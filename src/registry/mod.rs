@@ -96,6 +96,8 @@ pub(crate) struct ServerDependencies {
         String,
         std::collections::BTreeMap<String, crate::sql::mask::MaskRule>,
     >,
+    /// Model providers and the context file, for the tools that ask a model.
+    pub(crate) intelligence: crate::servers::postgres::Intelligence,
 }
 
 /// An internal tool found by name: its owner and its declaration.
@@ -181,6 +183,7 @@ impl Registry {
                     dependencies.secret.clone(),
                     dependencies.sql.clone(),
                     dependencies.read_only,
+                    dependencies.intelligence.clone(),
                 )),
             })
             .collect();

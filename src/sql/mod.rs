@@ -17,6 +17,7 @@ pub(crate) mod records;
 pub mod substrait;
 pub mod time_range;
 mod tree;
+mod validate;
 mod write;
 
 use std::time::Duration;
@@ -34,6 +35,7 @@ pub(crate) use read::{
     PageRequest, Paging, ReadLimits, ReadOnlyQuery, ReadResult, TimeFilter, check_read,
     run_paged_read, run_read, single_statement,
 };
+pub(crate) use validate::{Validated, validate};
 pub(crate) use write::{explain, explain_read, explainable, run_write};
 
 /// What can go wrong with SQL, in terms a caller can branch on.

@@ -7,6 +7,7 @@
 
 mod export;
 mod feedback;
+mod lessons;
 mod record;
 mod spill;
 mod store;
@@ -22,6 +23,7 @@ use crate::config::TrackingConfig;
 
 pub(crate) use export::{ExportRange, export};
 pub(crate) use feedback::{FeedbackError, FeedbackInput, submit_feedback};
+pub(crate) use lessons::recent_lessons;
 pub(crate) use record::{
     Execution, ExecutionStatus, Failure, cut_response, redact_object, redact_response,
 };

@@ -112,6 +112,7 @@ async fn a_tool_outside_the_keys_verbs_is_indistinguishable_from_an_unknown_tool
         [
             "list_servers",
             "submit_feedback",
+            "generate_sql",
             "execute_sql",
             "generate_schema",
             "format_results",

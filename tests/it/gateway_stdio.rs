@@ -27,6 +27,7 @@ async fn stdio_initialize_names_orca_its_servers_and_its_capabilities() {
         [
             "list_servers",
             "submit_feedback",
+            "generate_sql",
             "execute_sql",
             "add_records",
             "generate_schema",
@@ -68,7 +69,7 @@ async fn stdio_call_returns_structured_content_text_and_meta_and_is_tracked() {
     assert_eq!(structured["servers"][0]["status"], "running");
     assert_eq!(structured["servers"][0]["tool_count"], 2);
     assert_eq!(structured["servers"][1]["name"], "postgres");
-    assert_eq!(structured["servers"][1]["tool_count"], 4);
+    assert_eq!(structured["servers"][1]["tool_count"], 5);
     assert_eq!(serde_json::from_str::<Value>(&text_of(&result)).unwrap(), structured);
     let meta = meta_of(&result);
     let execution_id: Uuid = meta["execution_id"].as_str().unwrap().parse().unwrap();

@@ -12,6 +12,8 @@ mod external;
 mod feedback;
 mod gateway_http;
 mod gateway_stdio;
+mod llm_fake_wire;
+mod llm_generate;
 mod sql_classify;
 mod sql_execute;
 mod sql_safety;

@@ -1,10 +1,15 @@
 //! The built-in `postgres` server: SQL on the target database (`DATABASE_URL`, the embedded
-//! Chinook database by default). Tools are thin adapters over [`crate::sql`]: `execute_sql`
-//! (dry run, reads, confirmed writes), `add_records`, `generate_schema` and `format_results`.
+//! Chinook database by default). Tools are thin adapters over [`crate::sql`], [`crate::llm`]
+//! and [`crate::context`]: `generate_sql` (a question to validated SQL), `execute_sql` (dry
+//! run, reads, confirmed writes), `add_records`, `generate_schema` (with a model's analysis)
+//! and `format_results` (with a model's summary).
 
 pub(crate) mod execute;
 mod format;
-mod schema_doc;
+mod generate;
+pub(crate) mod models;
+pub(crate) mod prompt;
+pub(crate) mod schema_doc;
 
 use std::sync::Arc;
 
@@ -15,11 +20,14 @@ use serde_json::{Map, Value, json};
 use sqlx::PgPool;
 
 use super::{CallContext, ToolSpec};
-use crate::config::SqlConfig;
+use crate::config::{LlmTool, SqlConfig};
+use crate::llm::{Message, Role};
 use crate::sql;
 use crate::tool::{ToolError, ToolOutput, Verb, parse_arguments};
 
 pub(crate) use execute::ExecuteSqlParams;
+use generate::GenerateSqlParams;
+pub(crate) use models::Intelligence;
 
 /// The database the SQL tools work on.
 #[derive(Debug, Clone)]
@@ -82,6 +90,9 @@ impl SchemaCache {
     }
 }
 
+/// (the schema's DDL fingerprint, provider, model).
+type AnalysisKey = (String, String, String);
+
 #[derive(Debug, Clone)]
 pub(crate) struct PostgresServer {
     target: Target,
@@ -90,6 +101,9 @@ pub(crate) struct PostgresServer {
     config: SqlConfig,
     read_only: bool,
     schema_cache: SchemaCache,
+    intelligence: Intelligence,
+    /// Schema analyses: a schema is analysed once per model.
+    analyses: Arc<std::sync::Mutex<std::collections::HashMap<AnalysisKey, String>>>,
     tools: Arc<[ToolSpec]>,
 }
 
@@ -103,13 +117,20 @@ impl PostgresServer {
         secret: sql::Secret,
         config: SqlConfig,
         read_only: bool,
+        intelligence: Intelligence,
     ) -> PostgresServer {
-        let mut tools = vec![ToolSpec::new::<ExecuteSqlParams>(
+        let mut tools = vec![ToolSpec::new::<GenerateSqlParams>(
+            "generate_sql",
+            "Write one PostgreSQL statement for a question in plain language. A model gets the live schema and the learned context entries relevant to the question; its SQL is checked (grammar, exactly one statement, EXPLAIN against the database, so unknown tables and columns are caught) and, if wrong, sent back with the database's error for another try (max_retries attempts in all). Returns the SQL (nothing is run), whether it writes, and _meta with provider_used, model_used, attempt and validation. After the last failed attempt the error is EXCEEDED_RETRIES with the last SQL and error in details, to fix by hand and run with execute_sql.",
+            Verb::Read,
+            ToolAnnotations::new().read_only(true).idempotent(false).open_world(true),
+        )];
+        tools.push(ToolSpec::new::<ExecuteSqlParams>(
             "execute_sql",
             "Run one SQL statement on the PostgreSQL database. By default this is a dry run: it classifies the statement and returns its plan without running it. Reads run with dry_run=false and return a table (capped; `truncated` says when rows were left out). Writes need dry_run=true first, which returns a warning, the estimated rows affected and a confirmation_token; then the same sql with dry_run=false, read_only=false and that token. Transaction control, session settings and utility statements are refused.",
             Verb::Read,
             ToolAnnotations::new().read_only(read_only).destructive(!read_only).open_world(false),
-        )];
+        ));
         if !read_only {
             tools.push(ToolSpec::new::<AddRecordsParams>(
                 "add_records",
@@ -120,13 +141,13 @@ impl PostgresServer {
         }
         tools.push(ToolSpec::new::<GenerateSchemaParams>(
             "generate_schema",
-            "Describe the database schema: schemas, tables, views, materialized views, partitions, columns (type, nullable, default, comment), primary, unique and foreign keys, indexes, enums and domains, row estimates. format=markdown (for people), json (structured) or sql (DDL). Cached for a few minutes; refresh_cache=true rereads the catalog.",
+            "Describe the database schema: schemas, tables, views, materialized views, partitions, columns (type, nullable, default, comment), primary, unique and foreign keys, indexes, enums and domains, row estimates. format=markdown (for people), json (structured) or sql (DDL). Cached for a few minutes; refresh_cache=true rereads the catalog. When a model provider is configured, `analysis` holds a model's written analysis of the schema (made once per schema and model).",
             Verb::Read,
             ToolAnnotations::new().read_only(true).idempotent(true).open_world(false),
         ));
         tools.push(ToolSpec::new::<FormatResultsParams>(
             "format_results",
-            "Format a query result for people: data is a TabularResult (as execute_sql returns), an array of objects, or CSV text. format=table (Markdown), csv (RFC 4180), json (array of objects), summary (per-column statistics) or chart (a Vega-Lite spec chosen from the column types, plus the chart as a PNG image).",
+            "Format a query result for people: data is a TabularResult (as execute_sql returns), an array of objects, or CSV text. format=table (Markdown), csv (RFC 4180), json (array of objects), summary (per-column statistics, plus a model's written summary in `text` when a provider is configured; `summary_source` says which) or chart (a Vega-Lite spec chosen from the column types, plus the chart as a PNG image).",
             Verb::Read,
             ToolAnnotations::new().read_only(true).idempotent(true).open_world(false),
         ));
@@ -137,6 +158,8 @@ impl PostgresServer {
             config,
             read_only,
             schema_cache: SchemaCache::default(),
+            intelligence,
+            analyses: Arc::default(),
             tools: tools.into(),
         }
     }
@@ -152,10 +175,11 @@ impl PostgresServer {
         context: &CallContext,
     ) -> Result<ToolOutput, ToolError> {
         match tool {
+            "generate_sql" => self.generate_sql(arguments).await,
             "execute_sql" => self.execute_sql(arguments, context).await,
             "generate_schema" => self.generate_schema(arguments).await,
             "add_records" if !self.read_only => self.add_records(arguments).await,
-            "format_results" => format_results(arguments),
+            "format_results" => self.format_results(arguments).await,
             other => {
                 Err(ToolError::not_found(format!("the postgres server has no tool `{other}`")))
             }
@@ -270,7 +294,15 @@ enum FormatName {
     Json,
 }
 
-const NO_LLM: &str = "LLM analysis is not available in this version of orca";
+const SCHEMA_SYSTEM_PROMPT: &str =
+    "You are a database schema expert. Provide clear, structured analysis.";
+const SUMMARY_SYSTEM_PROMPT: &str = "You summarize query results for business readers. Write a short, \
+factual summary in plain prose or a few bullet points: what the rows show, notable highs, lows and \
+patterns, and anything missing or odd. Use only the numbers given; do not invent values.";
+/// How many rows of a result a summary prompt shows the model, at most.
+const SUMMARY_SAMPLE_ROWS: usize = 50;
+/// How many characters of rows a summary prompt holds, at most.
+const SUMMARY_SAMPLE_CHARS: usize = 12_000;
 
 impl PostgresServer {
     async fn generate_schema(
@@ -278,13 +310,18 @@ impl PostgresServer {
         arguments: Option<Map<String, Value>>,
     ) -> Result<ToolOutput, ToolError> {
         let params: GenerateSchemaParams = parse_arguments(arguments)?;
+        let choice = self.intelligence.choose_optional(
+            LlmTool::GenerateSchema,
+            params.llm_provider.as_deref(),
+            params.llm_model.as_deref(),
+        )?;
         let (schema, generated_at, cached) = self
             .schema_cache
             .get(&self.target.pool, self.config.schema_cache_ttl, params.refresh_cache)
             .await
             .map_err(execute::sql_error)?;
         let relationships = params.include_relationships;
-        let value = match params.format {
+        let mut value = match params.format {
             SchemaFormat::Markdown => json!({
                 "format": "markdown",
                 "content": schema_doc::markdown(&schema, relationships),
@@ -298,7 +335,7 @@ impl PostgresServer {
                 "schema": schema_doc::json(&schema, relationships),
             }),
         };
-        let mut output = ToolOutput::new(value);
+        let mut output = ToolOutput::new(Value::Null);
         output.meta.insert("tables_found".into(), Value::from(schema.table_count()));
         output.meta.insert("cached".into(), Value::Bool(cached));
         output.meta.insert(
@@ -306,72 +343,226 @@ impl PostgresServer {
             Value::from(if cached { 0 } else { sql::introspect::CATALOG_QUERIES.len() }),
         );
         output.meta.insert("generated_at".into(), Value::from(generated_at.to_rfc3339()));
-        output.meta.insert(
-            "analysis".into(),
-            json!({
-                "ran": false,
-                "reason": NO_LLM,
-                "llm_provider": params.llm_provider,
-                "llm_model": params.llm_model,
-            }),
-        );
+        let analysis = match choice {
+            Err(reason) => json!({ "ran": false, "reason": reason }),
+            Ok(choice) => {
+                let meta = json!({
+                    "ran": true,
+                    "llm_provider": choice.provider.as_str(),
+                    "llm_model": choice.model,
+                });
+                output
+                    .meta
+                    .insert("analysis_provider".into(), Value::from(choice.provider.as_str()));
+                output.meta.insert("analysis_model".into(), Value::from(choice.model.clone()));
+                match self.schema_analysis(&schema, &choice).await {
+                    Ok((text, usage)) => {
+                        value["analysis"] = Value::from(text);
+                        let mut meta = meta;
+                        meta["cached"] = Value::Bool(usage.is_none());
+                        if let Some(usage) = usage {
+                            meta["usage"] = usage.to_json();
+                            output.llm = Some(usage.record(&choice));
+                        }
+                        meta
+                    }
+                    // The schema is worth having without the analysis: report why it is missing.
+                    Err(error) => json!({
+                        "ran": false,
+                        "llm_provider": choice.provider.as_str(),
+                        "llm_model": choice.model,
+                        "error": {"code": error.code.as_str(), "message": error.message},
+                    }),
+                }
+            }
+        };
+        output.meta.insert("analysis".into(), analysis);
+        output.value = value;
         Ok(output)
     }
-}
 
-fn format_results(arguments: Option<Map<String, Value>>) -> Result<ToolOutput, ToolError> {
-    let params: FormatResultsParams = parse_arguments(arguments)?;
-    let format: format::OutputFormat =
-        serde_json::from_value(params.format.clone()).map_err(|_| {
-            ToolError::invalid_input(format!(
-                "format `{}` is not one of: table, chart, summary, csv, json",
-                params.format.as_str().unwrap_or(&params.format.to_string())
-            ))
-        })?;
-    let invalid = |error: format::FormatError| {
-        ToolError::invalid_input(error.to_string()).with_hint(
-            "pass a TabularResult (schema and rows), an array of objects, or CSV text with a header row",
-        )
-    };
-    let dataset = format::parse_dataset(&params.data).map_err(invalid)?;
-    let rows = dataset.rows.len();
-    let mut output = match format {
-        format::OutputFormat::Table => ToolOutput::new(json!({
-            "format": "table",
-            "markdown": format::markdown_table(&dataset),
-        })),
-        format::OutputFormat::Csv => ToolOutput::new(json!({
-            "format": "csv",
-            "csv": format::csv_text(&dataset),
-        })),
-        format::OutputFormat::Json => ToolOutput::new(json!({
-            "format": "json",
-            "rows": format::json_objects(&dataset),
-        })),
-        format::OutputFormat::Summary => {
-            let mut output = ToolOutput::new(json!({
-                "format": "summary",
-                "summary": format::summary(&dataset),
-            }));
-            output.meta.insert(
-                "llm_summary".into(),
-                json!({ "ran": false, "reason": NO_LLM, "llm_provider": params.llm_provider, "llm_model": params.llm_model }),
-            );
-            output
+    /// A model's analysis of `schema`, from the cache when this schema (by its DDL) was already
+    /// analysed by this model; with the usage when the model was asked.
+    async fn schema_analysis(
+        &self,
+        schema: &sql::DatabaseSchema,
+        choice: &models::ModelChoice,
+    ) -> Result<(String, Option<models::Usage>), ToolError> {
+        use sha2::Digest;
+        let fingerprint = hex::encode(sha2::Sha256::digest(schema_doc::sql(schema, true)));
+        let key = (fingerprint, choice.provider.as_str().to_owned(), choice.model.clone());
+        let cached = self
+            .analyses
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(&key)
+            .cloned();
+        if let Some(text) = cached {
+            return Ok((text, None));
         }
-        format::OutputFormat::Chart => {
-            let chart = format::chart(&dataset).map_err(invalid)?;
-            let mut output = ToolOutput::new(json!({
-                "format": "chart",
-                "chart_type": chart.kind.as_str(),
-                "vega_lite": chart.vega_lite,
-            }));
-            output.png_images.push(chart.png);
-            output
+        let (compact, _, _) =
+            prompt::compact_schema(schema, "", self.intelligence.config.schema_budget_tokens);
+        let request = format!("Analyze this database schema and provide insights:\n\n{compact}");
+        let completion = self
+            .intelligence
+            .ask(
+                choice,
+                SCHEMA_SYSTEM_PROMPT.to_owned(),
+                vec![Message { role: Role::User, content: request }],
+                0.1,
+                2_048,
+            )
+            .await?;
+        let mut usage = models::Usage::default();
+        usage.add(&completion);
+        let text = completion.text.trim().to_owned();
+        let mut analyses = self.analyses.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if analyses.len() >= 32 {
+            analyses.clear();
         }
-    };
-    output.meta.insert("rows".into(), Value::from(rows));
-    Ok(output)
+        analyses.insert(key, text.clone());
+        Ok((text, Some(usage)))
+    }
+
+    async fn format_results(
+        &self,
+        arguments: Option<Map<String, Value>>,
+    ) -> Result<ToolOutput, ToolError> {
+        let params: FormatResultsParams = parse_arguments(arguments)?;
+        let format: format::OutputFormat =
+            serde_json::from_value(params.format.clone()).map_err(|_| {
+                ToolError::invalid_input(format!(
+                    "format `{}` is not one of: table, chart, summary, csv, json",
+                    params.format.as_str().unwrap_or(&params.format.to_string())
+                ))
+            })?;
+        let invalid = |error: format::FormatError| {
+            ToolError::invalid_input(error.to_string()).with_hint(
+                "pass a TabularResult (schema and rows), an array of objects, or CSV text with a header row",
+            )
+        };
+        let dataset = format::parse_dataset(&params.data).map_err(invalid)?;
+        let rows = dataset.rows.len();
+        let mut output = match format {
+            format::OutputFormat::Table => ToolOutput::new(json!({
+                "format": "table",
+                "markdown": format::markdown_table(&dataset),
+            })),
+            format::OutputFormat::Csv => ToolOutput::new(json!({
+                "format": "csv",
+                "csv": format::csv_text(&dataset),
+            })),
+            format::OutputFormat::Json => ToolOutput::new(json!({
+                "format": "json",
+                "rows": format::json_objects(&dataset),
+            })),
+            format::OutputFormat::Summary => self.summary(&params, &dataset).await?,
+            format::OutputFormat::Chart => {
+                let chart = format::chart(&dataset).map_err(invalid)?;
+                let mut output = ToolOutput::new(json!({
+                    "format": "chart",
+                    "chart_type": chart.kind.as_str(),
+                    "vega_lite": chart.vega_lite,
+                }));
+                output.png_images.push(chart.png);
+                output
+            }
+        };
+        output.meta.insert("rows".into(), Value::from(rows));
+        Ok(output)
+    }
+
+    /// `format=summary`: the statistics, and a model's written summary of them and of the first
+    /// rows when a provider is configured. `summary_source` says which one the reader gets.
+    async fn summary(
+        &self,
+        params: &FormatResultsParams,
+        dataset: &format::Dataset,
+    ) -> Result<ToolOutput, ToolError> {
+        let statistics = format::summary(dataset);
+        let choice = self.intelligence.choose_optional(
+            LlmTool::FormatResults,
+            params.llm_provider.as_deref(),
+            params.llm_model.as_deref(),
+        )?;
+        let choice = match choice {
+            Ok(choice) => choice,
+            Err(reason) => {
+                let mut output = ToolOutput::new(json!({
+                    "format": "summary",
+                    "summary_source": "statistics",
+                    "summary": statistics,
+                }));
+                output.meta.insert("llm_summary".into(), json!({ "ran": false, "reason": reason }));
+                return Ok(output);
+            }
+        };
+        let csv = format::csv_text(&format::Dataset {
+            columns: dataset.columns.clone(),
+            rows: dataset.rows.iter().take(SUMMARY_SAMPLE_ROWS).cloned().collect(),
+        });
+        let mut sample: String = csv.chars().take(SUMMARY_SAMPLE_CHARS).collect();
+        if sample.len() < csv.len() {
+            sample.push_str("\n[rows cut]");
+        }
+        let request = format!(
+            "Summarize this query result of {} rows.\n\nPer-column statistics (JSON):\n{}\n\nThe first {} rows (CSV):\n{}",
+            dataset.rows.len(),
+            statistics,
+            dataset.rows.len().min(SUMMARY_SAMPLE_ROWS),
+            sample
+        );
+        let completion = self
+            .intelligence
+            .ask(
+                &choice,
+                SUMMARY_SYSTEM_PROMPT.to_owned(),
+                vec![Message { role: Role::User, content: request }],
+                0.3,
+                1_024,
+            )
+            .await;
+        let completion = match completion {
+            Ok(completion) => completion,
+            Err(error) => {
+                // The statistics still answer the call; the meta says why there is no text.
+                let mut output = ToolOutput::new(json!({
+                    "format": "summary",
+                    "summary_source": "statistics",
+                    "summary": statistics,
+                }));
+                output.meta.insert(
+                    "llm_summary".into(),
+                    json!({
+                        "ran": false,
+                        "llm_provider": choice.provider.as_str(),
+                        "llm_model": choice.model,
+                        "error": {"code": error.code.as_str(), "message": error.message},
+                    }),
+                );
+                return Ok(output);
+            }
+        };
+        let mut usage = models::Usage::default();
+        usage.add(&completion);
+        let mut output = ToolOutput::new(json!({
+            "format": "summary",
+            "summary_source": "llm",
+            "text": completion.text.trim(),
+            "summary": statistics,
+        }));
+        output.meta.insert(
+            "llm_summary".into(),
+            json!({
+                "ran": true,
+                "llm_provider": choice.provider.as_str(),
+                "llm_model": choice.model,
+                "usage": usage.to_json(),
+            }),
+        );
+        output.llm = Some(usage.record(&choice));
+        Ok(output)
+    }
 }
 
 /// Arguments of `add_records`.

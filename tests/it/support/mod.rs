@@ -1,5 +1,6 @@
 //! Shared test helpers: the test PostgreSQL and the orca process wrappers.
 
+pub(crate) mod fake_llm;
 pub(crate) mod orca;
 pub(crate) mod pg;
 pub(crate) mod samples;

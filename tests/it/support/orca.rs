@@ -55,6 +55,20 @@ impl OrcaSetup {
         HttpServer::start(command)
     }
 
+    /// Set one environment variable of the process.
+    pub(crate) fn with_env(mut self, key: &str, value: &str) -> OrcaSetup {
+        self.env.insert(key.to_owned(), value.to_owned());
+        self
+    }
+
+    /// Point every model provider at the fake servers, with the keys they accept.
+    pub(crate) fn with_fake_llm(mut self, fake: &super::fake_llm::FakeLlm) -> OrcaSetup {
+        for (key, value) in fake.env() {
+            self.env.insert(key, value);
+        }
+        self
+    }
+
     /// Write `orca.yaml` into the home directory and point orca at it.
     pub(crate) fn with_config(mut self, yaml: &str) -> OrcaSetup {
         let path = self.home.path().join("orca.yaml");
@@ -88,6 +102,14 @@ impl OrcaSetup {
             "ORCA_LOG",
             "RUST_LOG",
             "ORCA_EXTERNAL_MCPS",
+            "ORCA_CONTEXT_FILE",
+            "OPENAI_API_KEY",
+            "OPENAI_BASE_URL",
+            "ANTHROPIC_API_KEY",
+            "ANTHROPIC_BASE_URL",
+            "GEMINI_API_KEY",
+            "GOOGLE_API_KEY",
+            "GEMINI_BASE_URL",
         ] {
             command.env_remove(key);
         }

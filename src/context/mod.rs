@@ -1,0 +1,35 @@
+//! The learned context file (`context/supabase-sql-context.md`, `ORCA_CONTEXT_FILE`): parsed
+//! with pulldown-cmark into the specification's sections, kept in memory and hot-reloaded when
+//! the file changes (debounced; a malformed file keeps the previous version and logs why), and
+//! searched (BM25) for the entries most relevant to a question within a token budget.
+//! Knows nothing of MCP or SQL execution.
+//!
+//! - `parse`: the file's `##` sections and their `###` entries, each with its exact source
+//!   markdown; large entries split into chunks; the errors a person can act on.
+//! - `overview`: the generated schema overview between `<!-- orca:schema:start -->` and
+//!   `<!-- orca:schema:end -->`, and replacing it without touching the rest of the file.
+//! - `bm25`: a generic ranker (Okapi BM25, `k1 = 1.2`, `b = 0.75`, Lucene's non-negative IDF,
+//!   a tokenizer that splits identifiers): reusable for anything else, such as the tables of
+//!   a big schema.
+//! - `select`: what goes into a prompt: the notes on the model in use, then the most relevant
+//!   query patterns, error fixes and optimization insights, within a token budget (tokens are
+//!   estimated as `(chars + 3) / 4`).
+//! - `store`: the shared, hot-reloaded [`ContextStore`] (a watch channel of versions, fed by a
+//!   watcher on the file's directory).
+//! - `suggest`: additions to the file proposed by a model from recent failures, for a person to
+//!   review (`orca context suggest`); it never writes the file.
+
+pub(crate) mod bm25;
+mod overview;
+mod parse;
+mod select;
+mod store;
+pub(crate) mod suggest;
+
+#[cfg(test)]
+mod shipped;
+
+pub(crate) use overview::replace_schema_overview;
+pub(crate) use parse::{ContextDoc, parse};
+pub(crate) use select::select;
+pub(crate) use store::{ContextStore, ContextWatch, LoadedContext};

@@ -1,0 +1,299 @@
+//! The model side of the postgres server: which provider and model a call uses (the caller's
+//! choice, else the tool's default from `orca.yaml`, else another configured provider the tool
+//! supports), asking it, and turning provider failures into the error taxonomy.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::config::{LlmConfig, LlmTool, provider_names};
+use crate::context::{ContextStore, ContextWatch};
+use crate::llm::{self, Completion, Llm, Provider};
+use crate::tool::{ErrorCode, LlmUsage, ToolError};
+
+/// The providers, their configuration and the context file, shared by the LLM-backed tools.
+#[derive(Debug, Clone)]
+pub(crate) struct Intelligence {
+    pub(crate) llm: Llm,
+    pub(crate) config: Arc<LlmConfig>,
+    pub(crate) context: ContextStore,
+}
+
+/// The provider and model one call uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ModelChoice {
+    pub(crate) provider: Provider,
+    pub(crate) model: String,
+}
+
+/// Token counts summed over the requests of one call.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Usage {
+    pub(crate) prompt_tokens: Option<i64>,
+    pub(crate) completion_tokens: Option<i64>,
+    /// Answers received (one per model turn).
+    pub(crate) requests: u32,
+    /// HTTP attempts made for them (more than `requests` when a 429 or 5xx was retried).
+    pub(crate) http_attempts: u32,
+    /// The model as the provider names it in its answer (often with a version suffix).
+    pub(crate) reported_model: Option<String>,
+}
+
+impl Usage {
+    pub(crate) fn add(&mut self, completion: &Completion) {
+        let sum = |total: Option<i64>, more: Option<i64>| match (total, more) {
+            (None, None) => None,
+            (total, more) => Some(total.unwrap_or(0) + more.unwrap_or(0)),
+        };
+        self.prompt_tokens = sum(self.prompt_tokens, completion.prompt_tokens);
+        self.completion_tokens = sum(self.completion_tokens, completion.completion_tokens);
+        self.requests += 1;
+        self.http_attempts += completion.http_attempts;
+        self.reported_model = Some(completion.model.clone());
+    }
+
+    /// The execution record's LLM columns.
+    pub(crate) fn record(&self, choice: &ModelChoice) -> LlmUsage {
+        LlmUsage {
+            provider: choice.provider.as_str().to_owned(),
+            model: choice.model.clone(),
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens: self.completion_tokens,
+        }
+    }
+
+    pub(crate) fn to_json(&self) -> Value {
+        json!({
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "requests": self.requests,
+            "http_attempts": self.http_attempts,
+            "reported_model": self.reported_model,
+        })
+    }
+}
+
+impl Intelligence {
+    /// The clients of the configured providers and the context file, watched for changes (the
+    /// watch lives as long as the returned guard; without it the file is read once).
+    pub(crate) fn start(config: &LlmConfig) -> (Intelligence, Option<ContextWatch>) {
+        let context = ContextStore::open(config.context_file.clone());
+        let watch = match context.watch() {
+            Ok(watch) => Some(watch),
+            Err(error) => {
+                tracing::warn!(
+                    "cannot watch the context file {} for changes ({error}); it is read once",
+                    config.context_file.display()
+                );
+                None
+            }
+        };
+        let intelligence = Intelligence {
+            llm: Llm::new(config.endpoints.clone(), config.client.clone()),
+            config: Arc::new(config.clone()),
+            context,
+        };
+        (intelligence, watch)
+    }
+
+    /// The provider and model for a call of `tool` that needs a model.
+    ///
+    /// # Errors
+    ///
+    /// `INVALID_INPUT` for an unknown or unsupported provider (listing the supported ones), a
+    /// provider without a key (naming the variable to set), or no configured provider at all.
+    pub(crate) fn choose(
+        &self,
+        tool: LlmTool,
+        provider: Option<&str>,
+        model: Option<&str>,
+    ) -> Result<ModelChoice, ToolError> {
+        match self.choose_optional(tool, provider, model)? {
+            Ok(choice) => Ok(choice),
+            Err(reason) => Err(ToolError::invalid_input(reason).with_hint(
+                "set the key of a provider in orca's environment (or OPENAI_BASE_URL for a local OpenAI-compatible server) and restart orca",
+            )),
+        }
+    }
+
+    /// Like [`Intelligence::choose`], but having no configured provider at all (when the caller
+    /// named none) is not an error: it is `Ok(Err(reason))`, for tools whose model is optional.
+    ///
+    /// # Errors
+    ///
+    /// `INVALID_INPUT` as for [`Intelligence::choose`] when the caller named a provider.
+    pub(crate) fn choose_optional(
+        &self,
+        tool: LlmTool,
+        provider: Option<&str>,
+        model: Option<&str>,
+    ) -> Result<Result<ModelChoice, String>, ToolError> {
+        let supported = tool.supported();
+        let model = model.map(str::trim).filter(|model| !model.is_empty());
+        let model = model.map(|model| self.config.aliases.get(model).map_or(model, String::as_str));
+        let provider = provider.map(str::trim).filter(|provider| !provider.is_empty());
+        let provider = match provider {
+            Some(name) => {
+                let parsed = Provider::parse(name).filter(|parsed| supported.contains(parsed));
+                let Some(parsed) = parsed else {
+                    return Err(ToolError::invalid_input(format!(
+                        "llm_provider `{}` is not supported by {}; supported providers: {}",
+                        name.chars().take(40).collect::<String>(),
+                        tool.as_str(),
+                        provider_names(supported)
+                    )));
+                };
+                if !self.llm.is_configured(parsed) {
+                    return Err(ToolError::invalid_input(format!(
+                        "the {parsed} provider is not configured: set {} in orca's environment",
+                        parsed.key_variables()
+                    ))
+                    .with_hint(self.configured_hint(tool)));
+                }
+                parsed
+            }
+            None => {
+                let default = &self.config.tools[&tool];
+                let inferred = model.and_then(provider_of_model).filter(|p| supported.contains(p));
+                let preferred = inferred.unwrap_or(default.provider);
+                let candidates = std::iter::once(preferred).chain(supported.iter().copied());
+                let configured = candidates
+                    .filter(|candidate| inferred.is_none() || Some(*candidate) == inferred)
+                    .find(|candidate| self.llm.is_configured(*candidate));
+                match configured {
+                    Some(provider) => provider,
+                    None if inferred.is_some() => {
+                        let provider = preferred;
+                        return Err(ToolError::invalid_input(format!(
+                            "the model looks like a {provider} model, and the {provider} provider is not configured: set {} in orca's environment",
+                            provider.key_variables()
+                        )));
+                    }
+                    None => {
+                        let variables: Vec<&str> =
+                            supported.iter().map(|provider| provider.key_variables()).collect();
+                        return Ok(Err(format!(
+                            "no LLM provider is configured for {}: set {}",
+                            tool.as_str(),
+                            variables.join(" or ")
+                        )));
+                    }
+                }
+            }
+        };
+        let model = match model {
+            Some(model) => model.to_owned(),
+            None => {
+                let default = &self.config.tools[&tool];
+                if default.provider == provider {
+                    default.model.clone()
+                } else {
+                    self.config.provider_models[&provider].clone()
+                }
+            }
+        };
+        Ok(Ok(ModelChoice { provider, model }))
+    }
+
+    fn configured_hint(&self, tool: LlmTool) -> String {
+        let configured: Vec<Provider> = tool
+            .supported()
+            .iter()
+            .copied()
+            .filter(|provider| self.llm.is_configured(*provider))
+            .collect();
+        if configured.is_empty() {
+            "no provider is configured; set a provider's key in orca's environment".to_owned()
+        } else {
+            format!("configured providers for {}: {}", tool.as_str(), provider_names(&configured))
+        }
+    }
+
+    /// Ask the chosen model.
+    ///
+    /// # Errors
+    ///
+    /// The provider's failure in the taxonomy (see [`llm_error`]).
+    pub(crate) async fn ask(
+        &self,
+        choice: &ModelChoice,
+        system: String,
+        messages: Vec<llm::Message>,
+        temperature: f32,
+        max_tokens: u32,
+    ) -> Result<Completion, ToolError> {
+        let request =
+            llm::Request { model: choice.model.clone(), system, messages, temperature, max_tokens };
+        self.llm.complete(choice.provider, &request).await.map_err(|error| llm_error(&error))
+    }
+}
+
+/// The provider a model name plainly belongs to, if any.
+fn provider_of_model(model: &str) -> Option<Provider> {
+    let model = model.to_ascii_lowercase();
+    let model = model.strip_prefix("models/").unwrap_or(&model);
+    if model.starts_with("claude") {
+        Some(Provider::Anthropic)
+    } else if model.starts_with("gemini") {
+        Some(Provider::Google)
+    } else if model.starts_with("gpt-")
+        || model.starts_with("chatgpt")
+        || model.starts_with("o1")
+        || model.starts_with("o3")
+        || model.starts_with("o4")
+    {
+        Some(Provider::OpenAi)
+    } else {
+        None
+    }
+}
+
+/// A provider failure as a tool error. The provider's own message is kept (it names the model
+/// or the limit); keys and URLs never appear in it.
+pub(crate) fn llm_error(error: &llm::Error) -> ToolError {
+    let message = error.to_string();
+    match error {
+        llm::Error::MissingKey { provider } => ToolError::invalid_input(message)
+            .with_hint(format!("set {} in orca's environment", provider.key_variables())),
+        llm::Error::Unauthorized { provider, .. } => {
+            ToolError::upstream_unavailable(message).not_retryable().with_hint(format!(
+                "check the key in {} (orca's environment)",
+                provider.key_variables()
+            ))
+        }
+        llm::Error::Rejected { .. } => ToolError::invalid_input(message)
+            .with_hint("check llm_model: the provider did not accept the request for it"),
+        llm::Error::RateLimited { retry_after, .. } => {
+            let mut tool_error = ToolError::new(ErrorCode::RateLimited, message);
+            if let Some(after) = retry_after {
+                tool_error = tool_error
+                    .with_hint(format!("the provider asks to wait {} s", after.as_secs().max(1)));
+            }
+            tool_error
+        }
+        llm::Error::Unavailable { .. } => ToolError::upstream_unavailable(message),
+        llm::Error::Timeout { .. } => ToolError::new(ErrorCode::Timeout, message).with_hint(
+            "the model took longer than llm.timeout_ms; try again, a smaller model, or a longer timeout",
+        ),
+        llm::Error::Malformed { .. } => ToolError::upstream_unavailable(message).not_retryable(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_names_point_to_their_provider() {
+        let cases = [
+            ("claude-sonnet-4-5", Some(Provider::Anthropic)),
+            ("gpt-4o-mini", Some(Provider::OpenAi)),
+            ("o3-mini", Some(Provider::OpenAi)),
+            ("models/gemini-2.5-pro", Some(Provider::Google)),
+            ("llama3.1:8b", None),
+        ];
+        for (model, expected) in cases {
+            assert_eq!(provider_of_model(model), expected, "{model}");
+        }
+    }
+}
