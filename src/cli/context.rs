@@ -139,6 +139,8 @@ async fn watch(path: &Path) -> anyhow::Result<ExitCode> {
         )
     };
     print(&report(&versions.borrow_and_update()));
+    let shutdown = super::shutdown_signal();
+    tokio::pin!(shutdown);
     loop {
         tokio::select! {
             changed = versions.changed() => {
@@ -148,7 +150,7 @@ async fn watch(path: &Path) -> anyhow::Result<ExitCode> {
                 let loaded = versions.borrow_and_update().clone();
                 print(&report(&loaded));
             }
-            () = super::shutdown_signal() => break,
+            () = &mut shutdown => break,
         }
     }
     Ok(ExitCode::SUCCESS)

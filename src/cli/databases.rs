@@ -47,6 +47,11 @@ impl Databases {
         })
     }
 
+    /// Whether the databases are the embedded cluster's (with Chinook as the target).
+    pub(super) fn is_embedded(&self) -> bool {
+        self.embedded.is_some()
+    }
+
     /// The target database as it may be printed.
     pub(super) fn target_description(&self) -> Option<String> {
         self.target_url.as_ref().map(|url| mask_url(url.expose_secret()))

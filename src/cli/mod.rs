@@ -254,6 +254,9 @@ impl Running {
         };
         let secret = crate::sql::Secret::load(config.secret.as_ref(), &config.home)?;
         let directory: crate::servers::orca::Directory = Arc::default();
+        if databases.is_embedded() && databases.target_url.is_some() {
+            seed_chinook_context(&config.llm.context_file);
+        }
         let (intelligence, context_watch) =
             crate::servers::postgres::Intelligence::start(&config.llm);
         let registry = Registry::build(
@@ -299,6 +302,24 @@ impl Running {
         self.state.tracker.shutdown().await;
         self.state.state_pool.close().await;
         self.databases.close().await
+    }
+}
+
+/// With the embedded Chinook database, start from the context file shipped for it when there
+/// is none yet (a person curates it from there; orca never overwrites it).
+fn seed_chinook_context(path: &std::path::Path) {
+    if path.exists() {
+        return;
+    }
+    let written = path
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| std::fs::write(path, crate::context::CHINOOK_CONTEXT));
+    match written {
+        Ok(()) => tracing::info!("wrote the Chinook context file to {}", path.display()),
+        Err(error) => {
+            tracing::warn!("cannot write the Chinook context file to {}: {error}", path.display());
+        }
     }
 }
 

@@ -84,7 +84,8 @@ pub(crate) struct LlmConfig {
     /// Short names a caller may use for a model (`sonnet: claude-sonnet-4-5`).
     pub(crate) aliases: BTreeMap<String, String>,
     /// The context file (`ORCA_CONTEXT_FILE`, `llm.context_file`, else
-    /// `context/supabase-sql-context.md` in the working directory).
+    /// `context/supabase-sql-context.md` in the working directory when it exists, else in
+    /// `ORCA_HOME`).
     pub(crate) context_file: PathBuf,
     /// How much of the context file a prompt may hold, in estimated tokens.
     pub(crate) context_budget_tokens: usize,
@@ -98,6 +99,9 @@ impl LlmConfig {
         self.endpoints.iter().find(|endpoint| endpoint.provider == provider)
     }
 }
+
+/// The context file's name, in `./context/` or `$ORCA_HOME/context/`.
+const CONTEXT_FILE_NAME: &str = "supabase-sql-context.md";
 
 /// `llm:` as written.
 #[derive(Debug, Default, Deserialize)]
@@ -130,6 +134,7 @@ pub(super) fn load(
     section: Option<&Value>,
     env: &Env,
     file: &str,
+    home: &Path,
     errors: &mut Vec<String>,
 ) -> LlmConfig {
     let raw: RawLlm =
@@ -240,11 +245,15 @@ pub(super) fn load(
         tools.insert(tool, ToolModel { provider, model });
     }
 
-    let context_file = env
-        .get("ORCA_CONTEXT_FILE")
-        .map(PathBuf::from)
-        .or(raw.context_file)
-        .unwrap_or_else(|| Path::new("context").join("supabase-sql-context.md"));
+    let in_working_directory = Path::new("context").join(CONTEXT_FILE_NAME);
+    let context_file =
+        env.get("ORCA_CONTEXT_FILE").map(PathBuf::from).or(raw.context_file).unwrap_or_else(|| {
+            if in_working_directory.is_file() {
+                in_working_directory
+            } else {
+                home.join("context").join(CONTEXT_FILE_NAME)
+            }
+        });
     let to_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
     LlmConfig {
         endpoints,
@@ -281,7 +290,8 @@ mod tests {
 
     fn load_with(yaml: Value, vars: &[(&str, &str)]) -> (LlmConfig, Vec<String>) {
         let mut errors = Vec::new();
-        let config = load(Some(&yaml), &Env::from_pairs(vars), "orca.yaml", &mut errors);
+        let home = Path::new("/nonexistent/orca-home");
+        let config = load(Some(&yaml), &Env::from_pairs(vars), "orca.yaml", home, &mut errors);
         (config, errors)
     }
 
@@ -298,7 +308,13 @@ mod tests {
             assert_eq!(endpoint.base_url, default_base_url(provider));
         }
         assert_eq!(config.client.timeout, Duration::from_secs(60));
-        assert_eq!(config.context_file, Path::new("context/supabase-sql-context.md"));
+        // The working directory's file when there is one (as in this repository), else ORCA_HOME's.
+        let expected = if Path::new("context/supabase-sql-context.md").is_file() {
+            PathBuf::from("context/supabase-sql-context.md")
+        } else {
+            PathBuf::from("/nonexistent/orca-home/context/supabase-sql-context.md")
+        };
+        assert_eq!(config.context_file, expected);
     }
 
     #[test]

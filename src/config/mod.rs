@@ -618,7 +618,7 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
         masking.insert(policy, rules);
     }
 
-    let llm = llm::load(sections.llm, env, &file_label, &mut errors);
+    let llm = llm::load(sections.llm, env, &file_label, &home, &mut errors);
 
     if !errors.is_empty() {
         return Err(ConfigErrors(errors));

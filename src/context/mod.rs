@@ -19,6 +19,9 @@
 //! - `suggest`: additions to the file proposed by a model from recent failures, for a person to
 //!   review (`orca context suggest`); it never writes the file.
 
+/// The context file shipped for the Chinook demo database; `orca demo` starts from it.
+pub(crate) const CHINOOK_CONTEXT: &str = include_str!("../../context/supabase-sql-context.md");
+
 pub(crate) mod bm25;
 mod overview;
 mod parse;

@@ -34,7 +34,7 @@ fn the_shipped_file_has_entries_in_every_section() {
         (Section::QueryPatterns, 6..=10),
         (Section::ErrorFixes, 5..=8),
         (Section::OptimizationInsights, 4..=6),
-        (Section::ModelNotes, 5..=5),
+        (Section::ModelNotes, 8..=8),
     ];
     for (section, expected) in cases {
         let entries: Vec<&str> = doc.entries_in(&section).map(|entry| entry.title()).collect();
@@ -75,6 +75,11 @@ fn the_shipped_model_notes_serve_the_common_models() {
         ("gpt-4o-mini", "gpt-4o-mini"),
         ("models/gemini-1.5-pro", "gemini-1.5-pro"),
         ("gemini-1.5-pro-002", "gemini-1.5-pro"),
+        // orca's default models.
+        ("claude-sonnet-4-5", "claude-sonnet-4-5"),
+        ("claude-sonnet-4-5-20250929", "claude-sonnet-4-5"),
+        ("claude-haiku-4-5", "claude-haiku-4-5"),
+        ("gemini-2.5-flash", "gemini-2.5-flash"),
     ];
     for (model, expected) in cases {
         let titles: Vec<&str> =

@@ -2,11 +2,9 @@
 //! `anthropic-version`, the system prompt as a top-level string, the answer's text blocks
 //! joined.
 
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
-use secrecy::ExposeSecret as _;
 use serde::{Deserialize, Serialize};
 
-use super::transport::{self, Post};
+use super::transport::JsonCall;
 use super::{Answer, ClientSettings, Endpoint, Error, Provider, Request, Role};
 
 /// Where Anthropic's API lives; `/v1/messages` is appended.
@@ -115,28 +113,16 @@ pub(crate) async fn complete(
     endpoint: &Endpoint,
     request: &Request,
 ) -> Result<(Answer, u32), Error> {
-    let provider = Provider::Anthropic;
-    let key = transport::configured_key(endpoint).ok_or(Error::MissingKey { provider })?;
-    let base = transport::base_url(provider, &endpoint.base_url)?;
-    let mut headers = HeaderMap::new();
-    headers.insert("x-api-key", transport::secret_header(provider, key.expose_secret().trim())?);
-    headers.insert("anthropic-version", HeaderValue::from_static(API_VERSION));
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
-    let body = transport::json_body(provider, &messages_request(request))?;
-    let post = Post {
-        provider,
-        http,
-        settings,
-        url: transport::endpoint_url(&base, &["v1", "messages"]),
-        headers,
-        body,
-        key: Some(key),
+    let call = JsonCall {
+        provider: Provider::Anthropic,
+        key_header: "x-api-key",
+        extra_headers: &[("anthropic-version", API_VERSION)],
+        path: &["v1", "messages"],
     };
-    let success = post.send().await?;
-    let answer = read_answer(&success.body, &request.model)
-        .map_err(|message| Error::Malformed { provider, message })?;
-    Ok((answer, success.attempts))
+    call.send(http, settings, endpoint, &messages_request(request), |body| {
+        read_answer(body, &request.model)
+    })
+    .await
 }
 
 #[cfg(test)]

@@ -3,11 +3,9 @@
 //! URL, which ends up in messages and logs), the system prompt as `systemInstruction`, the
 //! first candidate's text parts joined.
 
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
-use secrecy::ExposeSecret as _;
 use serde::{Deserialize, Serialize};
 
-use super::transport::{self, Post};
+use super::transport::JsonCall;
 use super::{Answer, ClientSettings, Endpoint, Error, Provider, Request, Role};
 
 /// Where the Gemini API lives; `/v1beta/models/{model}:generateContent` is appended.
@@ -166,29 +164,17 @@ pub(crate) async fn complete(
     endpoint: &Endpoint,
     request: &Request,
 ) -> Result<(Answer, u32), Error> {
-    let provider = Provider::Google;
-    let key = transport::configured_key(endpoint).ok_or(Error::MissingKey { provider })?;
-    let base = transport::base_url(provider, &endpoint.base_url)?;
-    let mut headers = HeaderMap::new();
-    headers
-        .insert("x-goog-api-key", transport::secret_header(provider, key.expose_secret().trim())?);
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
-    let body = transport::json_body(provider, &generate_content_request(request))?;
     let method = format!("{}:generateContent", model_id(&request.model));
-    let post = Post {
-        provider,
-        http,
-        settings,
-        url: transport::endpoint_url(&base, &["v1beta", "models", &method]),
-        headers,
-        body,
-        key: Some(key),
+    let call = JsonCall {
+        provider: Provider::Google,
+        key_header: "x-goog-api-key",
+        extra_headers: &[],
+        path: &["v1beta", "models", &method],
     };
-    let success = post.send().await?;
-    let answer = read_answer(&success.body, &request.model)
-        .map_err(|message| Error::Malformed { provider, message })?;
-    Ok((answer, success.attempts))
+    call.send(http, settings, endpoint, &generate_content_request(request), |body| {
+        read_answer(body, &request.model)
+    })
+    .await
 }
 
 #[cfg(test)]

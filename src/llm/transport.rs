@@ -201,6 +201,60 @@ pub(crate) struct Post<'a> {
     pub(crate) key: Option<&'a SecretString>,
 }
 
+/// What differs between the providers that orca calls over plain reqwest (Anthropic, Google).
+pub(crate) struct JsonCall<'a> {
+    pub(crate) provider: Provider,
+    /// The header that carries the key (`x-api-key`, `x-goog-api-key`).
+    pub(crate) key_header: &'static str,
+    /// Further fixed headers (`anthropic-version`).
+    pub(crate) extra_headers: &'a [(&'static str, &'static str)],
+    /// Path segments under the base URL.
+    pub(crate) path: &'a [&'a str],
+}
+
+impl JsonCall<'_> {
+    /// POST `body` as JSON with the endpoint's key and read the answer with `read`; the answer
+    /// and the HTTP attempts made.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::MissingKey`] without a key, the errors of [`Post::send`], and
+    /// [`Error::Malformed`] when `read` cannot make sense of a success.
+    pub(crate) async fn send(
+        &self,
+        http: &reqwest::Client,
+        settings: &ClientSettings,
+        endpoint: &Endpoint,
+        body: &impl serde::Serialize,
+        read: impl FnOnce(&[u8]) -> Result<super::Answer, String>,
+    ) -> Result<(super::Answer, u32), Error> {
+        use reqwest::header::{ACCEPT, CONTENT_TYPE};
+        let provider = self.provider;
+        let key = configured_key(endpoint).ok_or(Error::MissingKey { provider })?;
+        let base = base_url(provider, &endpoint.base_url)?;
+        let mut headers = HeaderMap::new();
+        headers.insert(self.key_header, secret_header(provider, key.expose_secret().trim())?);
+        for (name, value) in self.extra_headers {
+            headers.insert(*name, HeaderValue::from_static(value));
+        }
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
+        let post = Post {
+            provider,
+            http,
+            settings,
+            url: endpoint_url(&base, self.path),
+            headers,
+            body: json_body(provider, body)?,
+            key: Some(key),
+        };
+        let success = post.send().await?;
+        let answer =
+            read(&success.body).map_err(|message| Error::Malformed { provider, message })?;
+        Ok((answer, success.attempts))
+    }
+}
+
 /// A success answer, read in full.
 #[derive(Debug)]
 pub(crate) struct Success {

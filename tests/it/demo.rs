@@ -31,6 +31,14 @@ async fn demo_loads_chinook_once_serves_http_and_stops_its_cluster() {
     .unwrap();
     let rows = result.structured_content.unwrap()["rows"].clone();
     assert_eq!(rows[0], json!(["A Cor Do Som"]), "{rows}");
+    // The demo starts from the context file shipped for Chinook.
+    let context = setup.home.path().join("context/supabase-sql-context.md");
+    let shipped =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("context/supabase-sql-context.md");
+    assert_eq!(
+        std::fs::read_to_string(context).unwrap(),
+        std::fs::read_to_string(shipped).unwrap()
+    );
     client.cancel().await.unwrap();
     let url = embedded_url(&setup, "chinook");
     {

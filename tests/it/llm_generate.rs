@@ -633,3 +633,78 @@ async fn suggestions_from_recent_failures_come_as_a_patch_and_the_file_is_untouc
     assert!(text.contains("milliseconds / 60000"), "{text}");
     assert!(text.contains("Revenue by customer"), "the existing titles are listed: {text}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_query_in_the_shipped_context_file_runs_on_chinook() {
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("context/supabase-sql-context.md"),
+    )
+    .unwrap();
+    let mut blocks = Vec::new();
+    let mut open: Option<String> = None;
+    for line in text.lines() {
+        match (&mut open, line.trim_start()) {
+            (None, fence) if fence.starts_with("```sql") => open = Some(String::new()),
+            (Some(_), fence) if fence.starts_with("```") => blocks.push(open.take().unwrap()),
+            (Some(block), _) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+            (None, _) => {}
+        }
+    }
+    assert!(blocks.len() >= 6, "the shipped file has its query patterns: {}", blocks.len());
+    let database = samples::chinook().await;
+    let pool = database.connect().await;
+    for block in blocks {
+        let mut transaction = pool.begin().await.unwrap();
+        sqlx::query("SET TRANSACTION READ ONLY").execute(&mut *transaction).await.unwrap();
+        let rows = sqlx::raw_sql(sqlx::AssertSqlSafe(block.clone()))
+            .fetch_all(&mut *transaction)
+            .await
+            .unwrap_or_else(|error| panic!("{error}:\n{block}"));
+        assert!(!rows.is_empty(), "the pattern returns rows on Chinook:\n{block}");
+        transaction.rollback().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn refresh_schema_rewrites_only_the_overview_and_check_reads_the_result() {
+    let lab = chinook_loop(None).await;
+    let file = lab.context_file.display().to_string();
+    let (code, stdout, stderr) = run(&lab.setup, &["context", "refresh-schema", "--file", &file]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("schema overview of 11 relations"), "{stdout}");
+    let refreshed = std::fs::read_to_string(&lab.context_file).unwrap();
+    let start = refreshed.find("<!-- orca:schema:start -->").unwrap();
+    let end = refreshed.find("<!-- orca:schema:end -->").unwrap();
+    let overview = &refreshed[start..end];
+    assert!(overview.contains("invoice_line(invoice_line_id integer PK"), "{overview}");
+    assert!(!overview.contains("(written by refresh-schema)"), "{overview}");
+    let outside = |text: &str| {
+        let start = text.find("<!-- orca:schema:start -->").unwrap();
+        let end = text.find("<!-- orca:schema:end -->").unwrap();
+        format!("{}{}", &text[..start], &text[end..])
+    };
+    assert_eq!(outside(&refreshed), outside(CONTEXT), "nothing outside the markers changes");
+
+    let (code, stdout, stderr) = run(&lab.setup, &["context", "check", "--file", &file]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("Revenue by customer"), "{stdout}");
+
+    // A file that does not exist yet starts from the template; a malformed one is reported.
+    let fresh = lab.setup.home.path().join("new/context.md");
+    let fresh_name = fresh.display().to_string();
+    let (code, _, stderr) = run(&lab.setup, &["context", "refresh-schema", "--file", &fresh_name]);
+    assert_eq!(code, 0, "{stderr}");
+    let created = std::fs::read_to_string(&fresh).unwrap();
+    for heading in
+        ["## Successful Query Patterns", "## Common Error Patterns & Fixes", "invoice_line("]
+    {
+        assert!(created.contains(heading), "{created}");
+    }
+    std::fs::write(&fresh, "   \n").unwrap();
+    let (code, _, stderr) = run(&lab.setup, &["context", "check", "--file", &fresh_name]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("is malformed"), "{stderr}");
+}

@@ -137,8 +137,9 @@ pub(crate) fn compact_schema(
         out.push('\n');
     }
     out.push_str(&enums);
+    let shown: HashSet<usize> = chosen.iter().copied().collect();
     let left_out: Vec<String> = (0..relations.len())
-        .filter(|index| !seen.contains(index) || !chosen.contains(index))
+        .filter(|index| !shown.contains(index))
         .map(|index| name(&relations[index].schema, &relations[index].name, only_public))
         .collect();
     if !left_out.is_empty() {
@@ -241,7 +242,93 @@ fn relevance_text(relation: &Relation) -> String {
     text
 }
 
-/// The system prompt plus the retry turn, for `generate_sql`'s next attempt.
+/// The user turn that asks for another attempt after `error`.
 pub(crate) fn retry_message(error: &str) -> String {
     format!("Previous attempt failed: {error}. Please fix and try again.")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sql::introspect::{Column, ForeignKey, ForeignKeyAction, RelationKind};
+
+    fn column(name: &str) -> Column {
+        Column {
+            name: name.to_owned(),
+            data_type: "integer".to_owned(),
+            nullable: true,
+            default: None,
+            comment: None,
+            identity: None,
+            generated: None,
+        }
+    }
+
+    /// 1,000 tables of 10 columns; `orders` references `customers`.
+    fn big_schema() -> DatabaseSchema {
+        let mut relations: Vec<Relation> = (0..998)
+            .map(|index| {
+                let mut relation =
+                    Relation::empty("public", &format!("filler_{index:04}"), RelationKind::Table);
+                relation.columns = (0..10).map(|c| column(&format!("value_{c}"))).collect();
+                relation.row_estimate = Some(index);
+                relation
+            })
+            .collect();
+        let mut customers = Relation::empty("public", "customers", RelationKind::Table);
+        customers.columns = vec![column("customer_id"), column("name")];
+        let mut orders = Relation::empty("public", "orders", RelationKind::Table);
+        orders.columns = vec![column("order_id"), column("customer_id"), column("amount")];
+        orders.foreign_keys = vec![ForeignKey {
+            name: "orders_customer".to_owned(),
+            columns: vec!["customer_id".to_owned()],
+            referenced_schema: "public".to_owned(),
+            referenced_table: "customers".to_owned(),
+            referenced_columns: vec!["customer_id".to_owned()],
+            on_delete: ForeignKeyAction::NoAction,
+            on_update: ForeignKeyAction::NoAction,
+            inherited: false,
+        }];
+        relations.push(customers);
+        relations.push(orders);
+        DatabaseSchema {
+            database: "shop".to_owned(),
+            schemas: Vec::new(),
+            relations,
+            enums: Vec::new(),
+            domains: Vec::new(),
+            sequences: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_schema_too_big_for_the_budget_keeps_the_relevant_tables_and_names_the_rest() {
+        let schema = big_schema();
+        let (text, shown, total) = compact_schema(&schema, "total order amount per order", 500);
+        assert_eq!(total, 1_000);
+        assert!(shown < total, "{shown}");
+        // The relevant table, then the table its foreign key points to.
+        assert!(text.contains("orders(order_id integer, customer_id integer -> customers.customer_id, amount integer)"), "{text}");
+        assert!(text.contains("customers(customer_id integer, name integer)"), "{text}");
+        // Then the largest, within the budget; the rest are named.
+        assert!(text.contains("filler_0997("), "{text}");
+        assert!(
+            text.contains(&format!("-- {} more relations not shown:", total - shown)),
+            "{text}"
+        );
+        let body: usize = text
+            .lines()
+            .filter(|line| line.contains('('))
+            .map(|line| estimate_tokens(line) + 1)
+            .sum();
+        assert!(body <= 500, "{body}");
+    }
+
+    #[test]
+    fn a_schema_within_the_budget_is_shown_whole() {
+        let schema = big_schema();
+        let (text, shown, total) = compact_schema(&schema, "anything", usize::MAX);
+        assert_eq!((shown, total), (1_000, 1_000));
+        assert!(!text.contains("not shown"), "{text}");
+    }
 }
