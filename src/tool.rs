@@ -191,6 +191,8 @@ pub(crate) struct LlmUsage {
     pub(crate) model: String,
     pub(crate) prompt_tokens: Option<i64>,
     pub(crate) completion_tokens: Option<i64>,
+    /// Time spent waiting for the provider, over every request of the call.
+    pub(crate) latency_ms: Option<i32>,
 }
 
 /// A tool's successful result in domain terms: the structured value, anything the tool adds to

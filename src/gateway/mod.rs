@@ -571,6 +571,7 @@ impl ServerHandler for Gateway {
                 llm_model: llm.as_ref().map(|usage| usage.model.clone()),
                 llm_prompt_tokens: llm.as_ref().and_then(|usage| usage.prompt_tokens),
                 llm_completion_tokens: llm.as_ref().and_then(|usage| usage.completion_tokens),
+                llm_latency_ms: llm.as_ref().and_then(|usage| usage.latency_ms),
                 execution_time_ms: i32::try_from(elapsed.as_millis()).unwrap_or(i32::MAX),
                 status,
                 error_code: error.as_ref().map(|tool_error| tool_error.code.as_str().to_owned()),

@@ -48,6 +48,9 @@ pub(crate) struct Execution {
     pub(crate) llm_model: Option<String>,
     pub(crate) llm_prompt_tokens: Option<i64>,
     pub(crate) llm_completion_tokens: Option<i64>,
+    /// Records spilled before this field existed have none.
+    #[serde(default)]
+    pub(crate) llm_latency_ms: Option<i32>,
     pub(crate) execution_time_ms: i32,
     pub(crate) status: ExecutionStatus,
     pub(crate) error_code: Option<String>,

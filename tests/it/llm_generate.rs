@@ -156,14 +156,15 @@ async fn a_question_becomes_validated_sql_with_the_schema_and_the_relevant_conte
     let pool = lab.database.connect().await;
     let id = execution_id(&meta);
     wait_for_row(&pool, "SELECT 1 FROM orca.mcp_executions WHERE id = $1", id).await;
-    let (provider, model, prompt_tokens, completion_tokens): (String, String, i64, i64) =
-        sqlx::query_as("SELECT llm_provider, llm_model, llm_prompt_tokens, llm_completion_tokens FROM orca.mcp_executions WHERE id = $1")
+    let (provider, model, prompt_tokens, completion_tokens, latency): (String, String, i64, i64, Option<i32>) =
+        sqlx::query_as("SELECT llm_provider, llm_model, llm_prompt_tokens, llm_completion_tokens, llm_latency_ms FROM orca.mcp_executions WHERE id = $1")
             .bind(id)
             .fetch_one(&pool)
             .await
             .unwrap();
     assert_eq!((provider.as_str(), model.as_str()), ("anthropic", "claude-sonnet-4-5"));
     assert!(prompt_tokens > 100 && completion_tokens > 0, "{prompt_tokens} {completion_tokens}");
+    assert!(latency.is_some(), "the provider's latency is recorded");
     client.cancel().await.unwrap();
 }
 
@@ -369,6 +370,15 @@ async fn without_a_key_the_error_names_the_variable_to_set() {
     let database = samples::chinook().await;
     let setup = OrcaSetup::new(&database.url);
     let client = setup.stdio_client().await;
+    // The input schema follows the specification: the prompt is required, the providers listed.
+    let tools = client.list_all_tools().await.unwrap();
+    let tool = tools.iter().find(|tool| tool.name == "generate_sql").unwrap();
+    let schema = Value::Object((*tool.input_schema).clone());
+    assert_eq!(schema["required"], json!(["prompt"]), "{schema}");
+    let text = schema.to_string();
+    for word in ["\"anthropic\"", "\"openai\"", "\"google\"", "use_context", "max_retries"] {
+        assert!(text.contains(word), "{word} in {schema}");
+    }
     let cases = [
         (
             json!({"prompt": "x"}),

@@ -32,6 +32,7 @@ pub(crate) struct GenerateSqlParams {
     /// The question or request in plain language ("top 5 customers by revenue in 2024").
     prompt: String,
     /// anthropic, openai or google (default: the configured default for generate_sql).
+    #[schemars(with = "Option<super::ProviderName>")]
     llm_provider: Option<String>,
     /// The model (default: the configured model of the provider).
     llm_model: Option<String>,
@@ -108,8 +109,7 @@ impl PostgresServer {
         let mut usage = Usage::default();
         let mut failures: Vec<FailedAttempt> = Vec::new();
         let mut last_sql: Option<String> = None;
-        let mut latency_ms: u64 = 0;
-        let base_meta = |usage: &Usage, attempts: u32, latency_ms: u64| {
+        let base_meta = |usage: &Usage, attempts: u32| {
             let mut meta = Map::new();
             meta.insert("provider_used".into(), Value::from(choice.provider.as_str()));
             meta.insert("model_used".into(), Value::from(choice.model.clone()));
@@ -118,7 +118,6 @@ impl PostgresServer {
             meta.insert("context".into(), context_meta.clone());
             meta.insert("schema".into(), schema_meta.clone());
             meta.insert("usage".into(), usage.to_json());
-            meta.insert("llm_latency_ms".into(), Value::from(latency_ms));
             meta
         };
 
@@ -139,13 +138,12 @@ impl PostgresServer {
                     error.attempts = Some(Box::new(Attempts {
                         earlier: failures.into_iter().map(|failure| failure.error).collect(),
                         llm: Some(usage.record(&choice)),
-                        meta: base_meta(&usage, attempt, latency_ms),
+                        meta: base_meta(&usage, attempt),
                     }));
                     return Err(error);
                 }
             };
             usage.add(&completion);
-            latency_ms += u64::try_from(completion.latency.as_millis()).unwrap_or(u64::MAX);
             let answer = completion.text;
             let Some(sql_text) = extract_sql(&answer) else {
                 failures.push(failed(
@@ -172,7 +170,7 @@ impl PostgresServer {
                         &choice,
                         attempt,
                         &usage,
-                        base_meta(&usage, attempt, latency_ms),
+                        base_meta(&usage, attempt),
                         failures,
                     ));
                 }
@@ -182,7 +180,7 @@ impl PostgresServer {
                         error.attempts = Some(Box::new(Attempts {
                             earlier: failures.into_iter().map(|failure| failure.error).collect(),
                             llm: Some(usage.record(&choice)),
-                            meta: base_meta(&usage, attempt, latency_ms),
+                            meta: base_meta(&usage, attempt),
                         }));
                         return Err(error);
                     }
@@ -223,7 +221,7 @@ impl PostgresServer {
         error.attempts = Some(Box::new(Attempts {
             earlier: failures.into_iter().map(|failure| failure.error).collect(),
             llm: Some(usage.record(&choice)),
-            meta: base_meta(&usage, params.max_retries, latency_ms),
+            meta: base_meta(&usage, params.max_retries),
         }));
         Err(error)
     }

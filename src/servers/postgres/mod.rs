@@ -231,6 +231,18 @@ pub(crate) fn tabular_result(result: sql::ReadResult, source: &str) -> Value {
     })
 }
 
+/// The providers of the specification's tool definitions, for the input schemas. The value is
+/// read as text so that an unknown or unsupported provider gets an error listing the ones the
+/// tool supports.
+#[derive(JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code, reason = "documents the schema; the value is parsed by models::Intelligence")]
+pub(crate) enum ProviderName {
+    Anthropic,
+    Openai,
+    Google,
+}
+
 fn markdown_default() -> SchemaFormat {
     SchemaFormat::Markdown
 }
@@ -258,6 +270,7 @@ pub(crate) struct GenerateSchemaParams {
     #[serde(default = "execute_yes")]
     include_relationships: bool,
     /// LLM provider for a written analysis of the schema (anthropic, openai, google).
+    #[schemars(with = "Option<ProviderName>")]
     llm_provider: Option<String>,
     /// LLM model for the analysis.
     llm_model: Option<String>,
@@ -277,6 +290,7 @@ pub(crate) struct FormatResultsParams {
     #[schemars(with = "FormatName")]
     format: Value,
     /// LLM provider for a written summary (anthropic, openai, google).
+    #[schemars(with = "Option<ProviderName>")]
     llm_provider: Option<String>,
     /// LLM model for the written summary.
     llm_model: Option<String>,

@@ -37,6 +37,8 @@ pub(crate) struct Usage {
     pub(crate) http_attempts: u32,
     /// The model as the provider names it in its answer (often with a version suffix).
     pub(crate) reported_model: Option<String>,
+    /// Time spent waiting for the provider's answers.
+    pub(crate) latency: std::time::Duration,
 }
 
 impl Usage {
@@ -50,6 +52,7 @@ impl Usage {
         self.requests += 1;
         self.http_attempts += completion.http_attempts;
         self.reported_model = Some(completion.model.clone());
+        self.latency += completion.latency;
     }
 
     /// The execution record's LLM columns.
@@ -59,6 +62,7 @@ impl Usage {
             model: choice.model.clone(),
             prompt_tokens: self.prompt_tokens,
             completion_tokens: self.completion_tokens,
+            latency_ms: Some(i32::try_from(self.latency.as_millis()).unwrap_or(i32::MAX)),
         }
     }
 
@@ -69,6 +73,7 @@ impl Usage {
             "requests": self.requests,
             "http_attempts": self.http_attempts,
             "reported_model": self.reported_model,
+            "latency_ms": u64::try_from(self.latency.as_millis()).unwrap_or(u64::MAX),
         })
     }
 }
