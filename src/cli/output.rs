@@ -25,12 +25,27 @@ pub(super) fn demo_banner(addr: SocketAddr, target: Option<&str>, config: &Confi
         .unwrap_or_else(|_| "orca".into());
     let home = config.home.display();
     let target = target.unwrap_or("(none)");
+    let configured: Vec<&str> = config
+        .llm
+        .endpoints
+        .iter()
+        .filter(|endpoint| crate::llm::is_configured(endpoint))
+        .map(|endpoint| endpoint.provider.as_str())
+        .collect();
+    let models = if configured.is_empty() {
+        "none configured: set ANTHROPIC_API_KEY, OPENAI_API_KEY (or OPENAI_BASE_URL) or GEMINI_API_KEY for generate_sql".to_owned()
+    } else {
+        configured.join(", ")
+    };
+    let context = config.llm.context_file.display();
     format!(
         "orca demo is running.\n\n\
          MCP endpoint (Streamable HTTP): http://{addr}/mcp\n\
          Feedback:                       POST http://{addr}/mcp/feedback\n\
          Health and metrics:             http://{addr}/healthz  http://{addr}/metrics\n\
-         Sample database:                {target}\n\n\
+         Sample database:                {target}\n\
+         Model providers:                {models}\n\
+         Context file (hot-reloaded):    {context}\n\n\
          Claude Desktop (claude_desktop_config.json), over stdio:\n\n\
          {{\n  \"mcpServers\": {{\n    \"orca\": {{\n      \"command\": \"{exe}\",\n      \"args\": [\"serve\", \"--stdio\"],\n      \"env\": {{ \"ORCA_HOME\": \"{home}\" }}\n    }}\n  }}\n}}\n\n\
          Try it: curl -s http://{addr}/mcp -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \\\n  \

@@ -287,8 +287,8 @@ impl Config {
             };
             let state = if endpoint.api_key.is_some() {
                 "key set".to_owned()
-            } else if endpoint.base_url != crate::llm::default_base_url(endpoint.provider) {
-                "no key".to_owned()
+            } else if crate::llm::is_configured(endpoint) {
+                "no key (a server of its own)".to_owned()
             } else {
                 format!("not configured: set {}", endpoint.provider.key_variables())
             };

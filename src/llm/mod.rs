@@ -65,6 +65,13 @@ pub(crate) fn default_base_url(provider: Provider) -> &'static str {
     }
 }
 
+/// Whether calls can be made through `endpoint`: it has a key, or it is an OpenAI-compatible
+/// server at an address of its own (local servers need no key).
+pub(crate) fn is_configured(endpoint: &Endpoint) -> bool {
+    transport::configured_key(endpoint).is_some()
+        || (endpoint.provider == Provider::OpenAi && !openai::is_official(&endpoint.base_url))
+}
+
 impl std::fmt::Display for Provider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -205,10 +212,7 @@ impl Llm {
 
     /// Whether calls to `provider` can be made (a key, or OpenAI at a non-default URL).
     pub(crate) fn is_configured(&self, provider: Provider) -> bool {
-        self.endpoint(provider).is_some_and(|endpoint| {
-            transport::configured_key(endpoint).is_some()
-                || (provider == Provider::OpenAi && !openai::is_official(&endpoint.base_url))
-        })
+        self.endpoint(provider).is_some_and(is_configured)
     }
 
     /// Ask `provider`'s model, retrying 429, 5xx and failed connections per the settings.
