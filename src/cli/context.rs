@@ -43,7 +43,7 @@ pub(super) enum ContextCommand {
         (llm.tools.context_suggest in orca.yaml) for patterns, fixes and insights worth adding, \
         and write the context file as it would be, as a unified diff, to --out or stdout. The \
         context file itself is never changed: review the patch, then apply it with \
-        `git apply` or `patch -p1`.\n\n\
+        `patch FILE < PATCH` (or `git apply` when the file is below the working directory).\n\n\
         Examples:\n  orca context suggest --since 7d --out context.patch\n  \
         orca context suggest --since 2026-11-01 --until 2026-11-15")]
     Suggest(SuggestArgs),
@@ -193,6 +193,14 @@ async fn refresh_schema(config: &Config, path: &Path) -> anyhow::Result<ExitCode
     Ok(ExitCode::SUCCESS)
 }
 
+/// Whether two paths name the same file (the second one exists).
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
 /// Write through a temporary file in the same directory and a rename, so a reader (or the
 /// hot reload) never sees half a file.
 fn write_atomically(path: &Path, text: &str) -> anyhow::Result<()> {
@@ -202,10 +210,27 @@ fn write_atomically(path: &Path, text: &str) -> anyhow::Result<()> {
             .with_context(|| format!("cannot create {}", directory.display()))?;
     }
     let name = path.file_name().context("the context file needs a file name")?;
-    let temporary = path.with_file_name(format!(".{}.tmp", name.to_string_lossy()));
-    std::fs::write(&temporary, text)
-        .with_context(|| format!("cannot write {}", temporary.display()))?;
-    std::fs::rename(&temporary, path).with_context(|| format!("cannot replace {}", path.display()))
+    // A name of its own, created new (never through a link someone placed there).
+    let temporary = path.with_file_name(format!(
+        ".{}.{}.{}.tmp",
+        name.to_string_lossy(),
+        std::process::id(),
+        chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default()
+    ));
+    let written = (|| {
+        use std::io::Write as _;
+        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(&temporary)?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()?;
+        if let Ok(metadata) = std::fs::metadata(path) {
+            std::fs::set_permissions(&temporary, metadata.permissions())?;
+        }
+        std::fs::rename(&temporary, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    written.with_context(|| format!("cannot replace {}", path.display()))
 }
 
 async fn suggest(config: &Config, args: SuggestArgs) -> anyhow::Result<ExitCode> {
@@ -253,7 +278,7 @@ async fn suggest(config: &Config, args: SuggestArgs) -> anyhow::Result<ExitCode>
         .map_err(|error| anyhow::anyhow!("{}", error.message))?;
     let additions = context::suggest::parse_answer(&completion.text)?;
     let proposed = context::suggest::apply(&current, &additions);
-    if proposed == current {
+    if proposed == context::suggest::apply(&current, &context::suggest::Additions::default()) {
         print(&format!(
             "{} ({}) proposed nothing new from {} calls",
             choice.model,
@@ -262,7 +287,24 @@ async fn suggest(config: &Config, args: SuggestArgs) -> anyhow::Result<ExitCode>
         ));
         return Ok(ExitCode::SUCCESS);
     }
-    let shown = path.display().to_string().trim_start_matches("./").to_owned();
+    // The patch must leave a file that loads; otherwise the running orca would keep the old one.
+    context::parse(&proposed).context(
+        "the proposed additions would make the context file malformed; nothing was written",
+    )?;
+    // Relative to the working directory when the file is below it (`git apply` wants that),
+    // else the file name; `patch FILE < PATCH` applies it either way.
+    let shown = std::env::current_dir()
+        .ok()
+        .and_then(|directory| path.strip_prefix(&directory).ok().map(Path::to_path_buf))
+        .filter(|_| path.is_absolute())
+        .unwrap_or_else(|| {
+            if path.is_absolute() {
+                PathBuf::from(path.file_name().unwrap_or_default())
+            } else {
+                path.clone()
+            }
+        });
+    let shown = shown.display().to_string().trim_start_matches("./").to_owned();
     let patch = similar::TextDiff::from_lines(&current, &proposed)
         .unified_diff()
         .context_radius(3)
@@ -270,14 +312,21 @@ async fn suggest(config: &Config, args: SuggestArgs) -> anyhow::Result<ExitCode>
         .to_string();
     match &args.out {
         Some(out) => {
+            if same_file(out, &path) {
+                anyhow::bail!(
+                    "--out {} is the context file itself; suggest never changes it, write the patch elsewhere",
+                    out.display()
+                );
+            }
             std::fs::write(out, &patch)
                 .with_context(|| format!("cannot write {}", out.display()))?;
             print(&format!(
-                "wrote {} ({} additions proposed by {} from {} calls); review it, then `git apply {}`",
+                "wrote {} ({} additions proposed by {} from {} calls); review it, then apply it with `patch {} < {}`",
                 out.display(),
                 additions.len(),
                 choice.model,
                 lessons.len(),
+                path.display(),
                 out.display()
             ));
         }

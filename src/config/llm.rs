@@ -79,6 +79,9 @@ pub(crate) struct LlmConfig {
     pub(crate) client: ClientSettings,
     /// Each tool's default provider and model.
     pub(crate) tools: BTreeMap<LlmTool, ToolModel>,
+    /// Tools whose model calls are turned off (`llm.tools.<tool>.enabled: false`): nothing they
+    /// see is sent to a provider.
+    pub(crate) disabled: std::collections::BTreeSet<LlmTool>,
     /// The model used for a provider when a tool falls back to it.
     pub(crate) provider_models: BTreeMap<Provider, String>,
     /// Short names a caller may use for a model (`sonnet: claude-sonnet-4-5`).
@@ -127,6 +130,7 @@ pub(super) struct RawLlm {
 struct RawToolModel {
     provider: Option<String>,
     model: Option<String>,
+    enabled: Option<bool>,
 }
 
 /// Parse `llm:` (if present) and the provider variables, reporting every problem.
@@ -213,6 +217,7 @@ pub(super) fn load(
 
     let mut tools: BTreeMap<LlmTool, ToolModel> =
         LlmTool::ALL.into_iter().map(|tool| (tool, tool.built_in_default())).collect();
+    let mut disabled = std::collections::BTreeSet::new();
     for (name, raw_tool) in raw.tools {
         let Some(tool) = LlmTool::ALL.into_iter().find(|tool| tool.as_str() == name) else {
             errors.push(format!(
@@ -221,6 +226,9 @@ pub(super) fn load(
             ));
             continue;
         };
+        if raw_tool.enabled == Some(false) {
+            disabled.insert(tool);
+        }
         let provider = match raw_tool.provider.as_deref().map(|text| (text, Provider::parse(text)))
         {
             None => tool.built_in_default().provider,
@@ -259,6 +267,7 @@ pub(super) fn load(
         endpoints,
         client,
         tools,
+        disabled,
         provider_models,
         aliases: raw.aliases,
         context_file,
@@ -401,5 +410,10 @@ mod tests {
             ToolModel { provider: Provider::OpenAi, model: "gpt-4.1".to_owned() }
         );
         assert_eq!(config.tools[&LlmTool::FormatResults].model, "claude-haiku-4-5");
+        let (config, errors) =
+            load_with(json!({"tools": {"format_results": {"enabled": false}}}), &[]);
+        assert!(errors.is_empty(), "{errors:?}");
+        assert!(config.disabled.contains(&LlmTool::FormatResults));
+        assert_eq!(config.tools[&LlmTool::FormatResults].provider, Provider::OpenAi);
     }
 }

@@ -21,6 +21,8 @@ use super::parse::{ContextDoc, ParseError, Section, parse};
 /// How long the file must stay quiet before it is reread. Short: a saved change must reach the
 /// next call within 500 ms, and an editor's save is a burst of events well inside this.
 const DEBOUNCE: Duration = Duration::from_millis(100);
+/// The longest a reload waits after the first event of a burst.
+const MAX_DELAY: Duration = Duration::from_millis(400);
 
 /// One successfully loaded version of the context file.
 #[derive(Debug)]
@@ -189,10 +191,20 @@ impl ContextStore {
         tracing::debug!(path = %path.display(), "watching the context file");
         let store = self.clone();
         let task = runtime.spawn(async move {
+            // A save made between the first read and the watch starting is read now.
+            if let Err(error) = store.reload_now().await {
+                tracing::debug!(%error, "the context file is not readable yet");
+            }
             while received.recv().await.is_some() {
+                // Quiet for DEBOUNCE, or at most MAX_DELAY after the first event, whichever
+                // comes first: a writer that never pauses still gets its saves read.
+                let deadline = tokio::time::Instant::now() + MAX_DELAY;
                 loop {
-                    match tokio::time::timeout(DEBOUNCE, received.recv()).await {
-                        Ok(Some(())) => {}
+                    let wait = DEBOUNCE
+                        .min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+                    match tokio::time::timeout(wait, received.recv()).await {
+                        Ok(Some(())) if tokio::time::Instant::now() < deadline => {}
+                        Ok(Some(())) => break,
                         Ok(None) => return,
                         Err(_quiet) => break,
                     }

@@ -76,7 +76,9 @@ pub(crate) fn parse_answer(text: &str) -> Result<Additions, AnswerError> {
         serde_json::from_str(&text[start..=end]).map_err(|error| AnswerError(error.to_string()))?;
     for list in [&mut additions.patterns, &mut additions.fixes, &mut additions.insights] {
         list.retain(|addition| {
-            !addition.title.trim().is_empty() && !addition.body.trim().is_empty()
+            !addition.title.trim().is_empty()
+                && !addition.body.trim().is_empty()
+                && fits_in_an_entry(&addition.body)
         });
         for addition in list.iter_mut() {
             addition.title = addition.title.trim().replace('\n', " ");
@@ -84,6 +86,18 @@ pub(crate) fn parse_answer(text: &str) -> Result<Additions, AnswerError> {
         }
     }
     Ok(additions)
+}
+
+/// Whether a proposed body stays inside its entry: no `#` or `##` heading (which would end the
+/// section), no schema marker, and its code fences closed.
+fn fits_in_an_entry(body: &str) -> bool {
+    let lines: Vec<String> = body.lines().map(str::to_owned).collect();
+    let top_headings = headings(&lines).any(|(_, level, _)| level <= 2);
+    let fences = lines
+        .iter()
+        .filter(|line| line.trim_start().starts_with("```") || line.trim_start().starts_with("~~~"))
+        .count();
+    !top_headings && !body.contains("<!-- orca:schema") && fences % 2 == 0
 }
 
 /// The `##` headings the additions go under, with the words that recognise them.
@@ -232,6 +246,19 @@ mod tests {
     #[test]
     fn nothing_to_add_leaves_the_file_as_it_was() {
         assert_eq!(apply(FILE, &Additions::default()), FILE);
+    }
+
+    #[test]
+    fn bodies_that_would_break_out_of_their_entry_are_dropped() {
+        let answer = serde_json::json!({"fixes": [
+            {"title": "a", "body": "x\n## New section"},
+            {"title": "b", "body": "<!-- orca:schema:end -->"},
+            {"title": "c", "body": "```sql\nSELECT 1"},
+            {"title": "d", "body": "### sub\nfine"},
+        ]});
+        let additions = parse_answer(&answer.to_string()).unwrap();
+        let titles: Vec<&str> = additions.fixes.iter().map(|a| a.title.as_str()).collect();
+        assert_eq!(titles, ["d"]);
     }
 
     #[test]

@@ -473,7 +473,7 @@ mod tests {
                 "401",
                 api_error(401, "Incorrect API key provided"),
                 logged(401, "Incorrect API key provided", None),
-                Error::Unauthorized { provider, message: "Incorrect API key provided".to_owned() },
+                Error::Unauthorized { provider, message: "the key was refused (HTTP 401)".to_owned() },
             ),
             (
                 "404 whose body async-openai could not read",

@@ -109,12 +109,17 @@ pub(crate) fn describe(error: reqwest::Error) -> String {
 }
 
 /// The error for a call whose connection failed (after the retries).
+///
+/// The address goes to the log for the operator, not into the error: the error reaches MCP
+/// clients, and an internal host name is not theirs to see.
 pub(crate) fn no_connection(provider: Provider, url: &Url, error: &reqwest::Error) -> Error {
     let target = host_and_port(url);
     let message = if error.is_connect() {
-        format!("cannot connect to {target}")
+        tracing::warn!(provider = %provider, "cannot connect to {target}");
+        format!("cannot connect to the {provider} endpoint")
     } else {
-        format!("the connection to {target} closed before an answer")
+        tracing::warn!(provider = %provider, "the connection to {target} closed before an answer");
+        format!("the connection to the {provider} endpoint closed before an answer")
     };
     Error::Unavailable { provider, status: None, message }
 }
@@ -174,9 +179,15 @@ pub(crate) fn failure_error(
             .and_then(|status| status.canonical_reason())
             .map_or_else(|| "no error message".to_owned(), str::to_lowercase)
     });
+    // A refused key is reported in orca's words: providers quote parts of the key they refused
+    // ("Incorrect API key provided: sk-proj-****abcd"), and the error reaches MCP clients.
+    let refused = || Error::Unauthorized {
+        provider,
+        message: format!("the key was refused (HTTP {status})"),
+    };
     match status {
-        401 | 403 => Error::Unauthorized { provider, message },
-        400 if failure.bad_key => Error::Unauthorized { provider, message },
+        401 | 403 => refused(),
+        400 if failure.bad_key => refused(),
         429 if failure.quota_exhausted => Error::Rejected { provider, status, message },
         429 => Error::RateLimited { provider, retry_after },
         500..=599 => Error::Unavailable {
@@ -421,10 +432,29 @@ mod tests {
                 400,
                 Failure { bad_key: true, ..said("API key not valid") },
                 None,
-                Error::Unauthorized { provider, message: "API key not valid".to_owned() },
+                Error::Unauthorized {
+                    provider,
+                    message: "the key was refused (HTTP 400)".to_owned(),
+                },
             ),
-            (401, said("no"), None, Error::Unauthorized { provider, message: "no".to_owned() }),
-            (403, said("no"), None, Error::Unauthorized { provider, message: "no".to_owned() }),
+            (
+                401,
+                said("no"),
+                None,
+                Error::Unauthorized {
+                    provider,
+                    message: "the key was refused (HTTP 401)".to_owned(),
+                },
+            ),
+            (
+                403,
+                said("no"),
+                None,
+                Error::Unauthorized {
+                    provider,
+                    message: "the key was refused (HTTP 403)".to_owned(),
+                },
+            ),
             (
                 404,
                 Failure::default(),

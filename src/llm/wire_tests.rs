@@ -221,7 +221,10 @@ async fn failures_end_in_the_error_of_the_last_attempt() {
             ),
             (
                 vec![Scripted::new(401, r#"{"error":{"message":"bad key"}}"#)],
-                Error::Unauthorized { provider, message: "bad key".to_owned() },
+                Error::Unauthorized {
+                    provider,
+                    message: "the key was refused (HTTP 401)".to_owned(),
+                },
                 1,
             ),
             (
@@ -268,7 +271,7 @@ async fn a_refused_connection_is_retried_then_reported_without_the_path() {
         let expected = Error::Unavailable {
             provider: wire.provider,
             status: None,
-            message: format!("cannot connect to {address}"),
+            message: format!("cannot connect to the {} endpoint", wire.provider),
         };
         assert_eq!(result.map(|c| c.text), Err(expected), "{}", wire.provider);
     }

@@ -630,6 +630,28 @@ async fn suggestions_from_recent_failures_come_as_a_patch_and_the_file_is_untouc
     assert!(patch_text.contains("+### Track length"), "{patch_text}");
     assert!(patch_text.contains("+**Fix**: use `track.milliseconds`."), "{patch_text}");
     assert_eq!(std::fs::read_to_string(&lab.context_file).unwrap(), CONTEXT, "never edited");
+    // The patch applies as it is written (paths relative to where orca ran).
+    let applied = std::process::Command::new("git")
+        .args(["apply", "--verbose", &patch.display().to_string()])
+        .current_dir(lab.setup.home.path())
+        .output()
+        .unwrap();
+    assert!(applied.status.success(), "{}", String::from_utf8_lossy(&applied.stderr));
+    let patched = std::fs::read_to_string(&lab.context_file).unwrap();
+    assert!(patched.contains("### Track length\n**Error**"), "{patched}");
+    let (code, stdout, _) = run(&lab.setup, &["context", "check"]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("Track length"), "{stdout}");
+    // The patch never goes over the context file itself.
+    let file = lab.context_file.display().to_string();
+    lab.fake.script(
+        Wire::Anthropic,
+        [Reply::Text(answer.to_string().replace("Track length", "Track size"))],
+    );
+    let (code, _, stderr) =
+        run(&lab.setup, &["context", "suggest", "--since", "1h", "--out", &file]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("is the context file itself"), "{stderr}");
 
     // The model saw the failed attempt, its error and the SQL that fixed it.
     let request = anthropic_requests(&lab.fake).pop().unwrap();
@@ -717,4 +739,92 @@ async fn refresh_schema_rewrites_only_the_overview_and_check_reads_the_result() 
     let (code, _, stderr) = run(&lab.setup, &["context", "check", "--file", &fresh_name]);
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("is malformed"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_loop_refuses_what_it_cannot_serve_and_stops_when_the_database_is_at_fault() {
+    // read_only: a generated write is sent back for a read; validation has a 1 s timeout.
+    let lab = chinook_loop(Some(
+        "read_only: true\nsql:\n  default_timeout_ms: 1000\nllm:\n  max_retries: 0\n  max_backoff_ms: 100\n  tools:\n    format_results: {enabled: false}\n",
+    ))
+    .await;
+    lab.fake.script(
+        Wire::Anthropic,
+        [
+            sql_reply("DELETE FROM invoice_line WHERE invoice_id = 1"),
+            sql_reply("SELECT count(*) FROM invoice_line WHERE invoice_id = 1"),
+        ],
+    );
+    let client = lab.setup.stdio_client().await;
+    let (result, value, meta) =
+        generate(&client, json!({"prompt": "drop the lines of invoice 1", "use_context": false}))
+            .await;
+    assert_eq!(result.is_error, Some(false), "{value}");
+    assert_eq!(meta["attempt"], 2);
+    assert_eq!(value["is_write"], false);
+    let requests = anthropic_requests(&lab.fake);
+    let retry = requests[1].body["messages"][2]["content"].as_str().unwrap().to_owned();
+    assert!(retry.contains("read-only"), "{retry}");
+    // use_context=false: the schema, but nothing from the context file.
+    let first = requests[0].body["messages"][0]["content"].as_str().unwrap().to_owned();
+    assert!(first.contains("invoice_line("), "{first}");
+    assert!(!first.contains("Learned Context"), "{first}");
+    assert_eq!(meta["context_applied"], false);
+
+    // A model name of a provider the tool does not support is refused, naming the supported.
+    let result = call(&client, "generate_schema", json!({"llm_model": "gemini-2.5-pro"}), None)
+        .await
+        .unwrap();
+    let message = structured(&result)["error"]["message"].as_str().unwrap().to_owned();
+    assert!(message.contains("supported providers: anthropic, openai"), "{message}");
+
+    // A tool whose model calls are turned off sends nothing.
+    let before = lab.fake.requests().len();
+    let data = json!([{"genre": "Rock", "tracks": 1297}]);
+    let result = call(&client, "format_results", json!({"data": data, "format": "summary"}), None)
+        .await
+        .unwrap();
+    assert_eq!(structured(&result)["summary_source"], "statistics");
+    let reason = meta_of(&result)["llm_summary"]["reason"].as_str().unwrap().to_owned();
+    assert!(reason.contains("llm.tools.format_results.enabled: false"), "{reason}");
+    assert_eq!(lab.fake.requests().len(), before);
+
+    // A rate limit longer than max_backoff is not waited out.
+    lab.fake.script(
+        Wire::Anthropic,
+        [Reply::Error { status: 429, retry_after: Some("30".to_owned()) }],
+    );
+    let (_, value, _) = generate(&client, json!({"prompt": "how many tracks"})).await;
+    assert_eq!(value["error"]["code"], "RATE_LIMITED", "{value}");
+
+    // The table is locked: EXPLAIN times out, which is the database's fault, not the SQL's.
+    let pool = lab.database.connect().await;
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE track IN ACCESS EXCLUSIVE MODE").execute(&mut *holder).await.unwrap();
+    lab.fake.script(Wire::Anthropic, [sql_reply("SELECT count(*) FROM track")]);
+    let asked = anthropic_requests(&lab.fake).len();
+    let (_, value, meta) = generate(&client, json!({"prompt": "how many tracks"})).await;
+    assert_eq!(value["error"]["code"], "TIMEOUT", "{value}");
+    assert_eq!(anthropic_requests(&lab.fake).len(), asked + 1, "the model is not asked again");
+    assert_eq!(meta["attempts"], 1);
+    holder.rollback().await.unwrap();
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_provider_that_cannot_be_reached_is_reported_without_its_address() {
+    let database = samples::chinook().await;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let setup = OrcaSetup::new(&database.url)
+        .with_env("ANTHROPIC_API_KEY", "sk-ant-unreachable")
+        .with_env("ANTHROPIC_BASE_URL", &format!("http://{closed}"))
+        .with_config("llm:\n  max_retries: 1\n  max_backoff_ms: 50\n");
+    let client = setup.stdio_client().await;
+    let (result, value, _) = generate(&client, json!({"prompt": "how many tracks"})).await;
+    assert_eq!(result.is_error, Some(true));
+    assert_eq!(value["error"]["code"], "UPSTREAM_UNAVAILABLE", "{value}");
+    let text = value.to_string();
+    assert!(text.contains("cannot connect to the anthropic endpoint"), "{text}");
+    assert!(!text.contains(&closed.port().to_string()), "no address in errors: {text}");
+    client.cancel().await.unwrap();
 }

@@ -108,7 +108,8 @@ impl PostgresServer {
         let mut messages = vec![Message { role: Role::User, content: built.user }];
         let mut usage = Usage::default();
         let mut failures: Vec<FailedAttempt> = Vec::new();
-        let mut last_sql: Option<String> = None;
+        // The last SQL any attempt produced, with its attempt (a later answer may hold none).
+        let mut last_sql: Option<(u32, String)> = None;
         let base_meta = |usage: &Usage, attempts: u32| {
             let mut meta = Map::new();
             meta.insert("provider_used".into(), Value::from(choice.provider.as_str()));
@@ -145,25 +146,49 @@ impl PostgresServer {
             };
             usage.add(&completion);
             let answer = completion.text;
-            let Some(sql_text) = extract_sql(&answer) else {
-                failures.push(failed(
-                    attempt,
-                    &choice,
-                    None,
+            let sql_text = extract_sql(&answer);
+            let checked = match &sql_text {
+                None => Err((
                     "no_sql",
-                    "the answer held no SQL statement".to_owned(),
-                ));
-                messages.push(Message { role: Role::Assistant, content: answer });
-                messages.push(Message {
-                    role: Role::User,
-                    content: prompt::retry_message(
-                        "the answer held no SQL statement; answer with one statement in a ```sql block",
-                    ),
-                });
-                continue;
+                    "the answer held no SQL statement; answer with one statement in a ```sql block"
+                        .to_owned(),
+                )),
+                Some(sql_text) => {
+                    last_sql = Some((attempt, sql_text.clone()));
+                    match sql::validate(&self.target.pool, sql_text, self.config.default_timeout)
+                        .await
+                    {
+                        // The database, not the statement, is at fault: asking again cannot help.
+                        Err(invalid)
+                            if matches!(
+                                invalid.error,
+                                sql::Error::Unavailable(_) | sql::Error::Timeout { .. }
+                            ) =>
+                        {
+                            let mut error = super::execute::sql_error(invalid.error);
+                            error.attempts = Some(Box::new(Attempts {
+                                earlier: failures
+                                    .into_iter()
+                                    .map(|failure| failure.error)
+                                    .collect(),
+                                llm: Some(usage.record(&choice)),
+                                meta: base_meta(&usage, attempt),
+                            }));
+                            return Err(error);
+                        }
+                        Err(invalid) => Err((invalid.stage.as_str(), invalid.error.to_string())),
+                        Ok(validated) if self.read_only && validated.is_write() => Err((
+                            "read_only",
+                            format!(
+                                "orca is read-only here and will not run a {} statement; write one SELECT",
+                                validated.statement.kind
+                            ),
+                        )),
+                        Ok(validated) => Ok(validated),
+                    }
+                }
             };
-            last_sql = Some(sql_text.clone());
-            match sql::validate(&self.target.pool, &sql_text, self.config.default_timeout).await {
+            match checked {
                 Ok(validated) => {
                     return Ok(self.generated(
                         validated,
@@ -174,19 +199,8 @@ impl PostgresServer {
                         failures,
                     ));
                 }
-                Err(invalid) => {
-                    if matches!(invalid.error, sql::Error::Unavailable(_)) {
-                        let mut error = super::execute::sql_error(invalid.error);
-                        error.attempts = Some(Box::new(Attempts {
-                            earlier: failures.into_iter().map(|failure| failure.error).collect(),
-                            llm: Some(usage.record(&choice)),
-                            meta: base_meta(&usage, attempt),
-                        }));
-                        return Err(error);
-                    }
-                    let reason = invalid.error.to_string();
-                    let failure =
-                        failed(attempt, &choice, Some(&sql_text), invalid.stage.as_str(), reason);
+                Err((stage, reason)) => {
+                    let failure = failed(attempt, &choice, sql_text.as_deref(), stage, reason);
                     messages.push(Message { role: Role::Assistant, content: answer });
                     messages.push(Message {
                         role: Role::User,
@@ -199,7 +213,12 @@ impl PostgresServer {
 
         // Every attempt failed: the manual fallback. The last failure becomes the final error.
         let last = failures.pop().map(|failure| failure.error);
-        let last_error = last.as_ref().map_or_else(String::new, |error| error.message.clone());
+        let last_error = last
+            .as_ref()
+            .and_then(|error| error.details.as_deref())
+            .and_then(|details| details["error"].as_str())
+            .unwrap_or_default()
+            .to_owned();
         let mut error = ToolError::new(
             ErrorCode::ExceededRetries,
             format!(
@@ -211,9 +230,12 @@ impl PostgresServer {
             "edit the last SQL and run it with execute_sql, or rephrase the question and try again",
         );
         error.retryable = false;
+        let last_failure = last.as_ref().and_then(|error| error.details.as_deref());
         error.details = Some(Box::new(json!({
-            "last_sql": last_sql,
+            "last_sql": last_sql.as_ref().map(|(_, sql)| sql),
+            "last_sql_attempt": last_sql.as_ref().map(|(attempt, _)| attempt),
             "last_error": last_error,
+            "last_stage": last_failure.map(|details| details["stage"].clone()),
             "attempts": params.max_retries,
             "provider_used": choice.provider.as_str(),
             "model_used": choice.model,
@@ -303,12 +325,7 @@ pub(crate) fn extract_sql(answer: &str) -> Option<String> {
     let blocks = fenced_blocks(answer);
     let chosen = blocks
         .iter()
-        .find(|(language, _)| {
-            matches!(
-                language.to_ascii_lowercase().as_str(),
-                "sql" | "postgresql" | "postgres" | "pgsql" | "psql"
-            )
-        })
+        .find(|(language, _)| is_sql_language(language))
         .or_else(|| blocks.first())
         .map(|(_, body)| body.as_str());
     let text = match chosen {
@@ -334,6 +351,14 @@ pub(crate) fn extract_sql(answer: &str) -> Option<String> {
     (!text.is_empty()).then(|| text.to_owned())
 }
 
+/// Whether a fenced block's info string names SQL.
+fn is_sql_language(language: &str) -> bool {
+    matches!(
+        language.to_ascii_lowercase().as_str(),
+        "sql" | "postgresql" | "postgres" | "pgsql" | "psql"
+    )
+}
+
 /// Every fenced code block (``` or ~~~) with its info string's first word.
 fn fenced_blocks(text: &str) -> Vec<(String, String)> {
     let mut blocks = Vec::new();
@@ -347,7 +372,17 @@ fn fenced_blocks(text: &str) -> Vec<(String, String)> {
                 if fence.len() >= 3
                     && fence.chars().all(|c| c == fence.chars().next().unwrap_or('`'))
                 {
-                    let language = trimmed[fence.len()..].split_whitespace().next().unwrap_or("");
+                    let rest = &trimmed[fence.len()..];
+                    let language = rest.split_whitespace().next().unwrap_or("");
+                    // A block on one line: ```sql SELECT 1```.
+                    if let Some(inner) = rest.trim_end().strip_suffix(fence.as_str()) {
+                        let (language, body) = match inner.trim_start().strip_prefix(language) {
+                            Some(body) if is_sql_language(language) => (language, body),
+                            _ => ("", inner),
+                        };
+                        blocks.push((language.to_owned(), format!("{}\n", body.trim())));
+                        continue;
+                    }
                     open = Some((fence, language.to_owned(), String::new()));
                 }
             }
@@ -378,7 +413,7 @@ mod tests {
 
     #[test]
     fn sql_is_taken_from_the_answer_in_the_order_a_person_would_read_it() {
-        let cases: [(&str, Option<&str>); 9] = [
+        let cases: [(&str, Option<&str>); 12] = [
             ("```sql\nSELECT 1;\n```", Some("SELECT 1")),
             (
                 "Here you go:\n\n```SQL\nselect *\nfrom t\n```\nThis lists t.",
@@ -394,6 +429,9 @@ mod tests {
             ("I cannot answer that.", None),
             ("```sql\nSELECT 5\n", Some("SELECT 5")),
             ("~~~sql\nSELECT 6\n~~~", Some("SELECT 6")),
+            ("```sql SELECT 7;```", Some("SELECT 7")),
+            ("Use this: ```SELECT 8```", None),
+            ("```SELECT 9```", Some("SELECT 9")),
         ];
         for (answer, expected) in cases {
             assert_eq!(extract_sql(answer).as_deref(), expected, "{answer:?}");

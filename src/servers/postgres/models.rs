@@ -133,6 +133,13 @@ impl Intelligence {
         provider: Option<&str>,
         model: Option<&str>,
     ) -> Result<Result<ModelChoice, String>, ToolError> {
+        if self.config.disabled.contains(&tool) {
+            return Ok(Err(format!(
+                "{}'s model calls are turned off (llm.tools.{}.enabled: false in orca.yaml)",
+                tool.as_str(),
+                tool.as_str()
+            )));
+        }
         let supported = tool.supported();
         let model = model.map(str::trim).filter(|model| !model.is_empty());
         let model = model.map(|model| self.config.aliases.get(model).map_or(model, String::as_str));
@@ -159,7 +166,14 @@ impl Intelligence {
             }
             None => {
                 let default = &self.config.tools[&tool];
-                let inferred = model.and_then(provider_of_model).filter(|p| supported.contains(p));
+                let inferred = model.and_then(provider_of_model);
+                if let Some(inferred) = inferred.filter(|p| !supported.contains(p)) {
+                    return Err(ToolError::invalid_input(format!(
+                        "llm_model looks like a {inferred} model, and {} does not support {inferred}; supported providers: {}",
+                        tool.as_str(),
+                        provider_names(supported)
+                    )));
+                }
                 let preferred = inferred.unwrap_or(default.provider);
                 let candidates = std::iter::once(preferred).chain(supported.iter().copied());
                 let configured = candidates
@@ -266,8 +280,13 @@ pub(crate) fn llm_error(error: &llm::Error) -> ToolError {
                 provider.key_variables()
             ))
         }
-        llm::Error::Rejected { .. } => ToolError::invalid_input(message)
-            .with_hint("check llm_model: the provider did not accept the request for it"),
+        // A 429 that waiting does not cure: the account's quota or spend limit.
+        llm::Error::Rejected { status: 429, .. } => ToolError::new(ErrorCode::RateLimited, message)
+            .not_retryable()
+            .with_hint("the provider's quota or spend limit for orca's key is used up"),
+        llm::Error::Rejected { .. } => ToolError::invalid_input(message).with_hint(
+            "the provider did not accept the request: check llm_model, and whether the prompt fits the model",
+        ),
         llm::Error::RateLimited { retry_after, .. } => {
             let mut tool_error = ToolError::new(ErrorCode::RateLimited, message);
             if let Some(after) = retry_after {
