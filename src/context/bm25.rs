@@ -6,7 +6,10 @@
 //!
 //! - Texts and queries go through [`tokenize`]: lowercase, split on everything that is not a
 //!   letter or a digit, identifiers also split at `_` and camelCase humps (the whole identifier
-//!   is kept too), English stop words and one-character tokens dropped. No stemming.
+//!   is kept too), English stop words and one-character tokens dropped, and English plurals
+//!   folded to the singular (`customers` and `customer`, `categories` and `category`): a
+//!   trailing `ies` becomes `y`, a trailing `s` goes (not `ss`, `us` or `is`), on words of more
+//!   than three letters. Nothing else is stemmed.
 //! - Okapi BM25 with `k1 = 1.2` and `b = 0.75`, and the non-negative inverse document frequency
 //!   `ln(1 + (N - n + 0.5) / (n + 0.5))` (as in Lucene), where `N` is the number of texts and
 //!   `n` the number of texts holding the term.
@@ -58,10 +61,25 @@ pub(crate) fn tokenize(text: &str) -> Vec<String> {
     tokens
 }
 
-/// Keep `term` unless it is a stop word or a single character.
+/// Keep `term`, singular, unless it is a stop word or a single character.
 fn push_term(tokens: &mut Vec<String>, term: String) {
     if term.chars().nth(1).is_some() && !STOP_WORDS.contains(&term.as_str()) {
-        tokens.push(term);
+        tokens.push(singular(term));
+    }
+}
+
+/// The singular of an English plural, by the two rules that cover schema words.
+fn singular(term: String) -> String {
+    if term.chars().count() <= 3 || !term.is_ascii() {
+        return term;
+    }
+    if let Some(stem) = term.strip_suffix("ies") {
+        return format!("{stem}y");
+    }
+    let keeps_s = ["ss", "us", "is"].iter().any(|ending| term.ends_with(ending));
+    match term.strip_suffix('s') {
+        Some(stem) if !keeps_s => stem.to_owned(),
+        _ => term,
     }
 }
 
@@ -193,10 +211,15 @@ mod tests {
     fn tokenizer_lowercases_splits_identifiers_and_drops_noise() {
         let cases: &[(&str, &[&str])] = &[
             ("", &[]),
+            // Plurals fold to the singular; short words and -ss/-us/-is endings stay.
+            (
+                "customers categories address status analysis bus",
+                &["customer", "category", "address", "status", "analysis", "bus"],
+            ),
             ("Revenue by customer", &["revenue", "customer"]),
             ("What is the total of invoice_line?", &["total", "invoice_line", "invoice", "line"]),
             ("supportRepId", &["supportrepid", "support", "rep", "id"]),
-            ("HTTPServer logs", &["httpserver", "http", "server", "logs"]),
+            ("HTTPServer logs", &["httpserver", "http", "server", "log"]),
             ("_private__name_", &["private__name", "private", "name"]),
             ("a b c x1 42", &["x1", "42"]),
             (
@@ -204,7 +227,7 @@ mod tests {
                 &["select", "sum", "il", "unit_price", "unit", "price", "il", "quantity"],
             ),
             ("gpt-4o-mini", &["gpt", "4o", "mini"]),
-            ("Tracks über 5 minutes", &["tracks", "über", "minutes"]),
+            ("Tracks über 5 minutes", &["track", "über", "minute"]),
             ("customer_id", &["customer_id", "customer", "id"]),
             ("invoice2Line", &["invoice2line", "invoice2", "line"]),
         ];

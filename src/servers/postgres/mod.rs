@@ -419,7 +419,7 @@ impl PostgresServer {
         let request = format!("Analyze this database schema and provide insights:\n\n{compact}");
         let completion = self
             .intelligence
-            .ask(
+            .ask_optional(
                 choice,
                 SCHEMA_SYSTEM_PROMPT.to_owned(),
                 vec![Message { role: Role::User, content: request }],
@@ -528,7 +528,7 @@ impl PostgresServer {
         );
         let completion = self
             .intelligence
-            .ask(
+            .ask_optional(
                 &choice,
                 SUMMARY_SYSTEM_PROMPT.to_owned(),
                 vec![Message { role: Role::User, content: request }],

@@ -247,6 +247,33 @@ impl Intelligence {
     }
 }
 
+impl Intelligence {
+    /// Ask for something the call can do without (the schema analysis, a written summary):
+    /// the whole exchange, retries included, gets one `llm.timeout_ms`, so a slow provider
+    /// costs the call at most that.
+    ///
+    /// # Errors
+    ///
+    /// As [`Intelligence::ask`], and `TIMEOUT` when the time is up.
+    pub(crate) async fn ask_optional(
+        &self,
+        choice: &ModelChoice,
+        system: String,
+        messages: Vec<llm::Message>,
+        temperature: f32,
+        max_tokens: u32,
+    ) -> Result<Completion, ToolError> {
+        let limit = self.config.client.timeout;
+        let asked = self.ask(choice, system, messages, temperature, max_tokens);
+        match tokio::time::timeout(limit, asked).await {
+            Ok(outcome) => outcome,
+            Err(_) => {
+                Err(llm_error(&llm::Error::Timeout { provider: choice.provider, after: limit }))
+            }
+        }
+    }
+}
+
 /// The provider a model name plainly belongs to, if any.
 fn provider_of_model(model: &str) -> Option<Provider> {
     let model = model.to_ascii_lowercase();
