@@ -114,6 +114,8 @@ pub(crate) struct ToolError {
     /// For a tool that tries several times (`generate_sql`): the attempts that failed before
     /// this one, the model usage and the `_meta` to return with the error.
     pub(crate) attempts: Option<Box<Attempts>>,
+    /// The failure row's `error_type` when the code's class is too coarse (`llm_timeout`).
+    pub(crate) error_type: Option<&'static str>,
 }
 
 /// What a failed multi-attempt call reports besides its final error.
@@ -134,6 +136,7 @@ impl ToolError {
             retryable: code.default_retryable(),
             details: None,
             attempts: None,
+            error_type: None,
         }
     }
 
@@ -152,6 +155,11 @@ impl ToolError {
     pub(crate) fn not_retryable(mut self) -> ToolError {
         self.retryable = false;
         self
+    }
+
+    /// The class stored in `mcp_failures.error_type`: the code's, unless set otherwise.
+    pub(crate) fn error_type(&self) -> &'static str {
+        self.error_type.unwrap_or_else(|| self.code.error_type())
     }
 
     pub(crate) fn with_hint(mut self, hint: impl Into<String>) -> ToolError {

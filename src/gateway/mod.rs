@@ -527,7 +527,7 @@ impl ServerHandler for Gateway {
                 cut_response(&response, self.state.config.tracking.max_response_bytes);
             let failure = |tool_error: &ToolError, attempt: usize| Failure {
                 id: Uuid::now_v7(),
-                error_type: tool_error.code.error_type().to_owned(),
+                error_type: tool_error.error_type().to_owned(),
                 error_code: Some(tool_error.code.as_str().to_owned()),
                 error_details: tool_error.to_json(&trace_id),
                 retry_attempt: i32::try_from(attempt).unwrap_or(i32::MAX),

@@ -346,21 +346,43 @@ async fn provider_failures_are_errors_of_the_taxonomy() {
     );
     let client = lab.setup.stdio_client().await;
     let cases = [
-        ("TIMEOUT", "did not answer within 400 ms"),
-        ("UPSTREAM_UNAVAILABLE", "cannot read"),
-        ("UPSTREAM_UNAVAILABLE", "unavailable"),
-        ("UPSTREAM_UNAVAILABLE", "refused the credentials"),
+        ("TIMEOUT", "did not answer within 400 ms", "llm_timeout"),
+        ("UPSTREAM_UNAVAILABLE", "cannot read", "llm_error"),
+        ("UPSTREAM_UNAVAILABLE", "unavailable", "llm_error"),
+        ("UPSTREAM_UNAVAILABLE", "the key was refused (HTTP 401)", "llm_error"),
     ];
-    for (code, words) in cases {
+    let pool = lab.database.connect().await;
+    for (code, words, error_type) in cases {
         let (result, value, meta) = generate(&client, json!({"prompt": "how many tracks"})).await;
         assert_eq!(result.is_error, Some(true), "{value}");
         assert_eq!(value["error"]["code"], code, "{value}");
         let message = value["error"]["message"].as_str().unwrap();
         assert!(message.contains(words), "{message}");
         assert!(!message.contains(crate::support::fake_llm::ANTHROPIC_KEY), "{message}");
-        assert!(!message.contains("127.0.0.1"), "no URL in errors: {message}");
         assert_eq!(meta["provider_used"], "anthropic", "{meta:?}");
+        // The failure row tells a model's failure from the database's.
+        let id = execution_id(&meta);
+        wait_for_row(&pool, "SELECT 1 FROM orca.mcp_failures WHERE execution_id = $1", id).await;
+        let stored: String =
+            sqlx::query_scalar("SELECT error_type FROM orca.mcp_failures WHERE execution_id = $1")
+                .bind(id)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+        assert_eq!(stored, error_type, "{code}");
     }
+
+    // The schema analysis is an extra: a provider that hangs costs one timeout, and the schema
+    // comes back without it.
+    lab.fake.script(Wire::Anthropic, [Reply::Hang(Duration::from_secs(3))]);
+    let result = call(&client, "generate_schema", json!({}), None).await.unwrap();
+    let value = structured(&result);
+    assert_eq!(result.is_error, Some(false), "{value}");
+    assert!(value["content"].as_str().unwrap().contains("invoice_line"), "{value}");
+    assert!(value.get("analysis").is_none(), "{value}");
+    let analysis = &meta_of(&result)["analysis"];
+    assert_eq!(analysis["ran"], false, "{analysis}");
+    assert_eq!(analysis["error"]["code"], "TIMEOUT", "{analysis}");
     assert!(lab.fake.violations().is_empty(), "{:?}", lab.fake.violations());
     client.cancel().await.unwrap();
 }

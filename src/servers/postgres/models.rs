@@ -297,6 +297,14 @@ fn provider_of_model(model: &str) -> Option<Provider> {
 /// A provider failure as a tool error. The provider's own message is kept (it names the model
 /// or the limit); keys and URLs never appear in it.
 pub(crate) fn llm_error(error: &llm::Error) -> ToolError {
+    let mut tool_error = provider_error(error);
+    // Failure rows tell a model's failures apart from the database's.
+    tool_error.error_type =
+        Some(if matches!(error, llm::Error::Timeout { .. }) { "llm_timeout" } else { "llm_error" });
+    tool_error
+}
+
+fn provider_error(error: &llm::Error) -> ToolError {
     let message = error.to_string();
     match error {
         llm::Error::MissingKey { provider } => ToolError::invalid_input(message)
