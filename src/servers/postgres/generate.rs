@@ -136,11 +136,7 @@ impl PostgresServer {
                 Ok(completion) => completion,
                 Err(mut error) => {
                     // The provider failed (after its own retries): no point asking again.
-                    error.attempts = Some(Box::new(Attempts {
-                        earlier: failures.into_iter().map(|failure| failure.error).collect(),
-                        llm: Some(usage.record(&choice)),
-                        meta: base_meta(&usage, attempt),
-                    }));
+                    attach(&mut error, failures, &usage, &choice, base_meta(&usage, attempt));
                     return Err(error);
                 }
             };
@@ -166,14 +162,13 @@ impl PostgresServer {
                             ) =>
                         {
                             let mut error = super::execute::sql_error(invalid.error);
-                            error.attempts = Some(Box::new(Attempts {
-                                earlier: failures
-                                    .into_iter()
-                                    .map(|failure| failure.error)
-                                    .collect(),
-                                llm: Some(usage.record(&choice)),
-                                meta: base_meta(&usage, attempt),
-                            }));
+                            attach(
+                                &mut error,
+                                failures,
+                                &usage,
+                                &choice,
+                                base_meta(&usage, attempt),
+                            );
                             return Err(error);
                         }
                         Err(invalid) => Err((invalid.stage.as_str(), invalid.error.to_string())),
@@ -240,11 +235,7 @@ impl PostgresServer {
             "provider_used": choice.provider.as_str(),
             "model_used": choice.model,
         })));
-        error.attempts = Some(Box::new(Attempts {
-            earlier: failures.into_iter().map(|failure| failure.error).collect(),
-            llm: Some(usage.record(&choice)),
-            meta: base_meta(&usage, params.max_retries),
-        }));
+        attach(&mut error, failures, &usage, &choice, base_meta(&usage, params.max_retries));
         Err(error)
     }
 
@@ -297,6 +288,22 @@ impl PostgresServer {
         output.failed_attempts = failures.into_iter().map(|failure| failure.error).collect();
         output
     }
+}
+
+/// Give a final error what the call tried before it: the failed attempts (failure rows), the
+/// model usage and the `_meta`.
+fn attach(
+    error: &mut ToolError,
+    failures: Vec<FailedAttempt>,
+    usage: &Usage,
+    choice: &ModelChoice,
+    meta: Map<String, Value>,
+) {
+    error.attempts = Some(Box::new(Attempts {
+        earlier: failures.into_iter().map(|failure| failure.error).collect(),
+        llm: Some(usage.record(choice)),
+        meta,
+    }));
 }
 
 fn failed(
