@@ -354,34 +354,17 @@ mod tests {
 
     #[test]
     fn every_problem_is_reported_with_its_key() {
-        let (_, errors) = load_with(
-            json!({
-                "timeout_ms": 0,
-                "tools": {
-                    "format_results": {"provider": "google"},
-                    "generate_everything": {"provider": "openai"},
-                    "generate_sql": {"model": ""}
-                },
-                "models": {"mistral": "x"},
-                "colour": "blue"
-            }),
-            &[("OPENAI_BASE_URL", "localhost:1234")],
-        );
-        let text = errors.join("\n");
-        assert!(text.contains("llm.colour"), "{text}");
-        // The unknown key stops the section from being read, so check the rest separately.
-        let (_, errors) = load_with(
-            json!({
-                "timeout_ms": 0,
-                "tools": {
-                    "format_results": {"provider": "google"},
-                    "generate_everything": {"provider": "openai"},
-                    "generate_sql": {"model": ""}
-                },
-                "models": {"mistral": "x"}
-            }),
-            &[("OPENAI_BASE_URL", "localhost:1234")],
-        );
+        let mut section = json!({
+            "timeout_ms": 0,
+            "tools": {
+                "format_results": {"provider": "google"},
+                "generate_everything": {"provider": "openai"},
+                "generate_sql": {"model": ""}
+            },
+            "models": {"mistral": "x"}
+        });
+        let vars = [("OPENAI_BASE_URL", "localhost:1234")];
+        let (_, errors) = load_with(section.clone(), &vars);
         let text = errors.join("\n");
         for expected in [
             "environment: OPENAI_BASE_URL: expected an http:// or https:// URL",
@@ -393,6 +376,10 @@ mod tests {
         ] {
             assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
         }
+        // An unknown key stops the section from being read, and is named.
+        section["colour"] = json!("blue");
+        let (_, errors) = load_with(section, &vars);
+        assert!(errors.join("\n").contains("llm.colour"), "{errors:?}");
     }
 
     #[test]

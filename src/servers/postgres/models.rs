@@ -245,9 +245,7 @@ impl Intelligence {
             llm::Request { model: choice.model.clone(), system, messages, temperature, max_tokens };
         self.llm.complete(choice.provider, &request).await.map_err(|error| llm_error(&error))
     }
-}
 
-impl Intelligence {
     /// Ask for something the call can do without (the schema analysis, a written summary):
     /// the whole exchange, retries included, gets one `llm.timeout_ms`, so a slow provider
     /// costs the call at most that.
