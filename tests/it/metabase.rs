@@ -608,6 +608,7 @@ async fn doctor_reports_the_version_and_the_user() {
     let fake = FakeMetabase::start(Version::V046);
     let database = TestDatabase::create().await;
     let setup = setup(&database, &fake, &session_login());
+    assert_eq!(run(&setup, &["migrate"]).0, 0);
     let (code, stdout, stderr) = run(&setup, &["doctor"]);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(stdout.contains("ok    metabase: Metabase v0.46.6"), "{stdout}");
