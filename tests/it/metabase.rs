@@ -620,3 +620,33 @@ async fn doctor_reports_the_version_and_the_user() {
     assert!(stdout.contains("FAIL  metabase: cannot sign in"), "{stdout}");
     assert!(!stdout.contains(PASSWORD), "{stdout}");
 }
+
+#[tokio::test]
+async fn an_unreachable_or_slow_metabase_is_an_upstream_error_or_a_timeout() {
+    let database = TestDatabase::create().await;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let setup = OrcaSetup::new(&database.url)
+        .with_config("servers: [orca, metabase]\n")
+        .with_env("METABASE_URL", &format!("http://{closed}"))
+        .with_env("METABASE_API_KEY", API_KEY);
+    let client = setup.stdio_client().await;
+    let status = metabase_status(&client).await;
+    assert!(status.starts_with("unreachable:") && status.contains("METABASE_URL"), "{status}");
+    let (error, _) = failure(&client, "list_databases", json!({})).await;
+    assert_eq!(error["code"], "UPSTREAM_UNAVAILABLE");
+    assert_eq!(error["retryable"], true);
+    assert_eq!(error["details"]["request_info"]["endpoint"], "/api/database");
+    client.cancel().await.unwrap();
+
+    let fake = FakeMetabase::start(Version::V050);
+    let setup = OrcaSetup::new(&database.url)
+        .with_config("servers: [orca, metabase]\nmetabase:\n  timeout_ms: 400\n")
+        .with_env("METABASE_URL", &fake.url())
+        .with_env("METABASE_API_KEY", API_KEY);
+    let client = setup.stdio_client().await;
+    fake.set_answer_delay(Duration::from_secs(3));
+    let (error, _) = failure(&client, "get_collection", json!({"id": 1})).await;
+    assert_eq!(error["code"], "TIMEOUT");
+    assert_eq!(error["details"]["request_info"]["endpoint"], "/api/collection/1");
+    client.cancel().await.unwrap();
+}

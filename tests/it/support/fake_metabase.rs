@@ -115,6 +115,11 @@ impl FakeMetabase {
         self.shared.lock().login_delay = delay;
     }
 
+    /// Every API answer other than a login waits this long first (a slow instance).
+    pub(crate) fn set_answer_delay(&self, delay: Duration) {
+        self.shared.lock().answer_delay = delay;
+    }
+
     /// Login attempts received (successful or not).
     pub(crate) fn logins(&self) -> usize {
         self.requests().iter().filter(|r| r.method == "POST" && r.path == "/api/session").count()
@@ -166,6 +171,7 @@ struct Inner {
     /// Logins before this instant are refused again (and recorded as violations).
     throttled_until: Option<Instant>,
     login_delay: Duration,
+    answer_delay: Duration,
     dashboards: BTreeMap<i64, Value>,
     cards: BTreeMap<i64, Value>,
     collections: BTreeMap<i64, Value>,
@@ -240,6 +246,7 @@ impl Inner {
             throttle: None,
             throttled_until: None,
             login_delay: Duration::ZERO,
+            answer_delay: Duration::ZERO,
             dashboards: BTreeMap::new(),
             cards,
             collections,
@@ -405,6 +412,8 @@ async fn handle(
                                           "site-name": "Fake Metabase", "setup-token": null}),
         );
     }
+    let delay = shared.lock().answer_delay;
+    tokio::time::sleep(delay).await;
     let mut inner = shared.lock();
     let read_only = match (&session, &api_key) {
         (Some(session), _) if inner.sessions.contains(session) => false,
