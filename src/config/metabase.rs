@@ -83,6 +83,8 @@ pub(super) fn load(
         env.get(variable).map(str::to_owned).or_else(|| yaml.clone().filter(|v| !v.is_empty()))
     };
     let url = pick("METABASE_URL", &raw.url)?;
+    // Problems are reported against where the settings came from.
+    let origin = if env.get("METABASE_URL").is_some() { "environment" } else { file };
     let username = pick("METABASE_USERNAME", &raw.username);
     let password = pick("METABASE_PASSWORD", &raw.password);
     let api_key = pick("METABASE_API_KEY", &raw.api_key);
@@ -91,7 +93,7 @@ pub(super) fn load(
         Ok(parsed)
             if matches!(parsed.scheme(), "http" | "https") && parsed.host_str().is_some() => {}
         _ => errors.push(format!(
-            "METABASE_URL: expected an http:// or https:// URL with a host, found `{}`",
+            "{origin}: METABASE_URL: expected an http:// or https:// URL with a host, found `{}`",
             super::mask_url(&url)
         )),
     }
@@ -101,24 +103,17 @@ pub(super) fn load(
             Some(MetabaseAuth::Session { username, password: SecretString::from(password) })
         }
         (_, _, Some(_)) => {
-            errors.push(
-                "metabase: set either METABASE_API_KEY or METABASE_USERNAME and METABASE_PASSWORD, not both"
-                    .to_owned(),
-            );
+            errors.push(format!("{origin}: metabase: set either METABASE_API_KEY or METABASE_USERNAME and METABASE_PASSWORD, not both"));
             None
         }
         (Some(_), None, None) | (None, Some(_), None) => {
-            errors.push(
-                "metabase: METABASE_USERNAME and METABASE_PASSWORD go together; set both"
-                    .to_owned(),
-            );
+            errors.push(format!(
+                "{origin}: metabase: METABASE_USERNAME and METABASE_PASSWORD go together; set both"
+            ));
             None
         }
         (None, None, None) => {
-            errors.push(
-                "metabase: METABASE_URL is set but no credentials are: set METABASE_USERNAME and METABASE_PASSWORD, or METABASE_API_KEY"
-                    .to_owned(),
-            );
+            errors.push(format!("{origin}: metabase: METABASE_URL is set but no credentials are: set METABASE_USERNAME and METABASE_PASSWORD, or METABASE_API_KEY"));
             None
         }
     };
@@ -126,7 +121,9 @@ pub(super) fn load(
         Some(text) => match text.parse::<u64>() {
             Ok(rows) => Some(rows),
             Err(_) => {
-                errors.push(format!("METABASE_MAX_ROWS: expected a number, found `{text}`"));
+                errors.push(format!(
+                    "environment: METABASE_MAX_ROWS: expected a number, found `{text}`"
+                ));
                 None
             }
         },
@@ -136,7 +133,7 @@ pub(super) fn load(
         None => MetabaseConfig::DEFAULT_MAX_ROWS,
         Some(rows) if rows == 0 || rows > MetabaseConfig::HARD_MAX_ROWS as u64 => {
             errors.push(format!(
-                "metabase.max_rows: must be between 1 and {}",
+                "{origin}: metabase.max_rows: must be between 1 and {}",
                 MetabaseConfig::HARD_MAX_ROWS
             ));
             MetabaseConfig::DEFAULT_MAX_ROWS
