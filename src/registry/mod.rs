@@ -266,8 +266,9 @@ impl Registry {
         Ok(Registry { servers, index, external: None, directory })
     }
 
-    /// Sign the servers that talk to a remote service in (Metabase), and keep their entries in
-    /// the directory current. A failure does not stop orca: the entry says why.
+    /// Sign the servers that talk to a remote service in (Metabase), waiting at most 5 s, and
+    /// keep their entries in the directory current. A failure does not stop orca: the entry says
+    /// why.
     pub(crate) async fn connect(&self) {
         for server in &self.servers {
             let InternalServer::Metabase(metabase) = server else { continue };
@@ -289,7 +290,13 @@ impl Registry {
                     }
                 }
             });
-            metabase.connect().await;
+            // Start-up waits a few seconds at most for a slow instance; the login goes on in
+            // the background and its outcome reaches the directory.
+            let connecting = tokio::spawn({
+                let metabase = metabase.clone();
+                async move { metabase.connect().await }
+            });
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), connecting).await;
         }
     }
 
