@@ -347,6 +347,13 @@ async fn five_concurrent_calls_on_an_expired_session_log_in_once() {
     let results = futures::future::join_all(calls).await;
     assert!(results.iter().all(|value| value["name"] == "Analytics"));
     assert_eq!(fake.logins(), 2, "one login at start, one shared by the five calls");
+    let expired = fake.requests().into_iter().find(|r| r.path == "/api/card/1").unwrap().credential;
+    let on_the_expired_session = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == "/api/collection/1" && r.credential == expired)
+        .count();
+    assert_eq!(on_the_expired_session, 5, "all five met the expired session");
     client.cancel().await.unwrap();
 }
 
