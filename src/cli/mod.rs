@@ -272,8 +272,10 @@ impl Running {
                 data: config.data.clone(),
                 masking: config.masking.clone(),
                 intelligence,
+                metabase: config.metabase.clone(),
             },
         )?;
+        registry.connect().await;
         let registry = if config.external.servers.is_empty() {
             registry
         } else {
@@ -532,6 +534,9 @@ async fn doctor(config: Config) -> anyhow::Result<ExitCode> {
             );
             databases.close().await?;
         }
+    }
+    if let Some(metabase) = &config.metabase {
+        check(&mut report, "metabase", crate::servers::metabase::doctor(metabase).await);
     }
     print(&report);
     Ok(if healthy { ExitCode::SUCCESS } else { ExitCode::FAILURE })

@@ -4,6 +4,7 @@
 
 mod external;
 mod llm;
+mod metabase;
 mod raw;
 #[cfg(test)]
 mod tests;
@@ -22,6 +23,7 @@ use serde_json::Value;
 use crate::tool::Verb;
 pub(crate) use external::{Availability, ExternalConfig, ExternalServerConfig, ExternalTransport};
 pub(crate) use llm::{LlmConfig, LlmTool, provider_names};
+pub(crate) use metabase::{MetabaseAuth, MetabaseConfig};
 use raw::{RawApiKey, RawAuth, RawData, RawHttp, RawPrincipal, RawSql, RawTracking};
 
 /// The internal servers orca can host: a closed list. Each is enabled by configuration.
@@ -33,17 +35,20 @@ pub(crate) enum ServerKind {
     Postgres,
     /// The data-provider toolset on `DATABASE_URL`: `query_sql`, `explain_sql`.
     Data,
+    /// Metabase's API on `METABASE_URL`: dashboards, cards, collections, queries.
+    Metabase,
 }
 
 impl ServerKind {
-    pub(crate) const ALL: [ServerKind; 3] =
-        [ServerKind::Orca, ServerKind::Postgres, ServerKind::Data];
+    pub(crate) const ALL: [ServerKind; 4] =
+        [ServerKind::Orca, ServerKind::Postgres, ServerKind::Data, ServerKind::Metabase];
 
     pub(crate) fn name(self) -> &'static str {
         match self {
             ServerKind::Orca => "orca",
             ServerKind::Postgres => "postgres",
             ServerKind::Data => "data",
+            ServerKind::Metabase => "metabase",
         }
     }
 
@@ -130,6 +135,8 @@ pub(crate) struct Config {
     pub(crate) masking: BTreeMap<String, BTreeMap<String, crate::sql::mask::MaskRule>>,
     /// Model providers, per-tool defaults and the context file (`llm:` and the environment).
     pub(crate) llm: LlmConfig,
+    /// The `metabase` server (`METABASE_URL` and credentials, or `metabase:`); `None` when unset.
+    pub(crate) metabase: Option<MetabaseConfig>,
 }
 
 /// `data:` in `orca.yaml`.
@@ -366,6 +373,12 @@ impl Config {
             }
         };
         out.insert("ORCA_EXTERNAL_MCPS", external);
+        out.insert(
+            "METABASE_URL",
+            self.metabase
+                .as_ref()
+                .map_or("(unset: server disabled)".into(), MetabaseConfig::describe),
+        );
         out
     }
 }
@@ -619,6 +632,7 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
     }
 
     let llm = llm::load(sections.llm, env, &file_label, &home, &mut errors);
+    let metabase = metabase::load(sections.metabase, env, &file_label, &mut errors);
 
     if !errors.is_empty() {
         return Err(ConfigErrors(errors));
@@ -641,6 +655,7 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
         data,
         masking,
         llm,
+        metabase,
     })
 }
 
@@ -746,11 +761,22 @@ struct Sections<'a> {
     data: Option<&'a Value>,
     masking: Option<&'a Value>,
     llm: Option<&'a Value>,
+    metabase: Option<&'a Value>,
 }
 
 impl<'a> Sections<'a> {
-    const KNOWN: [&'static str; 9] =
-        ["servers", "auth", "http", "tracking", "sql", "read_only", "data", "masking", "llm"];
+    const KNOWN: [&'static str; 10] = [
+        "servers",
+        "auth",
+        "http",
+        "tracking",
+        "sql",
+        "read_only",
+        "data",
+        "masking",
+        "llm",
+        "metabase",
+    ];
 
     fn split(document: &'a Value, file: &str, errors: &mut Vec<String>) -> Sections<'a> {
         let empty = Sections {
@@ -763,6 +789,7 @@ impl<'a> Sections<'a> {
             data: None,
             masking: None,
             llm: None,
+            metabase: None,
         };
         let Value::Object(map) = document else { return empty };
         for key in map.keys() {
@@ -783,6 +810,7 @@ impl<'a> Sections<'a> {
             data: map.get("data"),
             masking: map.get("masking"),
             llm: map.get("llm"),
+            metabase: map.get("metabase"),
         }
     }
 }

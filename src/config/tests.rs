@@ -176,3 +176,55 @@ fn data_limits_and_masking_policies_are_read_and_checked() {
     );
     check("data:\n  sample_rows: 0\n", &[], &["data.sample_rows: must be greater than zero"]);
 }
+
+#[test]
+fn metabase_settings_come_from_the_environment_or_the_file_and_are_checked() {
+    let config = check("", &[("HOME", "/h")], &[]).unwrap();
+    assert!(config.metabase.is_none(), "no URL: the server is disabled");
+    let env = [
+        ("METABASE_URL", "https://mb.example/"),
+        ("METABASE_USERNAME", "ana@example.com"),
+        ("METABASE_PASSWORD", "hunter2-secret"),
+    ];
+    let config = check("metabase: {max_rows: 50, timeout_ms: 1000}\n", &env, &[]).unwrap();
+    let metabase = config.metabase.as_ref().unwrap();
+    assert_eq!(metabase.url, "https://mb.example");
+    assert_eq!(metabase.max_rows, 50);
+    assert!(
+        matches!(&metabase.auth, MetabaseAuth::Session { username, .. } if username == "ana@example.com")
+    );
+    let shown = format!("{:?}", config.describe());
+    assert!(shown.contains("mb.example") && !shown.contains("hunter2-secret"), "{shown}");
+    let config = check(
+        "metabase: {url: 'http://mb.internal:3000', api_key: mb_key_from_yaml}\n",
+        &[("METABASE_API_KEY", "mb_key_from_env")],
+        &[],
+    )
+    .unwrap();
+    match &config.metabase.as_ref().unwrap().auth {
+        MetabaseAuth::ApiKey(key) => {
+            assert_eq!(key.expose_secret(), "mb_key_from_env", "the environment wins");
+        }
+        other => panic!("{other:?}"),
+    }
+    check("metabase: {url: 'http://mb'}\n", &[], &["no credentials are"]);
+    check(
+        "metabase: {url: 'http://mb', api_key: k, colour: red}\n",
+        &[],
+        &["unknown field `colour`"],
+    );
+    check("metabase: {url: 'ftp://mb', api_key: k}\n", &[], &["METABASE_URL: expected an http"]);
+    let both = [
+        ("METABASE_URL", "http://mb"),
+        ("METABASE_API_KEY", "k"),
+        ("METABASE_USERNAME", "u"),
+        ("METABASE_PASSWORD", "p"),
+    ];
+    check("", &both, &["not both"]);
+    check("", &[("METABASE_URL", "http://mb"), ("METABASE_USERNAME", "u")], &["go together"]);
+    check(
+        "metabase: {max_rows: 20000}\n",
+        &[("METABASE_URL", "http://mb"), ("METABASE_API_KEY", "k")],
+        &["between 1 and 10000"],
+    );
+}

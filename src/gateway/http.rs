@@ -369,6 +369,7 @@ async fn healthz(State(state): State<AppState>) -> Response {
         "status": "ok",
         "version": env!("CARGO_PKG_VERSION"),
         "servers": state.registry.server_names(),
+        "server_status": state.registry.server_statuses(),
         "tracking": {
             "enabled": tracker.is_enabled(),
             "database_up": database_up,

@@ -299,7 +299,8 @@ impl ServerHandler for Gateway {
     fn get_info(&self) -> ServerConfig {
         let external =
             self.state.registry.external().is_some_and(|external| external.any_enabled());
-        let prompts = external || self.state.registry.has_prompts();
+        let prompts =
+            external || self.state.registry.has_prompts() || self.state.registry.has_resources();
         let capabilities = match (external, prompts) {
             (true, _) => ServerCapabilities::builder()
                 .enable_tools()
@@ -444,7 +445,7 @@ impl ServerHandler for Gateway {
             McpError::resource_not_found(format!("unknown resource: {}", shown(&request.uri)), None)
         };
         let principal = self.principal(&context)?;
-        if principal.may(Verb::Read) && request.uri.starts_with("res://") {
+        if principal.may(Verb::Read) && self.state.registry.owns_resource(&request.uri) {
             let call_context = CallContext { principal, elicitor: None };
             return match self.state.registry.read_resource(&request.uri, &call_context).await {
                 None => Err(unknown()),

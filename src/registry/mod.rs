@@ -12,6 +12,7 @@ use crate::config::ServerKind;
 use crate::config::SqlConfig;
 use crate::external::{ExternalServers, RoutedTool};
 use crate::servers::data::DataServer;
+use crate::servers::metabase::MetabaseServer;
 use crate::servers::orca::{Directory, OrcaServer, ServerCapabilitiesSummary, ServerSummary};
 use crate::servers::postgres::{PostgresServer, Target};
 use crate::servers::{CallContext, ToolSpec};
@@ -25,6 +26,7 @@ pub(crate) enum InternalServer {
     Orca(OrcaServer),
     Postgres(PostgresServer),
     Data(DataServer),
+    Metabase(MetabaseServer),
 }
 
 impl InternalServer {
@@ -33,6 +35,7 @@ impl InternalServer {
             InternalServer::Orca(_) => ServerKind::Orca,
             InternalServer::Postgres(_) => ServerKind::Postgres,
             InternalServer::Data(_) => ServerKind::Data,
+            InternalServer::Metabase(_) => ServerKind::Metabase,
         }
     }
 
@@ -41,6 +44,7 @@ impl InternalServer {
             InternalServer::Orca(_) => OrcaServer::DESCRIPTION,
             InternalServer::Postgres(_) => PostgresServer::DESCRIPTION,
             InternalServer::Data(_) => DataServer::DESCRIPTION,
+            InternalServer::Metabase(_) => MetabaseServer::DESCRIPTION,
         }
     }
 
@@ -49,6 +53,7 @@ impl InternalServer {
             InternalServer::Orca(server) => server.tools(),
             InternalServer::Postgres(server) => server.tools(),
             InternalServer::Data(server) => server.tools(),
+            InternalServer::Metabase(server) => server.tools(),
         }
     }
 
@@ -62,6 +67,15 @@ impl InternalServer {
             InternalServer::Orca(server) => server.call(tool, arguments, context).await,
             InternalServer::Postgres(server) => server.call(tool, arguments, context).await,
             InternalServer::Data(server) => server.call(tool, arguments, context).await,
+            InternalServer::Metabase(server) => server.call(tool, arguments, context).await,
+        }
+    }
+
+    /// `running`, or why the server cannot serve (a failed Metabase login).
+    fn status(&self) -> String {
+        match self {
+            InternalServer::Metabase(server) => server.status().text(),
+            _ => "running".to_owned(),
         }
     }
 }
@@ -74,6 +88,8 @@ pub(crate) enum RegistryError {
     NothingEnabled { known: String },
     #[error("servers `postgres` and `data` need a target database: set DATABASE_URL")]
     NoTargetDatabase,
+    #[error("server `metabase` needs METABASE_URL and its credentials")]
+    NoMetabaseUrl,
 }
 
 /// What the internal servers need from the rest of orca.
@@ -98,6 +114,8 @@ pub(crate) struct ServerDependencies {
     >,
     /// Model providers and the context file, for the tools that ask a model.
     pub(crate) intelligence: crate::servers::postgres::Intelligence,
+    /// The `metabase` server's settings; without them it is left out unless asked for.
+    pub(crate) metabase: Option<crate::config::MetabaseConfig>,
 }
 
 /// An internal tool found by name: its owner and its declaration.
@@ -130,6 +148,8 @@ pub(crate) struct Registry {
     /// Tool name -> (server index, tool index).
     index: HashMap<String, (usize, usize)>,
     external: Option<Arc<ExternalServers>>,
+    /// What `list_servers` reads; a server whose status changes updates its entry.
+    directory: Directory,
 }
 
 impl Registry {
@@ -152,6 +172,12 @@ impl Registry {
                 return Err(RegistryError::NoTargetDatabase);
             }
             enabled.retain(|kind| !needs_target(kind));
+        }
+        if dependencies.metabase.is_none() && enabled.contains(&ServerKind::Metabase) {
+            if explicit {
+                return Err(RegistryError::NoMetabaseUrl);
+            }
+            enabled.retain(|kind| *kind != ServerKind::Metabase);
         }
         if enabled.is_empty() {
             return Err(RegistryError::NothingEnabled {
@@ -185,6 +211,10 @@ impl Registry {
                     dependencies.read_only,
                     dependencies.intelligence.clone(),
                 )),
+                ServerKind::Metabase => InternalServer::Metabase(MetabaseServer::new(
+                    dependencies.metabase.as_ref().expect("checked above"),
+                    dependencies.read_only,
+                )),
             })
             .collect();
         let declared: Vec<(&str, Vec<&str>)> = servers
@@ -200,14 +230,14 @@ impl Registry {
                 Some(server) => ServerSummary {
                     name: kind.name().to_owned(),
                     kind: "internal",
-                    status: "running".to_owned(),
+                    status: server.status(),
                     description: server.description().to_owned(),
                     tool_count: server.tools().len(),
                     tools: server.tools().iter().map(|tool| tool.name().to_owned()).collect(),
                     capabilities: ServerCapabilitiesSummary {
                         tools: true,
-                        resources: false,
-                        prompts: false,
+                        resources: matches!(kind, ServerKind::Data | ServerKind::Metabase),
+                        prompts: *kind == ServerKind::Data,
                     },
                     external: None,
                 },
@@ -233,7 +263,66 @@ impl Registry {
             shared.retain(|summary| summary.kind == "external");
             shared.splice(0..0, summaries);
         }
-        Ok(Registry { servers, index, external: None })
+        Ok(Registry { servers, index, external: None, directory })
+    }
+
+    /// Sign the servers that talk to a remote service in (Metabase), waiting at most 5 s, and
+    /// keep their entries in the directory current. A failure does not stop orca: the entry says
+    /// why.
+    pub(crate) async fn connect(&self) {
+        for server in &self.servers {
+            let InternalServer::Metabase(metabase) = server else { continue };
+            let mut changes = metabase.subscribe();
+            let directory = self.directory.clone();
+            let name = server.kind().name();
+            tokio::spawn(async move {
+                loop {
+                    let status = changes.borrow_and_update().text();
+                    {
+                        let mut shared =
+                            directory.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+                        if let Some(entry) = shared.iter_mut().find(|entry| entry.name == name) {
+                            entry.status = status;
+                        }
+                    }
+                    if changes.changed().await.is_err() {
+                        break;
+                    }
+                }
+            });
+            // Start-up waits a few seconds at most for a slow instance; the login goes on in
+            // the background and its outcome reaches the directory.
+            let connecting = tokio::spawn({
+                let metabase = metabase.clone();
+                async move { metabase.connect().await }
+            });
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), connecting).await;
+        }
+    }
+
+    /// Each internal server's status: `running`, or why it cannot serve.
+    pub(crate) fn server_statuses(&self) -> Map<String, Value> {
+        self.servers
+            .iter()
+            .map(|server| (server.kind().name().to_owned(), Value::from(server.status())))
+            .collect()
+    }
+
+    fn metabase_server(&self) -> Option<&MetabaseServer> {
+        self.servers.iter().find_map(|server| match server {
+            InternalServer::Metabase(server) => Some(server),
+            _ => None,
+        })
+    }
+
+    /// Whether an internal server offers resources (`data`, `metabase`).
+    pub(crate) fn has_resources(&self) -> bool {
+        self.data_server().is_some() || self.metabase_server().is_some()
+    }
+
+    /// Whether an internal server answers this resource URI.
+    pub(crate) fn owns_resource(&self, uri: &str) -> bool {
+        uri.starts_with("res://") || MetabaseServer::owns_resource(uri)
     }
 
     /// Whether an internal server offers prompts and resources (the `data` server does).
@@ -269,13 +358,17 @@ impl Registry {
     pub(crate) fn resources(
         &self,
     ) -> (Vec<rmcp::model::Resource>, Vec<rmcp::model::ResourceTemplate>) {
-        match self.data_server() {
+        let (resources, mut templates) = match self.data_server() {
             Some(_) => (
                 crate::servers::data::resources::list(),
                 crate::servers::data::resources::templates(),
             ),
             None => (Vec::new(), Vec::new()),
+        };
+        if self.metabase_server().is_some() {
+            templates.extend(MetabaseServer::resource_templates());
         }
+        (resources, templates)
     }
 
     /// Read an internal resource as JSON; `None` when no internal server has it.
@@ -284,6 +377,9 @@ impl Registry {
         uri: &str,
         context: &CallContext,
     ) -> Option<Result<Value, ToolError>> {
+        if MetabaseServer::owns_resource(uri) {
+            return self.metabase_server()?.read_resource(uri).await;
+        }
         self.data_server()?.read_resource(uri, context).await
     }
 

@@ -3,6 +3,7 @@
 //! everything that touches the wire.
 
 pub(crate) mod data;
+pub(crate) mod metabase;
 pub(crate) mod orca;
 pub(crate) mod postgres;
 

@@ -14,6 +14,7 @@ mod gateway_http;
 mod gateway_stdio;
 mod llm_fake_wire;
 mod llm_generate;
+mod metabase;
 mod sql_classify;
 mod sql_execute;
 mod sql_safety;

@@ -110,6 +110,11 @@ impl OrcaSetup {
             "GEMINI_API_KEY",
             "GOOGLE_API_KEY",
             "GEMINI_BASE_URL",
+            "METABASE_URL",
+            "METABASE_USERNAME",
+            "METABASE_PASSWORD",
+            "METABASE_API_KEY",
+            "METABASE_MAX_ROWS",
         ] {
             command.env_remove(key);
         }
