@@ -272,6 +272,7 @@ impl Running {
                 data: config.data.clone(),
                 masking: config.masking.clone(),
                 intelligence,
+                weaviate: config.weaviate.clone(),
             },
         )?;
         let registry = if config.external.servers.is_empty() {
@@ -532,6 +533,9 @@ async fn doctor(config: Config) -> anyhow::Result<ExitCode> {
             );
             databases.close().await?;
         }
+    }
+    if let Some(weaviate) = &config.weaviate {
+        check(&mut report, "weaviate", crate::servers::weaviate::doctor_check(weaviate).await);
     }
     print(&report);
     Ok(if healthy { ExitCode::SUCCESS } else { ExitCode::FAILURE })

@@ -7,6 +7,7 @@ mod llm;
 mod raw;
 #[cfg(test)]
 mod tests;
+mod weaviate;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -23,6 +24,7 @@ use crate::tool::Verb;
 pub(crate) use external::{Availability, ExternalConfig, ExternalServerConfig, ExternalTransport};
 pub(crate) use llm::{LlmConfig, LlmTool, provider_names};
 use raw::{RawApiKey, RawAuth, RawData, RawHttp, RawPrincipal, RawSql, RawTracking};
+pub(crate) use weaviate::WeaviateConfig;
 
 /// The internal servers orca can host: a closed list. Each is enabled by configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -33,17 +35,20 @@ pub(crate) enum ServerKind {
     Postgres,
     /// The data-provider toolset on `DATABASE_URL`: `query_sql`, `explain_sql`.
     Data,
+    /// Weaviate on `WEAVIATE_URL`: collections, tenants, objects, searches, aggregates.
+    Weaviate,
 }
 
 impl ServerKind {
-    pub(crate) const ALL: [ServerKind; 3] =
-        [ServerKind::Orca, ServerKind::Postgres, ServerKind::Data];
+    pub(crate) const ALL: [ServerKind; 4] =
+        [ServerKind::Orca, ServerKind::Postgres, ServerKind::Data, ServerKind::Weaviate];
 
     pub(crate) fn name(self) -> &'static str {
         match self {
             ServerKind::Orca => "orca",
             ServerKind::Postgres => "postgres",
             ServerKind::Data => "data",
+            ServerKind::Weaviate => "weaviate",
         }
     }
 
@@ -130,6 +135,8 @@ pub(crate) struct Config {
     pub(crate) masking: BTreeMap<String, BTreeMap<String, crate::sql::mask::MaskRule>>,
     /// Model providers, per-tool defaults and the context file (`llm:` and the environment).
     pub(crate) llm: LlmConfig,
+    /// Weaviate (`WEAVIATE_URL`, `WEAVIATE_API_KEY`, `weaviate:`); `None` when the URL is unset.
+    pub(crate) weaviate: Option<WeaviateConfig>,
 }
 
 /// `data:` in `orca.yaml`.
@@ -366,6 +373,21 @@ impl Config {
             }
         };
         out.insert("ORCA_EXTERNAL_MCPS", external);
+        out.insert(
+            "WEAVIATE_URL",
+            self.weaviate.as_ref().map_or("(unset: weaviate disabled)".into(), |weaviate| {
+                let headers: Vec<&str> =
+                    weaviate.headers.iter().map(|(name, _)| name.as_str()).collect();
+                format!(
+                    "{}, {}, headers [{}], timeout_ms={} max_results_bytes={}",
+                    weaviate.display_url(),
+                    if weaviate.api_key.is_some() { "API key set" } else { "anonymous" },
+                    headers.join(", "),
+                    weaviate.timeout.as_millis(),
+                    weaviate.max_results_bytes
+                )
+            }),
+        );
         out
     }
 }
@@ -619,6 +641,7 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
     }
 
     let llm = llm::load(sections.llm, env, &file_label, &home, &mut errors);
+    let weaviate = weaviate::load(sections.weaviate, env, &file_label, &mut errors);
 
     if !errors.is_empty() {
         return Err(ConfigErrors(errors));
@@ -641,6 +664,7 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
         data,
         masking,
         llm,
+        weaviate,
     })
 }
 
@@ -746,11 +770,22 @@ struct Sections<'a> {
     data: Option<&'a Value>,
     masking: Option<&'a Value>,
     llm: Option<&'a Value>,
+    weaviate: Option<&'a Value>,
 }
 
 impl<'a> Sections<'a> {
-    const KNOWN: [&'static str; 9] =
-        ["servers", "auth", "http", "tracking", "sql", "read_only", "data", "masking", "llm"];
+    const KNOWN: [&'static str; 10] = [
+        "servers",
+        "auth",
+        "http",
+        "tracking",
+        "sql",
+        "read_only",
+        "data",
+        "masking",
+        "llm",
+        "weaviate",
+    ];
 
     fn split(document: &'a Value, file: &str, errors: &mut Vec<String>) -> Sections<'a> {
         let empty = Sections {
@@ -763,6 +798,7 @@ impl<'a> Sections<'a> {
             data: None,
             masking: None,
             llm: None,
+            weaviate: None,
         };
         let Value::Object(map) = document else { return empty };
         for key in map.keys() {
@@ -783,6 +819,7 @@ impl<'a> Sections<'a> {
             data: map.get("data"),
             masking: map.get("masking"),
             llm: map.get("llm"),
+            weaviate: map.get("weaviate"),
         }
     }
 }

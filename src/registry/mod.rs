@@ -14,6 +14,7 @@ use crate::external::{ExternalServers, RoutedTool};
 use crate::servers::data::DataServer;
 use crate::servers::orca::{Directory, OrcaServer, ServerCapabilitiesSummary, ServerSummary};
 use crate::servers::postgres::{PostgresServer, Target};
+use crate::servers::weaviate::WeaviateServer;
 use crate::servers::{CallContext, ToolSpec};
 use crate::sql::Secret;
 use crate::tool::{ToolError, ToolOutput};
@@ -25,6 +26,7 @@ pub(crate) enum InternalServer {
     Orca(OrcaServer),
     Postgres(PostgresServer),
     Data(DataServer),
+    Weaviate(WeaviateServer),
 }
 
 impl InternalServer {
@@ -33,6 +35,7 @@ impl InternalServer {
             InternalServer::Orca(_) => ServerKind::Orca,
             InternalServer::Postgres(_) => ServerKind::Postgres,
             InternalServer::Data(_) => ServerKind::Data,
+            InternalServer::Weaviate(_) => ServerKind::Weaviate,
         }
     }
 
@@ -41,6 +44,7 @@ impl InternalServer {
             InternalServer::Orca(_) => OrcaServer::DESCRIPTION,
             InternalServer::Postgres(_) => PostgresServer::DESCRIPTION,
             InternalServer::Data(_) => DataServer::DESCRIPTION,
+            InternalServer::Weaviate(_) => WeaviateServer::DESCRIPTION,
         }
     }
 
@@ -49,6 +53,7 @@ impl InternalServer {
             InternalServer::Orca(server) => server.tools(),
             InternalServer::Postgres(server) => server.tools(),
             InternalServer::Data(server) => server.tools(),
+            InternalServer::Weaviate(server) => server.tools(),
         }
     }
 
@@ -62,6 +67,7 @@ impl InternalServer {
             InternalServer::Orca(server) => server.call(tool, arguments, context).await,
             InternalServer::Postgres(server) => server.call(tool, arguments, context).await,
             InternalServer::Data(server) => server.call(tool, arguments, context).await,
+            InternalServer::Weaviate(server) => server.call(tool, arguments, context).await,
         }
     }
 }
@@ -74,6 +80,8 @@ pub(crate) enum RegistryError {
     NothingEnabled { known: String },
     #[error("servers `postgres` and `data` need a target database: set DATABASE_URL")]
     NoTargetDatabase,
+    #[error("server `weaviate` needs a Weaviate endpoint: set WEAVIATE_URL")]
+    NoWeaviateUrl,
 }
 
 /// What the internal servers need from the rest of orca.
@@ -98,6 +106,8 @@ pub(crate) struct ServerDependencies {
     >,
     /// Model providers and the context file, for the tools that ask a model.
     pub(crate) intelligence: crate::servers::postgres::Intelligence,
+    /// The Weaviate endpoint; without it `weaviate` is left out unless asked for.
+    pub(crate) weaviate: Option<crate::config::WeaviateConfig>,
 }
 
 /// An internal tool found by name: its owner and its declaration.
@@ -153,6 +163,12 @@ impl Registry {
             }
             enabled.retain(|kind| !needs_target(kind));
         }
+        if dependencies.weaviate.is_none() && enabled.contains(&ServerKind::Weaviate) {
+            if explicit {
+                return Err(RegistryError::NoWeaviateUrl);
+            }
+            enabled.retain(|kind| *kind != ServerKind::Weaviate);
+        }
         if enabled.is_empty() {
             return Err(RegistryError::NothingEnabled {
                 known: ServerKind::ALL.map(ServerKind::name).join(", "),
@@ -184,6 +200,11 @@ impl Registry {
                     dependencies.sql.clone(),
                     dependencies.read_only,
                     dependencies.intelligence.clone(),
+                )),
+                ServerKind::Weaviate => InternalServer::Weaviate(WeaviateServer::new(
+                    dependencies.weaviate.clone().expect("checked above"),
+                    dependencies.read_only,
+                    directory.clone(),
                 )),
             })
             .collect();

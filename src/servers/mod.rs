@@ -5,6 +5,7 @@
 pub(crate) mod data;
 pub(crate) mod orca;
 pub(crate) mod postgres;
+pub(crate) mod weaviate;
 
 use std::sync::Arc;
 
