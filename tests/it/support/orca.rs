@@ -110,6 +110,8 @@ impl OrcaSetup {
             "GEMINI_API_KEY",
             "GOOGLE_API_KEY",
             "GEMINI_BASE_URL",
+            "WEAVIATE_URL",
+            "WEAVIATE_API_KEY",
         ] {
             command.env_remove(key);
         }
