@@ -317,11 +317,12 @@ fn ok(value: Value) -> Response {
 }
 
 /// Which role a request has, or the 401 Weaviate answers.
-fn authenticate(state: &Store, headers: &BTreeMap<String, String>) -> Result<bool, Response> {
+fn authenticate(state: &Store, headers: &BTreeMap<String, String>) -> Result<bool, Box<Response>> {
     let unauthorized = |message: &str| {
         (StatusCode::UNAUTHORIZED, axum::Json(json!({"code": 401, "message": message})))
             .into_response()
     };
+    let unauthorized = |message: &str| Box::new(unauthorized(message));
     match headers.get("authorization") {
         None if !state.keys_required => Ok(true),
         None => Err(unauthorized(
@@ -385,7 +386,7 @@ async fn handle(
     }
     let may_write = match authenticate(&state, &headers) {
         Ok(may_write) => may_write,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     let tenant = query.iter().find(|(key, _)| key == "tenant").map(|(_, value)| value.clone());
     let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
