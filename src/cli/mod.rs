@@ -273,6 +273,7 @@ impl Running {
                 masking: config.masking.clone(),
                 intelligence,
                 metabase: config.metabase.clone(),
+                weaviate: config.weaviate.clone(),
             },
         )?;
         registry.connect().await;
@@ -537,6 +538,9 @@ async fn doctor(config: Config) -> anyhow::Result<ExitCode> {
     }
     if let Some(metabase) = &config.metabase {
         check(&mut report, "metabase", crate::servers::metabase::doctor(metabase).await);
+    }
+    if let Some(weaviate) = &config.weaviate {
+        check(&mut report, "weaviate", crate::servers::weaviate::doctor_check(weaviate).await);
     }
     print(&report);
     Ok(if healthy { ExitCode::SUCCESS } else { ExitCode::FAILURE })

@@ -561,7 +561,7 @@ fn is_variable_name(name: &str) -> bool {
 
 /// Replace each `${NAME}` with `lookup(NAME)`. `Ok(None)` when a variable is missing (the
 /// lookup records which); `Err` for a malformed reference. `$$` is a literal `$`.
-fn expand(
+pub(super) fn expand(
     text: &str,
     mut lookup: impl FnMut(&str) -> Option<SecretString>,
 ) -> Result<Option<String>, String> {

@@ -8,6 +8,7 @@ mod metabase;
 mod raw;
 #[cfg(test)]
 mod tests;
+mod weaviate;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -25,6 +26,7 @@ pub(crate) use external::{Availability, ExternalConfig, ExternalServerConfig, Ex
 pub(crate) use llm::{LlmConfig, LlmTool, provider_names};
 pub(crate) use metabase::{MetabaseAuth, MetabaseConfig};
 use raw::{RawApiKey, RawAuth, RawData, RawHttp, RawPrincipal, RawSql, RawTracking};
+pub(crate) use weaviate::WeaviateConfig;
 
 /// The internal servers orca can host: a closed list. Each is enabled by configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -37,11 +39,18 @@ pub(crate) enum ServerKind {
     Data,
     /// Metabase's API on `METABASE_URL`: dashboards, cards, collections, queries.
     Metabase,
+    /// Weaviate on `WEAVIATE_URL`: collections, tenants, objects, searches, aggregates.
+    Weaviate,
 }
 
 impl ServerKind {
-    pub(crate) const ALL: [ServerKind; 4] =
-        [ServerKind::Orca, ServerKind::Postgres, ServerKind::Data, ServerKind::Metabase];
+    pub(crate) const ALL: [ServerKind; 5] = [
+        ServerKind::Orca,
+        ServerKind::Postgres,
+        ServerKind::Data,
+        ServerKind::Metabase,
+        ServerKind::Weaviate,
+    ];
 
     pub(crate) fn name(self) -> &'static str {
         match self {
@@ -49,6 +58,7 @@ impl ServerKind {
             ServerKind::Postgres => "postgres",
             ServerKind::Data => "data",
             ServerKind::Metabase => "metabase",
+            ServerKind::Weaviate => "weaviate",
         }
     }
 
@@ -137,6 +147,8 @@ pub(crate) struct Config {
     pub(crate) llm: LlmConfig,
     /// The `metabase` server (`METABASE_URL` and credentials, or `metabase:`); `None` when unset.
     pub(crate) metabase: Option<MetabaseConfig>,
+    /// Weaviate (`WEAVIATE_URL`, `WEAVIATE_API_KEY`, `weaviate:`); `None` when the URL is unset.
+    pub(crate) weaviate: Option<WeaviateConfig>,
 }
 
 /// `data:` in `orca.yaml`.
@@ -378,6 +390,21 @@ impl Config {
             self.metabase
                 .as_ref()
                 .map_or("(unset: server disabled)".into(), MetabaseConfig::describe),
+        );
+        out.insert(
+            "WEAVIATE_URL",
+            self.weaviate.as_ref().map_or("(unset: weaviate disabled)".into(), |weaviate| {
+                let headers: Vec<&str> =
+                    weaviate.headers.iter().map(|(name, _)| name.as_str()).collect();
+                format!(
+                    "{}, {}, headers [{}], timeout_ms={} max_results_bytes={}",
+                    weaviate.display_url(),
+                    if weaviate.api_key.is_some() { "API key set" } else { "anonymous" },
+                    headers.join(", "),
+                    weaviate.timeout.as_millis(),
+                    weaviate.max_results_bytes
+                )
+            }),
         );
         out
     }
@@ -633,6 +660,7 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
 
     let llm = llm::load(sections.llm, env, &file_label, &home, &mut errors);
     let metabase = metabase::load(sections.metabase, env, &file_label, &mut errors);
+    let weaviate = weaviate::load(sections.weaviate, env, &file_label, &mut errors);
 
     if !errors.is_empty() {
         return Err(ConfigErrors(errors));
@@ -656,6 +684,7 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
         masking,
         llm,
         metabase,
+        weaviate,
     })
 }
 
@@ -762,10 +791,11 @@ struct Sections<'a> {
     masking: Option<&'a Value>,
     llm: Option<&'a Value>,
     metabase: Option<&'a Value>,
+    weaviate: Option<&'a Value>,
 }
 
 impl<'a> Sections<'a> {
-    const KNOWN: [&'static str; 10] = [
+    const KNOWN: [&'static str; 11] = [
         "servers",
         "auth",
         "http",
@@ -776,6 +806,7 @@ impl<'a> Sections<'a> {
         "masking",
         "llm",
         "metabase",
+        "weaviate",
     ];
 
     fn split(document: &'a Value, file: &str, errors: &mut Vec<String>) -> Sections<'a> {
@@ -790,6 +821,7 @@ impl<'a> Sections<'a> {
             masking: None,
             llm: None,
             metabase: None,
+            weaviate: None,
         };
         let Value::Object(map) = document else { return empty };
         for key in map.keys() {
@@ -811,6 +843,7 @@ impl<'a> Sections<'a> {
             masking: map.get("masking"),
             llm: map.get("llm"),
             metabase: map.get("metabase"),
+            weaviate: map.get("weaviate"),
         }
     }
 }

@@ -15,6 +15,7 @@ use crate::servers::data::DataServer;
 use crate::servers::metabase::MetabaseServer;
 use crate::servers::orca::{Directory, OrcaServer, ServerCapabilitiesSummary, ServerSummary};
 use crate::servers::postgres::{PostgresServer, Target};
+use crate::servers::weaviate::WeaviateServer;
 use crate::servers::{CallContext, ToolSpec};
 use crate::sql::Secret;
 use crate::tool::{ToolError, ToolOutput};
@@ -27,6 +28,7 @@ pub(crate) enum InternalServer {
     Postgres(PostgresServer),
     Data(DataServer),
     Metabase(MetabaseServer),
+    Weaviate(WeaviateServer),
 }
 
 impl InternalServer {
@@ -36,6 +38,7 @@ impl InternalServer {
             InternalServer::Postgres(_) => ServerKind::Postgres,
             InternalServer::Data(_) => ServerKind::Data,
             InternalServer::Metabase(_) => ServerKind::Metabase,
+            InternalServer::Weaviate(_) => ServerKind::Weaviate,
         }
     }
 
@@ -45,6 +48,7 @@ impl InternalServer {
             InternalServer::Postgres(_) => PostgresServer::DESCRIPTION,
             InternalServer::Data(_) => DataServer::DESCRIPTION,
             InternalServer::Metabase(_) => MetabaseServer::DESCRIPTION,
+            InternalServer::Weaviate(_) => WeaviateServer::DESCRIPTION,
         }
     }
 
@@ -54,6 +58,7 @@ impl InternalServer {
             InternalServer::Postgres(server) => server.tools(),
             InternalServer::Data(server) => server.tools(),
             InternalServer::Metabase(server) => server.tools(),
+            InternalServer::Weaviate(server) => server.tools(),
         }
     }
 
@@ -68,6 +73,7 @@ impl InternalServer {
             InternalServer::Postgres(server) => server.call(tool, arguments, context).await,
             InternalServer::Data(server) => server.call(tool, arguments, context).await,
             InternalServer::Metabase(server) => server.call(tool, arguments, context).await,
+            InternalServer::Weaviate(server) => server.call(tool, arguments, context).await,
         }
     }
 
@@ -90,6 +96,8 @@ pub(crate) enum RegistryError {
     NoTargetDatabase,
     #[error("server `metabase` needs METABASE_URL and its credentials")]
     NoMetabaseUrl,
+    #[error("server `weaviate` needs a Weaviate endpoint: set WEAVIATE_URL")]
+    NoWeaviateUrl,
 }
 
 /// What the internal servers need from the rest of orca.
@@ -116,6 +124,8 @@ pub(crate) struct ServerDependencies {
     pub(crate) intelligence: crate::servers::postgres::Intelligence,
     /// The `metabase` server's settings; without them it is left out unless asked for.
     pub(crate) metabase: Option<crate::config::MetabaseConfig>,
+    /// The Weaviate endpoint; without it `weaviate` is left out unless asked for.
+    pub(crate) weaviate: Option<crate::config::WeaviateConfig>,
 }
 
 /// An internal tool found by name: its owner and its declaration.
@@ -179,6 +189,12 @@ impl Registry {
             }
             enabled.retain(|kind| *kind != ServerKind::Metabase);
         }
+        if dependencies.weaviate.is_none() && enabled.contains(&ServerKind::Weaviate) {
+            if explicit {
+                return Err(RegistryError::NoWeaviateUrl);
+            }
+            enabled.retain(|kind| *kind != ServerKind::Weaviate);
+        }
         if enabled.is_empty() {
             return Err(RegistryError::NothingEnabled {
                 known: ServerKind::ALL.map(ServerKind::name).join(", "),
@@ -214,6 +230,11 @@ impl Registry {
                 ServerKind::Metabase => InternalServer::Metabase(MetabaseServer::new(
                     dependencies.metabase.as_ref().expect("checked above"),
                     dependencies.read_only,
+                )),
+                ServerKind::Weaviate => InternalServer::Weaviate(WeaviateServer::new(
+                    dependencies.weaviate.clone().expect("checked above"),
+                    dependencies.read_only,
+                    directory.clone(),
                 )),
             })
             .collect();

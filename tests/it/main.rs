@@ -23,3 +23,4 @@ mod sql_writes;
 mod support;
 mod tidy;
 mod tracking;
+mod weaviate;

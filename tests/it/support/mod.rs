@@ -2,6 +2,8 @@
 
 pub(crate) mod fake_llm;
 pub(crate) mod fake_metabase;
+pub(crate) mod fake_weaviate;
+pub(crate) mod fake_weaviate_graphql;
 pub(crate) mod orca;
 pub(crate) mod pg;
 pub(crate) mod samples;

@@ -115,6 +115,8 @@ impl OrcaSetup {
             "METABASE_PASSWORD",
             "METABASE_API_KEY",
             "METABASE_MAX_ROWS",
+            "WEAVIATE_URL",
+            "WEAVIATE_API_KEY",
         ] {
             command.env_remove(key);
         }
