@@ -432,8 +432,11 @@ impl McpClient {
                 .map_err(|_| McpError::Timeout {
                     tool: "tools/list".to_owned(),
                     seconds: LIST_TIMEOUT.as_secs(),
-                })?
-                .map_err(|error| self.transport_error("tools/list", &error))?;
+                })?;
+            let page = match page {
+                Ok(page) => page,
+                Err(error) => return Err(self.transport_error("tools/list", &error).await),
+            };
             tools.extend(page.tools.iter().map(ToolInfo::from_tool));
             match page.next_cursor {
                 Some(next) if Some(&next) != cursor.as_ref() => cursor = Some(next),
@@ -513,15 +516,23 @@ impl McpClient {
                 tool: name.to_owned(),
                 message: format!("{} (code {})", error.message, error.code.0),
             }),
-            Ok(Err(error)) => Err(self.transport_error(name, &error)),
+            Ok(Err(error)) => Err(self.transport_error(name, &error).await),
         }
     }
 
     /// A transport failure, saying how the child ended when it has.
-    fn transport_error(&self, what: &str, error: &ServiceError) -> McpError {
-        let exit = self.inner.child.as_ref().and_then(|child| {
-            child.lock().unwrap_or_else(std::sync::PoisonError::into_inner).exit()
-        });
+    async fn transport_error(&self, what: &str, error: &ServiceError) -> McpError {
+        let mut exit = None;
+        if let Some(child) = &self.inner.child {
+            // The pipe closes as the child dies; its exit status follows a moment later.
+            for _ in 0..20 {
+                exit = child.lock().unwrap_or_else(std::sync::PoisonError::into_inner).exit();
+                if exit.is_some() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+        }
         match exit {
             Some(exit) => McpError::Transport(format!(
                 "{what}: the connection to the MCP server broke: {exit}"

@@ -694,11 +694,9 @@ fn gemini_form(schema: Value, at: &str) -> Result<Value, String> {
                     out.insert("example".to_owned(), first.clone());
                 }
             }
-            "exclusiveMinimum" | "exclusiveMaximum" => {
-                if item.is_number() {
-                    let bound = if key == "exclusiveMinimum" { "above" } else { "below" };
-                    notes.push(format!("strictly {bound} {item}"));
-                }
+            "exclusiveMinimum" | "exclusiveMaximum" if item.is_number() => {
+                let bound = if key == "exclusiveMinimum" { "above" } else { "below" };
+                notes.push(format!("strictly {bound} {item}"));
             }
             other if GEMINI_FIELDS.contains(&other) => {
                 out.insert(key, item);

@@ -1,6 +1,7 @@
 //! Shared test helpers: the test PostgreSQL and the orca process wrappers.
 
 pub(crate) mod fake_llm;
+pub(crate) mod fake_llm_tools;
 pub(crate) mod orca;
 pub(crate) mod pg;
 pub(crate) mod samples;
