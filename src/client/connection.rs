@@ -55,7 +55,8 @@ pub struct ToolParameter {
 }
 
 impl ToolInfo {
-    fn from_tool(tool: &Tool) -> ToolInfo {
+    /// The tool as rmcp lists it.
+    pub fn from_tool(tool: &Tool) -> ToolInfo {
         let schema = tool.input_schema.as_ref().clone();
         let required: Vec<&str> = schema
             .get("required")

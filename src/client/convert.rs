@@ -124,8 +124,9 @@ impl Converted {
     }
 }
 
-/// Convert `tools` (already filtered) for `provider`.
-pub(crate) fn convert(provider: Provider, tools: &[ToolInfo]) -> Converted {
+/// Convert `tools` (already filtered) for `provider`: cleaned names, normalized schemas, and
+/// the tools whose schema cannot be converted set aside with the reason (and a warning).
+pub fn convert(provider: Provider, tools: &[ToolInfo]) -> Converted {
     let names = NameMap::new(tools.iter().map(|tool| tool.name.as_str()));
     let mut converted = Vec::new();
     let mut set_aside = Vec::new();

@@ -35,7 +35,7 @@ mod schema;
 pub use connection::{
     DEFAULT_CALL_TIMEOUT, HttpOptions, McpClient, ToolCallResult, ToolInfo, ToolParameter,
 };
-pub use convert::{Converted, ConvertedTool, Provider, SetAside};
+pub use convert::{Converted, ConvertedTool, Provider, SetAside, convert};
 pub use executor::Executor;
 pub use filter::ToolFilter;
 pub use names::NameMap;

@@ -371,3 +371,88 @@ async fn ask_never_confirms_a_write_on_its_own() {
     assert_eq!(count, 0);
     assert_eq!(fake.violations(), Vec::<String>::new());
 }
+
+#[tokio::test]
+async fn the_fake_refuses_malformed_tools_and_tool_messages_like_the_real_api() {
+    let fake = FakeLlm::start().await;
+    fake.script(Wire::OpenAi, [Reply::ToolCalls(vec![("echo".to_owned(), json!({"text": "hi"}))])]);
+    let http = reqwest::Client::new();
+    let url = format!("{}/chat/completions", fake.openai_base_url());
+    let post = |body: Value| {
+        http.post(&url).bearer_auth(crate::support::fake_llm::OPENAI_KEY).json(&body).send()
+    };
+    let echo = json!({"type": "function", "function": {"name": "echo", "parameters": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}});
+    let user = json!({"role": "user", "content": "hi"});
+    let answer: Value = post(json!({"model": "m", "messages": [user], "tools": [echo]}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let call = answer["choices"][0]["message"]["tool_calls"][0].clone();
+    assert_eq!(call["function"]["name"], "echo");
+    assert_eq!(answer["choices"][0]["finish_reason"], "tool_calls");
+    assert_eq!(fake.violations(), Vec::<String>::new());
+
+    let assistant = json!({"role": "assistant", "content": null, "tool_calls": [call]});
+    let answered = json!({"role": "tool", "tool_call_id": call["id"], "content": "hi"});
+    let cases = [
+        (json!([user, assistant, answered]), json!([echo]), None),
+        (json!([user, assistant]), json!([echo]), Some("did not have response messages")),
+        (
+            json!([user, answered]),
+            json!([echo]),
+            Some("must be a response to a preceeding message"),
+        ),
+        (
+            json!([user, assistant, {"role": "tool", "tool_call_id": "call_made_up", "content": "x"}]),
+            json!([echo]),
+            Some("was not issued"),
+        ),
+        (
+            json!([user]),
+            json!([{"type": "function", "function": {"name": "a.b", "parameters": {"type": "object", "properties": {}}}}]),
+            Some("does not match pattern"),
+        ),
+        (
+            json!([user]),
+            json!([{"type": "function", "function": {"name": "x".repeat(65)}}]),
+            Some("maximum length 64"),
+        ),
+        (
+            json!([user]),
+            json!([{"type": "function", "function": {"name": "bare", "parameters": {"type": "object"}}}]),
+            Some("object schema missing properties"),
+        ),
+        (
+            json!([user]),
+            json!([{"type": "function", "function": {"name": "union", "parameters": {"anyOf": [{"type": "object", "properties": {}}]}}}]),
+            Some("at the top level"),
+        ),
+        (
+            json!([user]),
+            json!([{"type": "function", "function": {"name": "loose", "strict": true, "parameters": {"type": "object", "properties": {"a": {"type": "string"}}}}}]),
+            Some("'additionalProperties' is required"),
+        ),
+        (json!([user]), json!([echo, echo]), Some("duplicate function name")),
+    ];
+    for (messages, tools, expected) in cases {
+        let before = fake.violations().len();
+        fake.script(Wire::OpenAi, [Reply::Text("ok".to_owned())]);
+        let status = post(json!({"model": "m", "messages": messages, "tools": tools}))
+            .await
+            .unwrap()
+            .status();
+        let violations = fake.violations()[before..].to_vec();
+        match expected {
+            None => assert!(status.is_success() && violations.is_empty(), "{violations:?}"),
+            Some(expected) => {
+                assert_eq!(status, 400, "{expected}");
+                assert!(
+                    violations.iter().any(|line| line.contains(expected)),
+                    "{expected}: {violations:?}"
+                );
+            }
+        }
+    }
+}
