@@ -19,7 +19,7 @@ use async_openai::types::chat::{
     ChatCompletionRequestAssistantMessageContent, ChatCompletionRequestMessage,
     ChatCompletionRequestSystemMessage, ChatCompletionRequestSystemMessageContent,
     ChatCompletionRequestToolMessage, ChatCompletionRequestToolMessageContent,
-    ChatCompletionRequestUserMessage, ChatCompletionRequestUserMessageContent,
+    ChatCompletionRequestUserMessage, ChatCompletionRequestUserMessageContent, ChatCompletionTools,
     CreateChatCompletionRequest,
 };
 use clap::Args;
@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 
 use super::output::{print, print_error};
 use super::tools::{Filters, Target, connect};
-use crate::client::{Executor, McpError};
+use crate::client::{Executor, McpError, Provider};
 use crate::config::Env;
 
 const OPENAI_BASE: &str = "https://api.openai.com/v1";
@@ -45,9 +45,16 @@ pub(super) struct AskArgs {
     #[command(flatten)]
     target: Target,
 
-    /// The model to ask
-    #[arg(long, value_name = "MODEL", env = "ORCA_ASK_MODEL", default_value = "gpt-4.1-mini")]
-    model: String,
+    /// The API that asks the model: OpenAI Chat Completions (any compatible server), or
+    /// Anthropic's Messages API through orca's own provider settings (ANTHROPIC_API_KEY,
+    /// ANTHROPIC_BASE_URL, the `llm:` section of orca.yaml)
+    #[arg(long, value_enum, default_value = "openai")]
+    provider: AskProvider,
+
+    /// The model to ask [default: gpt-4.1-mini for openai; for anthropic, orca's configured
+    /// Anthropic model]
+    #[arg(long, value_name = "MODEL", env = "ORCA_ASK_MODEL")]
+    model: Option<String>,
 
     /// Requests to the model before giving up
     #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=100))]
@@ -61,18 +68,60 @@ pub(super) struct AskArgs {
     transcript: Option<PathBuf>,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum AskProvider {
+    Openai,
+    Anthropic,
+}
+
+/// The model's API, ready to ask.
+enum Model {
+    OpenAi { client: Client<OpenAIConfig>, model: String },
+    Anthropic { llm: crate::llm::Llm, model: String },
+}
+
+/// The model API for `provider`, from the environment (OpenAI) or orca's configuration
+/// (Anthropic).
+fn model_for(args: &AskArgs, config_path: Option<&Path>, env: &Env) -> anyhow::Result<Model> {
+    match args.provider {
+        AskProvider::Openai => {
+            let base =
+                env.get("OPENAI_BASE_URL").unwrap_or(OPENAI_BASE).trim_end_matches('/').to_owned();
+            let key = env.get("OPENAI_API_KEY").unwrap_or_default().to_owned();
+            anyhow::ensure!(
+                !key.is_empty() || base != OPENAI_BASE,
+                "OPENAI_API_KEY is not set (or set OPENAI_BASE_URL to a compatible server that needs no key)"
+            );
+            let config = OpenAIConfig::new()
+                .with_api_base(&base)
+                .with_api_key(&key)
+                .with_org_id("")
+                .with_project_id("");
+            let model = args.model.clone().unwrap_or_else(|| "gpt-4.1-mini".to_owned());
+            Ok(Model::OpenAi { client: Client::with_config(config), model })
+        }
+        AskProvider::Anthropic => {
+            let config = crate::config::load(config_path, env)?;
+            let provider = crate::llm::Provider::Anthropic;
+            let llm = crate::llm::Llm::new(config.llm.endpoints.clone(), config.llm.client.clone());
+            anyhow::ensure!(llm.is_configured(provider), "ANTHROPIC_API_KEY is not set");
+            let model = args
+                .model
+                .clone()
+                .or_else(|| config.llm.provider_models.get(&provider).cloned())
+                .unwrap_or_else(|| "claude-sonnet-4-5".to_owned());
+            Ok(Model::Anthropic { llm, model })
+        }
+    }
+}
+
 pub(super) async fn ask(
     args: AskArgs,
     config_path: Option<&Path>,
     env: &Env,
 ) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(!args.question.trim().is_empty(), "the question is empty");
-    let base = env.get("OPENAI_BASE_URL").unwrap_or(OPENAI_BASE).trim_end_matches('/').to_owned();
-    let key = env.get("OPENAI_API_KEY").unwrap_or_default().to_owned();
-    anyhow::ensure!(
-        !key.is_empty() || base != OPENAI_BASE,
-        "OPENAI_API_KEY is not set (or set OPENAI_BASE_URL to a compatible server that needs no key)"
-    );
+    let model = model_for(&args, config_path, env)?;
     let mut transcript = match &args.transcript {
         Some(path) => Some(
             std::fs::File::create(path)
@@ -82,22 +131,24 @@ pub(super) async fn ask(
     };
     let connection = connect(&args.target, config_path, env).await?;
     let outcome = async {
-        let converted = connection.client.as_openai_tools(&args.filters.filter()).await?;
-        let executor = Executor::new(connection.client.clone(), &converted).await?;
-        let config = OpenAIConfig::new()
-            .with_api_base(&base)
-            .with_api_key(&key)
-            .with_org_id("")
-            .with_project_id("");
-        let model = Client::with_config(config);
-        let mut agent = Agent {
-            model,
-            executor,
-            tools: converted.openai(),
-            dry_runs: HashMap::new(),
-            transcript: transcript.as_mut(),
+        let provider = match model {
+            Model::OpenAi { .. } => Provider::OpenAi,
+            Model::Anthropic { .. } => Provider::Anthropic,
         };
-        agent.run(&args.model, &args.question, args.max_steps).await
+        let converted = connection.client.convert(provider, &args.filters.filter()).await?;
+        let executor = Executor::new(connection.client.clone(), &converted).await?;
+        let mut agent =
+            Agent { executor, dry_runs: HashMap::new(), transcript: transcript.as_mut() };
+        match &model {
+            Model::OpenAi { client, model } => {
+                let tools = converted.openai();
+                agent.run_openai(client, model, tools, &args.question, args.max_steps).await
+            }
+            Model::Anthropic { llm, model } => {
+                let tools = converted.to_json();
+                agent.run_anthropic(llm, model, tools, &args.question, args.max_steps).await
+            }
+        }
     }
     .await;
     connection.close().await?;
@@ -117,9 +168,7 @@ pub(super) async fn ask(
 }
 
 struct Agent<'a> {
-    model: Client<OpenAIConfig>,
     executor: Executor,
-    tools: Vec<async_openai::types::chat::ChatCompletionTools>,
     /// Confirmation token -> the dry run that minted it, to show a person before a write.
     dry_runs: HashMap<String, Value>,
     transcript: Option<&'a mut std::fs::File>,
@@ -127,9 +176,11 @@ struct Agent<'a> {
 
 impl Agent<'_> {
     /// The answer, or `None` when `max_steps` requests brought none.
-    async fn run(
+    async fn run_openai(
         &mut self,
+        client: &Client<OpenAIConfig>,
         model: &str,
+        tools: Vec<ChatCompletionTools>,
         question: &str,
         max_steps: u32,
     ) -> anyhow::Result<Option<String>> {
@@ -147,12 +198,11 @@ impl Agent<'_> {
             let request = CreateChatCompletionRequest {
                 model: model.to_owned(),
                 messages: messages.clone(),
-                tools: (!self.tools.is_empty()).then(|| self.tools.clone()),
+                tools: (!tools.is_empty()).then(|| tools.clone()),
                 ..CreateChatCompletionRequest::default()
             };
             let request_json = serde_json::to_value(&request).unwrap_or(Value::Null);
-            let response = self
-                .model
+            let response = client
                 .chat()
                 .create(request)
                 .await
@@ -219,6 +269,84 @@ impl Agent<'_> {
             }
             self.record(json!({
                 "step": step, "request": request_json, "tool_calls": recorded_calls,
+                "results": results, "usage": usage,
+            }))?;
+        }
+        Ok(None)
+    }
+
+    /// The same loop on Anthropic's Messages API: `tool_use` blocks in the model's turn,
+    /// `tool_result` blocks in the next user turn.
+    async fn run_anthropic(
+        &mut self,
+        llm: &crate::llm::Llm,
+        model: &str,
+        tools: Value,
+        question: &str,
+        max_steps: u32,
+    ) -> anyhow::Result<Option<String>> {
+        let mut messages = vec![json!({"role": "user", "content": question})];
+        for step in 1..=max_steps {
+            let mut request = json!({
+                "model": model,
+                "max_tokens": 4096,
+                "system": SYSTEM_PROMPT,
+                "messages": messages,
+            });
+            if tools.as_array().is_some_and(|tools| !tools.is_empty()) {
+                request["tools"] = tools.clone();
+            }
+            let answer = llm
+                .anthropic_messages(&request)
+                .await
+                .map_err(|error| anyhow::anyhow!("the model request failed: {error}"))?;
+            let usage = answer.get("usage").cloned();
+            let content: Vec<Value> =
+                answer.get("content").and_then(Value::as_array).cloned().unwrap_or_default();
+            let calls: Vec<(String, String, Value)> = content
+                .iter()
+                .filter(|block| block.get("type").and_then(Value::as_str) == Some("tool_use"))
+                .map(|block| {
+                    let text = |key: &str| {
+                        block.get(key).and_then(Value::as_str).unwrap_or_default().to_owned()
+                    };
+                    (text("id"), text("name"), block.get("input").cloned().unwrap_or(json!({})))
+                })
+                .collect();
+            if calls.is_empty() {
+                let answer: String = content
+                    .iter()
+                    .filter(|block| block.get("type").and_then(Value::as_str) == Some("text"))
+                    .filter_map(|block| block.get("text").and_then(Value::as_str))
+                    .collect();
+                self.record(json!({
+                    "step": step, "request": request, "tool_calls": [], "results": [],
+                    "usage": usage, "answer": answer,
+                }))?;
+                return Ok(Some(answer));
+            }
+            messages.push(json!({"role": "assistant", "content": content}));
+            let mut recorded_calls = Vec::new();
+            let mut results = Vec::new();
+            let mut blocks = Vec::new();
+            for (id, name, input) in calls {
+                let result = self.execute(&name, &input.to_string()).await?;
+                recorded_calls.push(json!({
+                    "id": id,
+                    "name": name,
+                    "tool": self.executor.names().original(&name),
+                    "arguments": input,
+                }));
+                results.push(json!({"tool_call_id": id, "result": result}));
+                let mut block = json!({"type": "tool_result", "tool_use_id": id, "content": result.to_string()});
+                if result.get("error").is_some() {
+                    block["is_error"] = Value::Bool(true);
+                }
+                blocks.push(block);
+            }
+            messages.push(json!({"role": "user", "content": blocks}));
+            self.record(json!({
+                "step": step, "request": request, "tool_calls": recorded_calls,
                 "results": results, "usage": usage,
             }))?;
         }

@@ -111,7 +111,8 @@ enum Command {
         Each tool call the model asks for runs through MCP, and its result goes back to the model, \
         until the model answers without tool calls or --max-steps is reached (exit 1). A write that \
         needs a confirmation token is never confirmed on its own: the dry run is shown and the \
-        person at the terminal decides (without a terminal, it is refused).\n\n\
+        person at the terminal decides (without a terminal, it is refused). `--provider anthropic` \
+        asks through Anthropic's Messages API with orca's own provider settings instead.\n\n\
         Examples:\n  orca ask \"Which 5 artists have the most tracks?\"\n  \
         OPENAI_BASE_URL=http://localhost:11434/v1 orca ask \"...\" --model llama3.1 --transcript steps.jsonl")]
     Ask(ask::AskArgs),

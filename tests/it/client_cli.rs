@@ -456,3 +456,57 @@ async fn the_fake_refuses_malformed_tools_and_tool_messages_like_the_real_api() 
         }
     }
 }
+
+#[tokio::test]
+async fn ask_speaks_anthropics_tool_use_through_orcas_provider_settings() {
+    let fake = FakeLlm::start().await;
+    let names = awkward_names().await;
+    let dotted = names.cleaned("db.query").unwrap().to_owned();
+    fake.script(
+        Wire::Anthropic,
+        [
+            Reply::ToolCalls(vec![
+                (dotted, json!({"sql": "SELECT 2"})),
+                ("search".to_owned(), json!({})),
+            ]),
+            Reply::Text("Two.".to_owned()),
+        ],
+    );
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let server = format!("env FIXTURE_CALL_LOG={} {}", log.path().display(), awkward_path());
+    let (code, stdout, stderr) = run(
+        &bare().with_fake_llm(&fake),
+        &[
+            "ask",
+            "What is two?",
+            "--stdio",
+            &server,
+            "--provider",
+            "anthropic",
+            "--model",
+            "claude-test",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), "Two.");
+    assert_eq!(fake.violations(), Vec::<String>::new());
+    let requests: Vec<Value> = fake
+        .requests()
+        .into_iter()
+        .filter(|request| request.wire == Wire::Anthropic)
+        .map(|request| request.body)
+        .collect();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0]["model"], "claude-test");
+    assert_eq!(requests[0]["tools"].as_array().unwrap().len(), 12);
+    let results = requests[1]["messages"][2]["content"].as_array().unwrap().clone();
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[0]["type"], "tool_result");
+    assert!(results[0]["content"].as_str().unwrap().contains("db.query"), "{results:?}");
+    // The call without its required `query` came back as an error the model can read.
+    assert_eq!(results[1]["is_error"], true);
+    assert!(results[1]["content"].as_str().unwrap().contains("required property"), "{results:?}");
+    let calls = std::fs::read_to_string(log.path()).unwrap();
+    assert_eq!(calls.lines().count(), 1, "{calls}");
+    assert!(calls.contains("\"tool\":\"db.query\""), "{calls}");
+}

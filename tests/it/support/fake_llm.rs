@@ -75,8 +75,8 @@ pub(crate) enum Reply {
     Hang(Duration),
     /// A 200 with this raw body and `content-type: application/json`.
     Malformed(String),
-    /// OpenAI only: an assistant message asking for these tool calls (name, arguments), with
-    /// ids the fake issues and later checks `tool` messages against.
+    /// OpenAI and Anthropic: an answer asking for these tool calls (name, arguments), with ids
+    /// the fake issues and later checks `tool` messages and `tool_result` blocks against.
     ToolCalls(Vec<(String, Value)>),
 }
 
@@ -356,7 +356,7 @@ async fn handle(
     let reply = {
         let mut inner = shared.lock();
         let mut problems = problems;
-        if wire == Wire::OpenAi {
+        if wire != Wire::Gemini {
             problems.extend(super::fake_llm_tools::check_issued(&received.body, &inner.issued));
         }
         inner.requests.push(received.clone());
@@ -742,6 +742,7 @@ fn check_anthropic_body(body: &Map<String, Value>, problems: &mut Vec<Problem>) 
     for key in body.keys().filter(|key| !ANTHROPIC_FIELDS.contains(&key.as_str())) {
         problems.push(bad(format!("{key}: Extra inputs are not permitted")));
     }
+    problems.extend(super::fake_llm_tools::check_anthropic_tools_and_sequence(body));
     match body.get("model") {
         None => problems.push(bad("model: Field required")),
         Some(Value::String(model)) if !model.is_empty() => {}
@@ -829,16 +830,19 @@ fn check_anthropic_body(body: &Map<String, Value>, problems: &mut Vec<Problem>) 
                 )));
             }
             Some(Value::String(_)) => {}
-            Some(content) => {
-                check_anthropic_text_blocks(&format!("{at}.content"), content, problems)
-            }
+            Some(content) => super::fake_llm_tools::check_anthropic_content(
+                &format!("{at}.content"),
+                role.unwrap_or_default(),
+                content,
+                problems,
+            ),
         }
     }
 }
 
 /// `system` and message `content` in block form: a non-empty list of `{"type": "text", "text"}`
 /// blocks (the only block type the fake takes) with non-empty text.
-fn check_anthropic_text_blocks(at: &str, value: &Value, problems: &mut Vec<Problem>) {
+pub(crate) fn check_anthropic_text_blocks(at: &str, value: &Value, problems: &mut Vec<Problem>) {
     let blocks = match value {
         Value::String(_) => return,
         Value::Array(blocks) if !blocks.is_empty() => blocks,

@@ -9,7 +9,9 @@ use std::collections::HashSet;
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 
-use super::fake_llm::{Problem, Received, Wire, bad, json_response, tokens, unix_now};
+use super::fake_llm::{
+    Problem, Received, Wire, bad, check_anthropic_text_blocks, json_response, tokens, unix_now,
+};
 
 /// The id of the `index`th tool call of the answer numbered `number`.
 pub(crate) fn call_id(number: u64, index: usize) -> String {
@@ -20,13 +22,21 @@ pub(crate) fn call_id(number: u64, index: usize) -> String {
 pub(crate) fn check_issued(body: &Value, issued: &HashSet<String>) -> Vec<Problem> {
     let mut problems = Vec::new();
     for message in body.get("messages").and_then(Value::as_array).into_iter().flatten() {
+        let blocks = message.get("content").and_then(Value::as_array).into_iter().flatten();
+        let block_ids =
+            blocks.filter_map(|block| match block.get("type").and_then(Value::as_str) {
+                Some("tool_use") => block.get("id").and_then(Value::as_str),
+                Some("tool_result") => block.get("tool_use_id").and_then(Value::as_str),
+                _ => None,
+            });
         let ids = message
             .get("tool_calls")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
             .filter_map(|call| call.get("id").and_then(Value::as_str))
-            .chain(message.get("tool_call_id").and_then(Value::as_str));
+            .chain(message.get("tool_call_id").and_then(Value::as_str))
+            .chain(block_ids);
         for id in ids {
             if !issued.contains(id) {
                 problems.push(bad(format!(
@@ -338,12 +348,13 @@ pub(crate) fn tool_calls_response(
     calls: &[(String, Value)],
     number: u64,
 ) -> Response {
-    if wire != Wire::OpenAi {
-        return json_response(
-            500,
-            &json!({"error": {"message": "the fake scripts tool calls on the OpenAI wire only", "type": "server_error"}}),
-            &[],
-        );
+    match wire {
+        Wire::OpenAi => {}
+        Wire::Anthropic => return anthropic_tool_use_response(received, model, calls, number),
+        Wire::Gemini => {
+            let error = json!({"error": {"code": 500, "message": "the fake scripts tool calls on the OpenAI and Anthropic wires only", "status": "INTERNAL"}});
+            return json_response(500, &error, &[]);
+        }
     }
     let tool_calls: Vec<Value> = calls
         .iter()
@@ -387,4 +398,191 @@ pub(crate) fn tool_calls_response(
         }),
         &[("x-request-id", format!("req_fake{number:06}"))],
     )
+}
+
+/// The Messages API answer asking for `calls` as `tool_use` blocks, ids from [`call_id`].
+fn anthropic_tool_use_response(
+    received: &Received,
+    model: &str,
+    calls: &[(String, Value)],
+    number: u64,
+) -> Response {
+    let content: Vec<Value> = calls
+        .iter()
+        .enumerate()
+        .map(|(index, (name, input))| {
+            json!({"type": "tool_use", "id": call_id(number, index), "name": name, "input": input})
+        })
+        .collect();
+    let input_tokens = tokens(&super::fake_llm::FakeLlm::conversation_text(received));
+    let output_tokens = tokens(&Value::Array(content.clone()).to_string());
+    json_response(
+        200,
+        &json!({
+            "id": format!("msg_fake{number:06}"),
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": content,
+            "stop_reason": "tool_use",
+            "stop_sequence": null,
+            "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
+        }),
+        &[("request-id", format!("req_fake{number:06}"))],
+    )
+}
+
+/// Message content on the Messages API: text blocks, and `tool_use` blocks (assistant) or
+/// `tool_result` blocks (user).
+pub(crate) fn check_anthropic_content(
+    at: &str,
+    role: &str,
+    content: &Value,
+    problems: &mut Vec<Problem>,
+) {
+    let Some(blocks) = content.as_array() else {
+        check_anthropic_text_blocks(at, content, problems);
+        return;
+    };
+    let is_text = |block: &Value| block.get("type").and_then(Value::as_str) == Some("text");
+    if blocks.iter().all(is_text) {
+        check_anthropic_text_blocks(at, content, problems);
+        return;
+    }
+    for (index, block) in blocks.iter().enumerate() {
+        let at = format!("{at}.{index}");
+        let keys: Vec<&String> =
+            block.as_object().into_iter().flat_map(|block| block.keys()).collect();
+        match (role, block.get("type").and_then(Value::as_str)) {
+            (_, Some("text")) => check_anthropic_text_blocks(&at, &json!([block]), problems),
+            ("assistant", Some("tool_use")) => {
+                for key in keys.iter().filter(|key| {
+                    !["type", "id", "name", "input", "cache_control"].contains(&key.as_str())
+                }) {
+                    problems
+                        .push(bad(format!("{at}.tool_use.{key}: Extra inputs are not permitted")));
+                }
+                if !block.get("id").is_some_and(Value::is_string)
+                    || !block.get("name").is_some_and(Value::is_string)
+                {
+                    problems.push(bad(format!("{at}.tool_use: id and name are required")));
+                }
+                if !block.get("input").is_some_and(Value::is_object) {
+                    problems.push(bad(format!(
+                        "{at}.tool_use.input: Input should be a valid dictionary"
+                    )));
+                }
+            }
+            ("user", Some("tool_result")) => {
+                for key in keys.iter().filter(|key| {
+                    !["type", "tool_use_id", "content", "is_error", "cache_control"]
+                        .contains(&key.as_str())
+                }) {
+                    problems.push(bad(format!(
+                        "{at}.tool_result.{key}: Extra inputs are not permitted"
+                    )));
+                }
+                if !block.get("tool_use_id").is_some_and(Value::is_string) {
+                    problems.push(bad(format!("{at}.tool_result.tool_use_id: Field required")));
+                }
+                match block.get("content") {
+                    None | Some(Value::String(_)) => {}
+                    Some(content) => check_anthropic_text_blocks(
+                        &format!("{at}.tool_result.content"),
+                        content,
+                        problems,
+                    ),
+                }
+                if block.get("is_error").is_some_and(|is_error| !is_error.is_boolean()) {
+                    problems.push(bad(format!(
+                        "{at}.tool_result.is_error: Input should be a valid boolean"
+                    )));
+                }
+            }
+            (role, kind) => {
+                problems.push(bad(format!(
+                    "{at}: a {role} message cannot hold a block of type {kind:?}"
+                )));
+            }
+        }
+    }
+}
+
+/// `tools` on the Messages API, and the tool blocks in order: every `tool_use` of an assistant
+/// message answered by a `tool_result` in the next (user) message, and no `tool_result` without
+/// its `tool_use` in the previous message.
+pub(crate) fn check_anthropic_tools_and_sequence(body: &Map<String, Value>) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    if let Some(tools) = body.get("tools") {
+        let Some(tools) = tools.as_array() else {
+            return vec![bad("tools: Input should be a valid list")];
+        };
+        let mut names = HashSet::new();
+        for (index, tool) in tools.iter().enumerate() {
+            let at = format!("tools.{index}");
+            for key in tool.as_object().into_iter().flat_map(|tool| tool.keys()) {
+                if !["name", "description", "input_schema", "cache_control", "type"]
+                    .contains(&key.as_str())
+                {
+                    problems.push(bad(format!("{at}.{key}: Extra inputs are not permitted")));
+                }
+            }
+            let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
+            if name.is_empty()
+                || name.len() > 128
+                || !name
+                    .bytes()
+                    .all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-')
+            {
+                problems.push(bad(format!(
+                    "{at}.name: String should match pattern '^[a-zA-Z0-9_-]{{1,128}}$'"
+                )));
+            }
+            if !names.insert(name.to_owned()) {
+                problems.push(bad(format!("tools: Tool names must be unique ({name})")));
+            }
+            match tool.get("input_schema") {
+                Some(schema) if schema.get("type").and_then(Value::as_str) == Some("object") => {}
+                Some(_) => {
+                    problems.push(bad(format!("{at}.input_schema.type: Input should be 'object'")))
+                }
+                None => problems.push(bad(format!("{at}.input_schema: Field required"))),
+            }
+        }
+    }
+    let messages = body.get("messages").and_then(Value::as_array).cloned().unwrap_or_default();
+    let mut asked: Vec<String> = Vec::new();
+    for (index, message) in messages.iter().enumerate() {
+        let blocks: Vec<Value> =
+            message.get("content").and_then(Value::as_array).cloned().unwrap_or_default();
+        let ids = |kind: &str, key: &str| -> Vec<String> {
+            blocks
+                .iter()
+                .filter(|block| block.get("type").and_then(Value::as_str) == Some(kind))
+                .filter_map(|block| block.get(key).and_then(Value::as_str).map(str::to_owned))
+                .collect()
+        };
+        let answered = ids("tool_result", "tool_use_id");
+        for id in answered.iter().filter(|id| !asked.contains(id)) {
+            problems.push(bad(format!(
+                "messages.{index}.content: unexpected `tool_use_id` found in `tool_result` blocks: {id}. Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
+            )));
+        }
+        let missing: Vec<&str> =
+            asked.iter().filter(|id| !answered.contains(id)).map(String::as_str).collect();
+        if !missing.is_empty() {
+            problems.push(bad(format!(
+                "messages.{index}: `tool_use` ids were found without `tool_result` blocks immediately after: {}. Each `tool_use` block must have a corresponding `tool_result` block in the next message.",
+                missing.join(", ")
+            )));
+        }
+        asked = ids("tool_use", "id");
+    }
+    if !asked.is_empty() {
+        problems.push(bad(format!(
+            "messages: the last message asks for tools ({}) and no `tool_result` answers them",
+            asked.join(", ")
+        )));
+    }
+    problems
 }
