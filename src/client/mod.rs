@@ -14,13 +14,13 @@
 //! let client = McpClient::stdio("npx", &["-y", "@modelcontextprotocol/server-everything"]).await?;
 //! let filter = ToolFilter::new().exclude(["*write*"]).when(|tool| tool.read_only());
 //! let converted = client.as_openai_tools(&filter).await?;
-//! for tool in &converted.set_aside {
-//!     eprintln!("not offered: {} ({})", tool.name, tool.reason);
-//! }
-//! // Send `converted.tools` with a chat request; for each tool call in the answer:
+//! // Tools whose schema could not be converted are listed, with the reason, not offered.
+//! let left_out: Vec<&str> = converted.set_aside.iter().map(|tool| tool.name.as_str()).collect();
+//! // Send `converted.openai()` as a chat request's tools; for each tool call of the answer:
 //! let executor = Executor::new(client.clone(), &converted).await?;
 //! let result = executor.execute("echo", r#"{"message": "hi"}"#).await?;
-//! println!("{result}");
+//! // `result` (JSON) goes back to the model as the tool call's answer.
+//! # let _ = (left_out, result);
 //! # Ok(())
 //! # }
 //! ```
