@@ -443,3 +443,24 @@ fn the_client_module_uses_none_of_gateway_registry_servers() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_call_that_times_out_is_cancelled_on_the_server() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let upstream = fixture_binary("orca-test-upstream");
+    let client = McpClient::stdio(
+        "env",
+        &[format!("FIXTURE_CALL_LOG={}", log.path().display()), upstream.display().to_string()],
+    )
+    .await
+    .unwrap()
+    .with_call_timeout(Duration::from_millis(500));
+    let hung = client.call_tool("hang", json!({})).await;
+    assert!(matches!(hung, Err(McpError::Timeout { .. })), "{hung:?}");
+    crate::support::eventually(
+        "notifications/cancelled at the server",
+        Duration::from_secs(10),
+        || async { std::fs::read_to_string(log.path()).unwrap().contains("cancelled hang") },
+    )
+    .await;
+}
