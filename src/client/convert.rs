@@ -45,6 +45,9 @@ pub struct ConvertedTool {
     /// OpenAI only: the schema follows strict mode's rules, and the tool is sent with
     /// `strict: true`.
     pub strict: bool,
+    /// Gemini only: paths (property names, `[]` for array items) of values offered as JSON
+    /// text because Gemini's Schema cannot describe them; [`super::Executor`] parses them back.
+    pub json_text_paths: Vec<Vec<String>>,
 }
 
 /// A tool that could not be converted, and why.
@@ -138,6 +141,7 @@ pub fn convert(provider: Provider, tools: &[ToolInfo]) -> Converted {
                 description: tool.description.clone(),
                 parameters: normalized.schema,
                 strict: normalized.strict,
+                json_text_paths: normalized.json_text,
             }),
             Err(reason) => {
                 tracing::warn!(tool = %tool.name, provider = provider.as_str(), %reason, "tool set aside: its input schema cannot be converted");

@@ -26,6 +26,8 @@ pub struct Executor {
     /// Original name -> validator of its original input schema (absent when the schema could
     /// not be compiled: the server then validates on its own).
     validators: HashMap<String, Arc<jsonschema::Validator>>,
+    /// Original name -> paths of values the model sent as JSON text (Gemini).
+    json_text: HashMap<String, Vec<Vec<String>>>,
 }
 
 impl std::fmt::Debug for Executor {
@@ -48,11 +50,15 @@ impl Executor {
         let tools = client.list_tools().await?;
         let mut names = Vec::new();
         let mut validators = HashMap::new();
+        let mut json_text = HashMap::new();
         for tool in &converted.tools {
             let Some(info) = tools.iter().find(|info| info.name == tool.original_name) else {
                 continue;
             };
             names.push(info.name.as_str());
+            if !tool.json_text_paths.is_empty() {
+                json_text.insert(info.name.clone(), tool.json_text_paths.clone());
+            }
             match jsonschema::validator_for(&Value::Object(info.input_schema.clone())) {
                 Ok(validator) => {
                     validators.insert(info.name.clone(), Arc::new(validator));
@@ -69,7 +75,7 @@ impl Executor {
                 map.insert_pair(cleaned, original);
             }
         }
-        Ok(Executor { client, names: map, validators })
+        Ok(Executor { client, names: map, validators, json_text })
     }
 
     /// The map between the names the model sees and the server's names.
@@ -103,13 +109,16 @@ impl Executor {
     /// # Errors
     ///
     /// [`McpError::Transport`] and [`McpError::Timeout`].
-    pub async fn execute_value(&self, name: &str, arguments: Value) -> Result<Value, McpError> {
+    pub async fn execute_value(&self, name: &str, mut arguments: Value) -> Result<Value, McpError> {
         let Some(original) = self.names.original(name) else {
             let known: Vec<&str> = self.names.iter().map(|(cleaned, _)| cleaned).collect();
             return Ok(
                 json!({"error": format!("unknown tool `{name}`; the tools are: {}", known.join(", "))}),
             );
         };
+        for path in self.json_text.get(original).into_iter().flatten() {
+            parse_json_text(&mut arguments, path);
+        }
         if let Err(message) = self.validate(original, &arguments) {
             return Ok(json!({"error": message}));
         }
@@ -145,6 +154,32 @@ impl Executor {
             Ok(())
         } else {
             Err(format!("invalid arguments for `{original}`: {}", messages.join("; ")))
+        }
+    }
+}
+
+/// The string at `path` (property names, `[]` for every item of an array) replaced by the JSON
+/// it holds, when it holds JSON.
+fn parse_json_text(value: &mut Value, path: &[String]) {
+    match path.split_first() {
+        None => {
+            if let Value::String(text) = value
+                && let Ok(parsed) = serde_json::from_str::<Value>(text)
+            {
+                *value = parsed;
+            }
+        }
+        Some((head, rest)) if head == "[]" => {
+            if let Value::Array(items) = value {
+                for item in items {
+                    parse_json_text(item, rest);
+                }
+            }
+        }
+        Some((head, rest)) => {
+            if let Some(child) = value.get_mut(head.as_str()) {
+                parse_json_text(child, rest);
+            }
         }
     }
 }

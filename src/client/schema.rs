@@ -79,6 +79,10 @@ pub(crate) struct Normalized {
     pub(crate) schema: Option<Value>,
     /// OpenAI only: the schema follows strict mode's rules.
     pub(crate) strict: bool,
+    /// Gemini only: the paths (property names, `[]` for array items) of values that Gemini's
+    /// Schema cannot describe (an object with any keys, an array of anything, a value of any
+    /// type), offered as a JSON text instead; the executor parses them back.
+    pub(crate) json_text: Vec<Vec<String>>,
 }
 
 /// The input schema `input` made acceptable to `provider`.
@@ -100,23 +104,32 @@ pub(crate) fn normalize(
         Provider::OpenAi => {
             let strict = if state.cut { None } else { strict_form(&schema) };
             match strict {
-                Some(strict) => Ok(Normalized { schema: Some(ordered(strict)), strict: true }),
+                Some(strict) => Ok(Normalized {
+                    schema: Some(ordered(strict)),
+                    strict: true,
+                    json_text: vec![],
+                }),
                 None => Ok(Normalized {
                     schema: Some(ordered(json_schema_form(schema))),
                     strict: false,
+                    json_text: vec![],
                 }),
             }
         }
-        Provider::Anthropic => {
-            Ok(Normalized { schema: Some(ordered(json_schema_form(schema))), strict: false })
-        }
+        Provider::Anthropic => Ok(Normalized {
+            schema: Some(ordered(json_schema_form(schema))),
+            strict: false,
+            json_text: vec![],
+        }),
         Provider::Gemini => {
-            let schema = gemini_form(schema, "parameters")?;
+            let mut json_text = Vec::new();
+            let schema = gemini_form(schema, "parameters", &[], &mut json_text)?;
             let empty =
                 schema.get("properties").and_then(Value::as_object).is_none_or(Map::is_empty);
             Ok(Normalized {
                 schema: if empty { None } else { Some(ordered(schema)) },
                 strict: false,
+                json_text,
             })
         }
     }
@@ -616,18 +629,19 @@ fn strict_node(schema: &Value, depth: usize, root: bool, properties: &mut usize)
     Some(Value::Object(out))
 }
 
-/// The canonical form as Gemini's Schema object, at `at` (for messages).
-fn gemini_form(schema: Value, at: &str) -> Result<Value, String> {
+/// The canonical form as Gemini's Schema object, at `at` (for messages) and `path` (for the
+/// values offered as JSON text, collected in `json_text`).
+fn gemini_form(
+    schema: Value,
+    at: &str,
+    path: &[String],
+    json_text: &mut Vec<Vec<String>>,
+) -> Result<Value, String> {
     let Value::Object(object) = schema else {
         return Err(format!("{at} is not a schema object"));
     };
     let mut out = Map::new();
     let kind = object.get("type").and_then(Value::as_str).map(str::to_owned);
-    let required: Vec<String> = object
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|names| names.iter().filter_map(Value::as_str).map(str::to_owned).collect())
-        .unwrap_or_default();
     let mut notes = Vec::new();
     for (key, item) in object {
         match key.as_str() {
@@ -638,24 +652,18 @@ fn gemini_form(schema: Value, at: &str) -> Result<Value, String> {
             "properties" => {
                 let mut converted = Map::new();
                 for (name, property) in item.as_object().cloned().unwrap_or_default() {
-                    match gemini_property(property, &format!("{at}.{name}"))? {
-                        Some(property) => {
-                            converted.insert(name, property);
-                        }
-                        None if required.contains(&name) => {
-                            return Err(format!(
-                                "{at}.{name}: Gemini cannot describe this required parameter (an object with any keys, an array of anything or a value of any type)"
-                            ));
-                        }
-                        None => {}
-                    }
+                    let mut inner = path.to_vec();
+                    inner.push(name.clone());
+                    let property =
+                        gemini_property(property, &format!("{at}.{name}"), &inner, json_text)?;
+                    converted.insert(name, property);
                 }
                 out.insert(key, Value::Object(converted));
             }
             "items" => {
-                let items = gemini_property(item, &format!("{at}[]"))?.ok_or_else(|| {
-                    format!("{at}: Gemini cannot describe the items of this array")
-                })?;
+                let mut inner = path.to_vec();
+                inner.push("[]".to_owned());
+                let items = gemini_property(item, &format!("{at}[]"), &inner, json_text)?;
                 out.insert(key, items);
             }
             "anyOf" => {
@@ -664,7 +672,7 @@ fn gemini_form(schema: Value, at: &str) -> Result<Value, String> {
                     .cloned()
                     .unwrap_or_default()
                     .into_iter()
-                    .map(|branch| gemini_form(branch, at))
+                    .map(|branch| gemini_form(branch, at, path, &mut Vec::new()))
                     .collect::<Result<Vec<_>, _>>()?;
                 out.insert(key, Value::Array(branches));
             }
@@ -729,10 +737,15 @@ fn gemini_form(schema: Value, at: &str) -> Result<Value, String> {
     Ok(Value::Object(out))
 }
 
-/// A property in Gemini's form, or `None` when Gemini cannot describe it (an object that takes
-/// any keys, an array of anything, a value of any type): such a property is left out, and the
-/// caller refuses the tool when it was required.
-fn gemini_property(schema: Value, at: &str) -> Result<Option<Value>, String> {
+/// A property in Gemini's form. What Gemini's Schema cannot describe (an object with any keys,
+/// an array of anything, a value of any type) is offered as a string holding its JSON, and its
+/// path recorded so that the executor parses it back before validating.
+fn gemini_property(
+    schema: Value,
+    at: &str,
+    path: &[String],
+    json_text: &mut Vec<Vec<String>>,
+) -> Result<Value, String> {
     let describable = match schema.get("type").and_then(Value::as_str) {
         Some("object") => {
             schema.get(BARE).is_none()
@@ -745,8 +758,24 @@ fn gemini_property(schema: Value, at: &str) -> Result<Option<Value>, String> {
         Some(_) => true,
         None => schema.get("anyOf").is_some(),
     };
-    if !describable {
-        return Ok(None);
+    if describable {
+        return gemini_form(schema, at, path, json_text);
     }
-    gemini_form(schema, at).map(Some)
+    json_text.push(path.to_vec());
+    let what = match schema.get("type").and_then(Value::as_str) {
+        Some("object") => "a JSON object",
+        Some("array") => "a JSON array",
+        _ => "a JSON value",
+    };
+    let description = schema.get("description").and_then(Value::as_str).unwrap_or_default();
+    let text = if description.is_empty() {
+        format!("{what}, written as a string")
+    } else {
+        format!("{description} ({what}, written as a string)")
+    };
+    let mut out = json!({"type": "STRING", "description": text});
+    if schema.get(NULLABLE) == Some(&Value::Bool(true)) {
+        out["nullable"] = Value::Bool(true);
+    }
+    Ok(out)
 }

@@ -67,8 +67,8 @@ fn orca_tools_prints_a_table_json_and_each_providers_format() {
     let (code, gemini, stderr) = run(&setup, &["tools", "--stdio", &awkward, "--format", "gemini"]);
     assert_eq!(code, 0);
     let declarations = json_of(&gemini)["functionDeclarations"].as_array().unwrap().clone();
-    assert_eq!(declarations.len(), 11);
-    assert!(stderr.contains("free_form"), "{stderr}");
+    assert_eq!(declarations.len(), 12);
+    assert!(stderr.contains("remote_ref") && !stderr.contains("free_form"), "{stderr}");
 }
 
 #[test]
@@ -135,6 +135,21 @@ async fn without_a_target_the_commands_use_orcas_own_gateway_in_process() {
         result["data"]["servers"].as_array().is_some_and(|servers| !servers.is_empty()),
         "{result}"
     );
+    // orca's own schemas convert for every provider, none set aside.
+    for format in ["openai", "anthropic", "gemini"] {
+        let (code, stdout, stderr) = run(&setup, &["tools", "--format", format]);
+        assert_eq!(code, 0, "{stderr}");
+        assert!(!stderr.contains("set aside"), "{format}: {stderr}");
+        let tools = json_of(&stdout);
+        let count =
+            tools.as_array().or_else(|| tools["functionDeclarations"].as_array()).unwrap().len();
+        assert_eq!(count, names.len(), "{format}");
+    }
+    // The same gateway over real stdio: `orca serve --stdio` as the server of `orca tools`.
+    let serve = format!("{} serve --stdio", crate::support::orca::BINARY);
+    let (code, stdout, stderr) = run(&setup, &["tools", "--stdio", &serve, "--format", "json"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(json_of(&stdout).as_array().unwrap().len(), names.len());
 }
 
 #[tokio::test]
