@@ -183,9 +183,14 @@ async fn over_http_a_read_only_key_sees_and_calls_only_read_tools() {
     assert_eq!(code, 2, "a hidden tool is an unknown one");
     assert!(stderr.contains("unknown tool `add_records`"), "{stderr}");
     assert!(!stderr.contains(KEY));
-    let (code, _, stderr) = run(&client, &["tools", "--url", &url, "--token", "wrong"]);
+    let (code, _, stderr) =
+        run(&client, &["tools", "--url", &url, "--token", "orca_wrong_token_4711"]);
     assert_eq!(code, 1);
-    assert!(!stderr.contains("wrong") || !stderr.contains("Bearer wrong"), "{stderr}");
+    assert!(stderr.contains("error:"), "{stderr}");
+    assert!(
+        !stderr.contains("orca_wrong_token_4711"),
+        "a presented token is never echoed: {stderr}"
+    );
     assert!(!server.log_text().contains(KEY), "the key is never logged");
 }
 
@@ -524,4 +529,15 @@ async fn ask_speaks_anthropics_tool_use_through_orcas_provider_settings() {
     let calls = std::fs::read_to_string(log.path()).unwrap();
     assert_eq!(calls.lines().count(), 1, "{calls}");
     assert!(calls.contains("\"tool\":\"db.query\""), "{calls}");
+}
+
+#[tokio::test]
+async fn ask_with_a_refused_key_fails_without_showing_the_key() {
+    let fake = FakeLlm::start().await;
+    let setup = bare().with_fake_llm(&fake).with_env("OPENAI_API_KEY", "sk-orca-wrong-key-0815");
+    let (code, stdout, stderr) = run(&setup, &["ask", "Hello?", "--stdio", &awkward_path()]);
+    assert_eq!(code, 1);
+    assert_eq!(stdout, "");
+    assert!(stderr.contains("the model request failed"), "{stderr}");
+    assert!(!stderr.contains("sk-orca-wrong-key-0815"), "{stderr}");
 }
