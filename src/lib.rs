@@ -16,8 +16,10 @@
 //! - `tool`: what every tool shares: verbs, the error taxonomy, the domain result.
 //! - [`tracking`]: executions, failures and feedback, written off the request path; the CSV export.
 //! - [`embedded`]: the private PostgreSQL cluster used when no database URL is configured.
+//! - [`client`]: the client SDK: any MCP server's tools as OpenAI, Anthropic and Gemini tools, and an executor.
 
 pub mod cli;
+pub mod client;
 mod config;
 mod context;
 pub mod embedded;

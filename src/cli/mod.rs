@@ -2,9 +2,11 @@
 //! thin sequence over the library: load configuration, open the databases, build the registry,
 //! hand over to the gateway or the exporter, and shut down cleanly.
 
+mod ask;
 mod context;
 mod databases;
 mod output;
+mod tools;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -86,6 +88,34 @@ enum Command {
     /// Curate the context file: check it, refresh its schema overview, suggest additions
     #[command(subcommand)]
     Context(context::ContextCommand),
+    /// List an MCP server's tools, or convert them for OpenAI, Anthropic or Gemini
+    #[command(long_about = "List the tools of an MCP server (--stdio or --url), or of orca's own \
+        gateway with neither (the configuration of `orca serve`, run in this process), as a table, \
+        as JSON, or converted for a model provider: cleaned names, schemas normalized for the \
+        provider; a tool whose schema cannot be converted is left out with a warning.\n\n\
+        Examples:\n  orca tools\n  orca tools --format openai --exclude 'execute_*'\n  \
+        orca tools --stdio \"npx -y @modelcontextprotocol/server-everything\" --format gemini\n  \
+        orca tools --url http://127.0.0.1:9000/mcp --token $KEY --format anthropic")]
+    Tools(tools::ToolsArgs),
+    /// Call one tool of an MCP server by its name and print the result as JSON
+    #[command(long_about = "Call one tool of an MCP server (--stdio or --url), or of orca's own \
+        gateway with neither, and print {\"success\", \"data\", \"error\"} as JSON. Exit status: \
+        0 success, 1 the tool reported an error (printed), 2 a usage error (invalid --args, unknown tool).\n\n\
+        Examples:\n  orca call list_servers\n  orca call execute_sql --args '{\"sql\": \"SELECT 1\", \"dry_run\": false}'\n  \
+        orca call echo --args '{\"message\": \"hi\"}' --stdio \"npx -y @modelcontextprotocol/server-everything\"")]
+    Call(tools::CallArgs),
+    /// Answer a question with a model that calls an MCP server's tools
+    #[command(long_about = "Answer a question with a model on the OpenAI Chat Completions API \
+        (OPENAI_BASE_URL and OPENAI_API_KEY, so Ollama, vLLM or any compatible server works) that \
+        calls the tools of an MCP server (--stdio or --url), or of orca's own gateway with neither. \
+        Each tool call the model asks for runs through MCP, and its result goes back to the model, \
+        until the model answers without tool calls or --max-steps is reached (exit 1). A write that \
+        needs a confirmation token is never confirmed on its own: the dry run is shown and the \
+        person at the terminal decides (without a terminal, it is refused). `--provider anthropic` \
+        asks through Anthropic's Messages API with orca's own provider settings instead.\n\n\
+        Examples:\n  orca ask \"Which 5 artists have the most tracks?\"\n  \
+        OPENAI_BASE_URL=http://localhost:11434/v1 orca ask \"...\" --model llama3.1 --transcript steps.jsonl")]
+    Ask(ask::AskArgs),
 }
 
 #[derive(Debug, Args)]
@@ -212,6 +242,12 @@ async fn run(cli: Cli, env: Env) -> anyhow::Result<ExitCode> {
     if let Command::Key(KeyCommand::New { name, verbs }) = &cli.command {
         return key_new(name, verbs);
     }
+    match cli.command {
+        Command::Tools(args) => return tools::tools(args, cli.config.as_deref(), &env).await,
+        Command::Call(args) => return tools::call(args, cli.config.as_deref(), &env).await,
+        Command::Ask(args) => return ask::ask(args, cli.config.as_deref(), &env).await,
+        _ => {}
+    }
     let config = config::load(cli.config.as_deref(), &env)?;
     match cli.command {
         Command::Serve(args) => serve(config, args).await,
@@ -221,7 +257,9 @@ async fn run(cli: Cli, env: Env) -> anyhow::Result<ExitCode> {
         Command::Doctor => doctor(config).await,
         Command::Approve(args) => approve(config, args, &env).await,
         Command::Context(command) => context::run(config, command).await,
-        Command::Key(_) => unreachable!("handled above"),
+        Command::Key(_) | Command::Tools(_) | Command::Call(_) | Command::Ask(_) => {
+            unreachable!("handled above")
+        }
     }
 }
 

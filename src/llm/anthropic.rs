@@ -125,6 +125,28 @@ pub(crate) async fn complete(
     .await
 }
 
+/// One Messages API call with a body the caller built (tool definitions, `tool_use` and
+/// `tool_result` blocks), with the headers, retries and errors of [`complete`]: the answer as
+/// JSON and the HTTP attempts made.
+pub(crate) async fn messages_json(
+    http: &reqwest::Client,
+    settings: &ClientSettings,
+    endpoint: &Endpoint,
+    body: &serde_json::Value,
+) -> Result<(serde_json::Value, u32), Error> {
+    let call = JsonCall {
+        provider: Provider::Anthropic,
+        key_header: "x-api-key",
+        extra_headers: &[("anthropic-version", API_VERSION)],
+        path: &["v1", "messages"],
+    };
+    call.send(http, settings, endpoint, body, |answer| {
+        serde_json::from_slice(answer)
+            .map_err(|error| format!("the answer is not a Messages API response: {error}"))
+    })
+    .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::sample_request;

@@ -256,6 +256,27 @@ impl Llm {
             http_attempts,
         })
     }
+
+    /// One Anthropic Messages API call with a body the caller built (tools and tool blocks,
+    /// for `orca ask`), through the same client, key, retries and errors as [`Llm::complete`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::MissingKey`] without a key; otherwise the [`Error`] of the last attempt.
+    pub(crate) async fn anthropic_messages(
+        &self,
+        body: &serde_json::Value,
+    ) -> Result<serde_json::Value, Error> {
+        let provider = Provider::Anthropic;
+        let endpoint = self.endpoint(provider).ok_or(Error::MissingKey { provider })?;
+        let http = self.http.as_ref().map_err(|message| Error::Unavailable {
+            provider,
+            status: None,
+            message: message.clone(),
+        })?;
+        let (answer, _) = anthropic::messages_json(http, &self.settings, endpoint, body).await?;
+        Ok(answer)
+    }
 }
 
 /// The one request every provider's body snapshot is built from.

@@ -231,14 +231,14 @@ impl JsonCall<'_> {
     ///
     /// [`Error::MissingKey`] without a key, the errors of [`Post::send`], and
     /// [`Error::Malformed`] when `read` cannot make sense of a success.
-    pub(crate) async fn send(
+    pub(crate) async fn send<T>(
         &self,
         http: &reqwest::Client,
         settings: &ClientSettings,
         endpoint: &Endpoint,
         body: &impl serde::Serialize,
-        read: impl FnOnce(&[u8]) -> Result<super::Answer, String>,
-    ) -> Result<(super::Answer, u32), Error> {
+        read: impl FnOnce(&[u8]) -> Result<T, String>,
+    ) -> Result<(T, u32), Error> {
         use reqwest::header::{ACCEPT, CONTENT_TYPE};
         let provider = self.provider;
         let key = configured_key(endpoint).ok_or(Error::MissingKey { provider })?;

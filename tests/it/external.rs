@@ -525,7 +525,7 @@ async fn an_http_upstream_gets_its_bearer_token_and_is_reinitialized_after_it_re
 /// The MCP reference server from npm, installed once per target directory. `None` (with the
 /// reason printed) when npm or the registry is not reachable here.
 #[allow(clippy::print_stderr, reason = "a skipped test says why, on the test's own stderr")]
-fn reference_server() -> Option<PathBuf> {
+pub(crate) fn reference_server() -> Option<PathBuf> {
     let root = Path::new(crate::support::orca::BINARY).parent()?.join("npm-reference-server");
     let entry = root.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     let lock_path = root.with_extension("lock");

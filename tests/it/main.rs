@@ -2,6 +2,8 @@
 //! `orca` binary driven over stdio and HTTP by rmcp's client.
 
 mod auth;
+mod client_cli;
+mod client_sdk;
 mod config;
 mod data_metadata;
 mod data_profile;

@@ -75,6 +75,9 @@ pub(crate) enum Reply {
     Hang(Duration),
     /// A 200 with this raw body and `content-type: application/json`.
     Malformed(String),
+    /// OpenAI and Anthropic: an answer asking for these tool calls (name, arguments), with ids
+    /// the fake issues and later checks `tool` messages and `tool_result` blocks against.
+    ToolCalls(Vec<(String, Value)>),
 }
 
 /// A request the fake received (whether or not it broke the wire's rules).
@@ -275,20 +278,22 @@ struct Inner {
     violations: Vec<String>,
     /// Requests that passed the rules so far: numbers the ids of their answers.
     answered: u64,
+    /// The tool call ids the fake has issued (`Reply::ToolCalls`).
+    issued: std::collections::HashSet<String>,
 }
 
 /// A broken rule: the status and message the real service would answer with.
 #[derive(Debug)]
-struct Problem {
-    status: u16,
-    message: String,
+pub(crate) struct Problem {
+    pub(crate) status: u16,
+    pub(crate) message: String,
     /// OpenAI's `param`.
-    param: Option<String>,
+    pub(crate) param: Option<String>,
     /// OpenAI's `code`, or Gemini's `ErrorInfo` reason.
-    code: Option<&'static str>,
+    pub(crate) code: Option<&'static str>,
 }
 
-fn bad(message: impl Into<String>) -> Problem {
+pub(crate) fn bad(message: impl Into<String>) -> Problem {
     Problem { status: 400, message: message.into(), param: None, code: None }
 }
 
@@ -350,19 +355,31 @@ async fn handle(
     };
     let reply = {
         let mut inner = shared.lock();
+        let mut problems = problems;
+        if wire != Wire::Gemini {
+            problems.extend(super::fake_llm_tools::check_issued(&received.body, &inner.issued));
+        }
         inner.requests.push(received.clone());
         if !problems.is_empty() {
             for problem in &problems {
                 inner.violations.push(format!("{} {path}: {}", wire.name(), problem.message));
             }
-            None
+            Err(problems.into_iter().next().expect("at least one problem"))
         } else {
             inner.answered += 1;
-            Some((inner.scripts[wire.index()].pop_front(), inner.answered))
+            let number = inner.answered;
+            let reply = inner.scripts[wire.index()].pop_front();
+            if let Some(Reply::ToolCalls(calls)) = &reply {
+                for index in 0..calls.len() {
+                    inner.issued.insert(super::fake_llm_tools::call_id(number, index));
+                }
+            }
+            Ok((reply, number))
         }
     };
-    let Some((reply, number)) = reply else {
-        return problem_response(wire, &problems[0]);
+    let (reply, number) = match reply {
+        Ok(answer) => answer,
+        Err(problem) => return problem_response(wire, &problem),
     };
     match reply {
         None => unscripted(wire, number),
@@ -373,6 +390,9 @@ async fn handle(
         Some(Reply::Hang(duration)) => {
             tokio::time::sleep(duration).await;
             success(wire, &received, &model, HANG_TEXT, number)
+        }
+        Some(Reply::ToolCalls(calls)) => {
+            super::fake_llm_tools::tool_calls_response(wire, &received, &model, &calls, number)
         }
         Some(Reply::Malformed(raw)) => {
             let mut response = (StatusCode::OK, raw).into_response();
@@ -593,6 +613,7 @@ fn check_openai_body(body: &Map<String, Value>, problems: &mut Vec<Problem>) {
     if body.get("stream") == Some(&Value::Bool(true)) {
         problems.push(bad("stream: true is not supported by the fake (orca must not stream)"));
     }
+    problems.extend(super::fake_llm_tools::check_tools_and_sequence(body));
 }
 
 fn check_openai_message(index: usize, message: &Value, problems: &mut Vec<Problem>) {
@@ -605,9 +626,14 @@ fn check_openai_message(index: usize, message: &Value, problems: &mut Vec<Proble
     let role = message.get("role").and_then(Value::as_str).unwrap_or_default();
     match role {
         "system" | "developer" | "user" | "assistant" => {}
-        "tool" | "function" => {
-            problems
-                .push(bad(format!("{at}.role '{role}': tool calls are not supported by the fake")));
+        "tool" => {
+            problems.extend(super::fake_llm_tools::check_tool_message(&at, message));
+            return;
+        }
+        "function" => {
+            problems.push(bad(format!(
+                "{at}.role '{role}': function messages are not supported by the fake"
+            )));
             return;
         }
         _ => {
@@ -633,6 +659,12 @@ fn check_openai_message(index: usize, message: &Value, problems: &mut Vec<Proble
         problems.push(bad(format!(
             "Additional properties are not allowed ('{key}' was unexpected) - '{at}'"
         )));
+    }
+    if role == "assistant" && message.contains_key("tool_calls") {
+        problems.extend(super::fake_llm_tools::check_assistant_tool_calls(&at, message));
+        if message.get("content").is_none_or(Value::is_null) {
+            return;
+        }
     }
     match message.get("content") {
         Some(Value::String(_)) => {}
@@ -710,6 +742,7 @@ fn check_anthropic_body(body: &Map<String, Value>, problems: &mut Vec<Problem>) 
     for key in body.keys().filter(|key| !ANTHROPIC_FIELDS.contains(&key.as_str())) {
         problems.push(bad(format!("{key}: Extra inputs are not permitted")));
     }
+    problems.extend(super::fake_llm_tools::check_anthropic_tools_and_sequence(body));
     match body.get("model") {
         None => problems.push(bad("model: Field required")),
         Some(Value::String(model)) if !model.is_empty() => {}
@@ -797,16 +830,19 @@ fn check_anthropic_body(body: &Map<String, Value>, problems: &mut Vec<Problem>) 
                 )));
             }
             Some(Value::String(_)) => {}
-            Some(content) => {
-                check_anthropic_text_blocks(&format!("{at}.content"), content, problems)
-            }
+            Some(content) => super::fake_llm_tools::check_anthropic_content(
+                &format!("{at}.content"),
+                role.unwrap_or_default(),
+                content,
+                problems,
+            ),
         }
     }
 }
 
 /// `system` and message `content` in block form: a non-empty list of `{"type": "text", "text"}`
 /// blocks (the only block type the fake takes) with non-empty text.
-fn check_anthropic_text_blocks(at: &str, value: &Value, problems: &mut Vec<Problem>) {
+pub(crate) fn check_anthropic_text_blocks(at: &str, value: &Value, problems: &mut Vec<Problem>) {
     let blocks = match value {
         Value::String(_) => return,
         Value::Array(blocks) if !blocks.is_empty() => blocks,
@@ -1087,7 +1123,11 @@ fn check_gemini_generation_config(config: &Map<String, Value>, problems: &mut Ve
 // Answers.
 // ---------------------------------------------------------------------------------------------
 
-fn json_response(status: u16, body: &Value, headers: &[(&'static str, String)]) -> Response {
+pub(crate) fn json_response(
+    status: u16,
+    body: &Value,
+    headers: &[(&'static str, String)],
+) -> Response {
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut response = (status, axum::Json(body)).into_response();
     for (name, value) in headers {
@@ -1098,12 +1138,12 @@ fn json_response(status: u16, body: &Value, headers: &[(&'static str, String)]) 
     response
 }
 
-fn unix_now() -> u64 {
+pub(crate) fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|now| now.as_secs()).unwrap_or_default()
 }
 
 /// Deterministic, non-zero token counts: a token per four characters.
-fn tokens(text: &str) -> u64 {
+pub(crate) fn tokens(text: &str) -> u64 {
     (text.chars().count() as u64 / 4).max(1)
 }
 

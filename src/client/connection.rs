@@ -1,0 +1,594 @@
+//! `McpClient`: one MCP session with a server over stdio (a child in its own process group),
+//! Streamable HTTP (re-initialized when the server forgets the session) or any rmcp transport;
+//! the tool list cached until the server says it changed; calls with a timeout that cancels.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
+    ContentBlock, ErrorCode, Implementation, PaginatedRequestParams, ProtocolVersion, Tool,
+    ToolAnnotations,
+};
+use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService, ServiceError};
+use rmcp::{ClientHandler, ServiceExt};
+use serde_json::{Map, Value};
+
+use super::McpError;
+use super::convert::{self, Converted, Provider};
+use super::filter::ToolFilter;
+
+/// How long a tool call may take unless [`McpClient::with_call_timeout`] says otherwise.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long the handshake and each page of `tools/list` may take.
+const LIST_TIMEOUT: Duration = Duration::from_secs(60);
+/// A server that keeps answering with a next cursor is cut off after this many pages.
+const MAX_PAGES: usize = 1000;
+
+/// A tool as the server lists it, with its original name and schema.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolInfo {
+    /// The tool's name on the server.
+    pub name: String,
+    /// Its description (empty when the server gives none).
+    pub description: String,
+    /// Its input schema, exactly as listed.
+    pub input_schema: Map<String, Value>,
+    /// Its annotations (`readOnlyHint`, `destructiveHint` ...), when given.
+    pub annotations: Option<ToolAnnotations>,
+    /// The top-level parameters, read from the schema's `properties`.
+    pub parameters: Vec<ToolParameter>,
+}
+
+/// One top-level parameter of a tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolParameter {
+    /// The property name.
+    pub name: String,
+    /// Its JSON Schema type (`string`, `integer`, `object` ...), or `any` when not stated.
+    pub kind: String,
+    /// Its description (empty when none).
+    pub description: String,
+    /// Whether the schema lists it as required.
+    pub required: bool,
+}
+
+impl ToolInfo {
+    /// The tool as rmcp lists it.
+    pub fn from_tool(tool: &Tool) -> ToolInfo {
+        let schema = tool.input_schema.as_ref().clone();
+        let required: Vec<&str> = schema
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|names| names.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let parameters = schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|properties| {
+                properties
+                    .iter()
+                    .map(|(name, property)| ToolParameter {
+                        name: name.clone(),
+                        kind: match property.get("type") {
+                            Some(Value::String(kind)) => kind.clone(),
+                            Some(Value::Array(kinds)) => {
+                                kinds.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("|")
+                            }
+                            _ => "any".to_owned(),
+                        },
+                        description: property
+                            .get("description")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_owned(),
+                        required: required.contains(&name.as_str()),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        ToolInfo {
+            name: tool.name.to_string(),
+            description: tool.description.as_deref().unwrap_or_default().to_owned(),
+            input_schema: schema,
+            annotations: tool.annotations.clone(),
+            parameters,
+        }
+    }
+
+    /// Whether the tool says it only reads (`readOnlyHint: true`).
+    pub fn read_only(&self) -> bool {
+        self.annotations.as_ref().and_then(|hints| hints.read_only_hint) == Some(true)
+    }
+
+    /// Whether the tool says it may destroy data (`destructiveHint`, true unless said otherwise
+    /// for a tool that is not read-only, as MCP defines it).
+    pub fn destructive(&self) -> bool {
+        let hints = self.annotations.as_ref();
+        !self.read_only() && hints.and_then(|hints| hints.destructive_hint) != Some(false)
+    }
+}
+
+/// The outcome of one tool call that reached the tool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCallResult {
+    /// False when the tool reported an error (`isError`).
+    pub success: bool,
+    /// The structured content when there is some, else the text (parsed when it is JSON).
+    pub data: Option<Value>,
+    /// The tool's error text, when `success` is false.
+    pub error: Option<String>,
+}
+
+impl ToolCallResult {
+    fn from_result(result: CallToolResult) -> ToolCallResult {
+        let text = text_of(&result.content);
+        if result.is_error == Some(true) {
+            let error = if text.is_empty() {
+                result
+                    .structured_content
+                    .as_ref()
+                    .map_or_else(|| "the tool reported an error".to_owned(), Value::to_string)
+            } else {
+                text
+            };
+            return ToolCallResult {
+                success: false,
+                data: result.structured_content,
+                error: Some(error),
+            };
+        }
+        let data = match result.structured_content {
+            Some(structured) => Some(structured),
+            None if text.is_empty() => None,
+            None => Some(serde_json::from_str(&text).unwrap_or(Value::String(text))),
+        };
+        ToolCallResult { success: true, data, error: None }
+    }
+
+    /// The data, or [`McpError::ToolExecution`] with the tool's error text.
+    ///
+    /// # Errors
+    ///
+    /// When the tool reported an error.
+    pub fn into_result(self, tool: &str) -> Result<Value, McpError> {
+        if self.success {
+            Ok(self.data.unwrap_or(Value::Null))
+        } else {
+            Err(McpError::ToolExecution {
+                tool: tool.to_owned(),
+                message: self.error.unwrap_or_default(),
+            })
+        }
+    }
+}
+
+/// The text of a result's content: text blocks joined by newlines; other blocks described.
+fn text_of(content: &[ContentBlock]) -> String {
+    let parts: Vec<String> = content
+        .iter()
+        .map(|block| match block {
+            ContentBlock::Text(text) => text.text.clone(),
+            ContentBlock::Image(image) => format!("[image: {}]", image.mime_type),
+            ContentBlock::Audio(audio) => format!("[audio: {}]", audio.mime_type),
+            ContentBlock::Resource(resource) => match &resource.resource {
+                rmcp::model::ResourceContents::TextResourceContents { text, .. } => text.clone(),
+                rmcp::model::ResourceContents::BlobResourceContents { uri, .. } => {
+                    format!("[resource: {uri}]")
+                }
+                _ => "[resource]".to_owned(),
+            },
+            ContentBlock::ResourceLink(link) => format!("[resource link: {}]", link.uri),
+            _ => "[content]".to_owned(),
+        })
+        .collect();
+    parts.join("\n")
+}
+
+/// Options of a Streamable HTTP connection.
+#[derive(Debug, Clone, Default)]
+pub struct HttpOptions {
+    /// Sent as `Authorization: Bearer <token>`.
+    pub bearer_token: Option<String>,
+    /// Extra request headers (name, value).
+    pub headers: Vec<(String, String)>,
+}
+
+/// The cached tool list, shared with the handler that clears it on `list_changed`.
+type ToolCache = Arc<RwLock<Option<Arc<Vec<ToolInfo>>>>>;
+
+/// rmcp's client handler: drops the cached tool list when the server says it changed.
+struct Handler {
+    cache: ToolCache,
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("orca-client", env!("CARGO_PKG_VERSION")),
+        )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        *self.cache.write().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+    }
+}
+
+/// A stdio server's process, leader of its own process group, killed with it when dropped.
+#[derive(Debug)]
+struct ChildGuard {
+    child: tokio::process::Child,
+    pid: Option<i32>,
+}
+
+impl ChildGuard {
+    /// How the child ended, when it has.
+    fn exit(&mut self) -> Option<String> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Some(match status.code() {
+                Some(code) => format!("the server process exited with status {code}"),
+                None => format!("the server process was killed ({status})"),
+            }),
+            _ => None,
+        }
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        if let Some(pid) = self.pid {
+            // Whatever the child started in its group goes too; ESRCH means nothing is left.
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+struct Inner {
+    service: RunningService<RoleClient, Handler>,
+    cache: ToolCache,
+    child: Option<Mutex<ChildGuard>>,
+}
+
+/// One MCP session with a server; cheap to clone (clones share the session).
+#[derive(Clone)]
+pub struct McpClient {
+    inner: Arc<Inner>,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for McpClient {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("McpClient")
+            .field("timeout", &self.timeout)
+            .field("stdio", &self.inner.child.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl McpClient {
+    /// Start `command` with `args` and speak MCP over its stdin and stdout. The child runs in
+    /// its own process group, killed when the last clone of the client is dropped; its stderr
+    /// goes to ours.
+    ///
+    /// # Errors
+    ///
+    /// [`McpError::Transport`] when the command cannot start or the handshake fails.
+    pub async fn stdio<S: AsRef<str>>(command: &str, args: &[S]) -> Result<McpClient, McpError> {
+        let mut command_line = tokio::process::Command::new(command);
+        command_line
+            .args(args.iter().map(AsRef::as_ref))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .kill_on_drop(true)
+            .process_group(0);
+        let mut child = command_line
+            .spawn()
+            .map_err(|error| McpError::Transport(format!("cannot start `{command}`: {error}")))?;
+        let pid = child.id().and_then(|pid| i32::try_from(pid).ok());
+        let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+            return Err(McpError::Transport("the child's pipes are missing".to_owned()));
+        };
+        let mut guard = ChildGuard { child, pid };
+        let transport = rmcp::transport::async_rw::AsyncRwTransport::new_client(stdout, stdin);
+        match McpClient::handshake(transport).await {
+            Ok((service, cache)) => Ok(McpClient {
+                inner: Arc::new(Inner { service, cache, child: Some(Mutex::new(guard)) }),
+                timeout: DEFAULT_CALL_TIMEOUT,
+            }),
+            Err(error) => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                Err(match guard.exit() {
+                    Some(exit) => {
+                        McpError::Transport(format!("`{command}`: {exit} during the MCP handshake"))
+                    }
+                    None => error,
+                })
+            }
+        }
+    }
+
+    /// Connect to a Streamable HTTP endpoint. A session the server has forgotten (HTTP 404) is
+    /// initialized again once.
+    ///
+    /// # Errors
+    ///
+    /// [`McpError::Transport`] when a header is invalid or the handshake fails.
+    pub async fn http(url: &str, options: HttpOptions) -> Result<McpClient, McpError> {
+        use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+        let mut headers = HashMap::new();
+        for (name, value) in &options.headers {
+            let name = http::HeaderName::try_from(name.as_str())
+                .map_err(|_| McpError::Transport(format!("invalid header name `{name}`")))?;
+            let value = http::HeaderValue::try_from(value.as_str()).map_err(|_| {
+                McpError::Transport(format!("the value of header `{name}` is not valid"))
+            })?;
+            headers.insert(name, value);
+        }
+        let mut config = StreamableHttpClientTransportConfig::with_uri(url)
+            .custom_headers(headers)
+            .reinit_on_expired_session(true);
+        if let Some(token) = &options.bearer_token {
+            config = config.auth_header(token.clone());
+        }
+        let http =
+            reqwest::Client::builder().connect_timeout(Duration::from_secs(10)).build().map_err(
+                |error| McpError::Transport(format!("cannot build an HTTP client: {error}")),
+            )?;
+        let transport = rmcp::transport::StreamableHttpClientTransport::with_client(http, config);
+        let (service, cache) = McpClient::handshake(transport).await.map_err(|error| {
+            // The endpoint is shown without its query string, which may carry a key.
+            let shown = url.split('?').next().unwrap_or(url);
+            McpError::Transport(format!("{shown}: {error}"))
+        })?;
+        Ok(McpClient {
+            inner: Arc::new(Inner { service, cache, child: None }),
+            timeout: DEFAULT_CALL_TIMEOUT,
+        })
+    }
+
+    /// Speak MCP over any rmcp client transport, such as one half of `tokio::io::duplex`
+    /// whose other half a server in the same process serves.
+    ///
+    /// # Errors
+    ///
+    /// [`McpError::Transport`] when the handshake fails.
+    pub async fn with_transport<T, E, A>(transport: T) -> Result<McpClient, McpError>
+    where
+        T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let (service, cache) = McpClient::handshake(transport).await?;
+        Ok(McpClient {
+            inner: Arc::new(Inner { service, cache, child: None }),
+            timeout: DEFAULT_CALL_TIMEOUT,
+        })
+    }
+
+    async fn handshake<T, E, A>(
+        transport: T,
+    ) -> Result<(RunningService<RoleClient, Handler>, ToolCache), McpError>
+    where
+        T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let cache = ToolCache::default();
+        let handler = Handler { cache: cache.clone() };
+        match tokio::time::timeout(LIST_TIMEOUT, handler.serve(transport)).await {
+            Ok(Ok(service)) => Ok((service, cache)),
+            Ok(Err(error)) => {
+                Err(McpError::Transport(format!("the MCP handshake failed: {error}")))
+            }
+            Err(_) => Err(McpError::Transport(format!(
+                "no answer to the MCP handshake within {}s",
+                LIST_TIMEOUT.as_secs()
+            ))),
+        }
+    }
+
+    /// The same session with another per-call timeout (the default is 300 s).
+    pub fn with_call_timeout(mut self, timeout: Duration) -> McpClient {
+        self.timeout = timeout;
+        self
+    }
+
+    fn peer(&self) -> &Peer<RoleClient> {
+        self.inner.service.peer()
+    }
+
+    /// The server's name and version from the handshake, when it gave them.
+    pub fn server_name(&self) -> Option<String> {
+        let info = self.peer().peer_info()?;
+        let server = info.server_info.as_ref()?;
+        Some(format!("{} {}", server.name, server.version))
+    }
+
+    /// The server's tools, following `nextCursor` through every page; cached until the server
+    /// sends `notifications/tools/list_changed`.
+    ///
+    /// # Errors
+    ///
+    /// [`McpError::Transport`] or [`McpError::Timeout`] when listing fails.
+    pub async fn list_tools(&self) -> Result<Vec<ToolInfo>, McpError> {
+        Ok(self.tools().await?.as_ref().clone())
+    }
+
+    async fn tools(&self) -> Result<Arc<Vec<ToolInfo>>, McpError> {
+        if let Some(tools) = self.inner.cache.read().unwrap_or_else(|e| e.into_inner()).clone() {
+            return Ok(tools);
+        }
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let params = PaginatedRequestParams::default().with_cursor(cursor.clone());
+            let page = tokio::time::timeout(LIST_TIMEOUT, self.peer().list_tools(Some(params)))
+                .await
+                .map_err(|_| McpError::Timeout {
+                    tool: "tools/list".to_owned(),
+                    seconds: LIST_TIMEOUT.as_secs(),
+                })?;
+            let page = match page {
+                Ok(page) => page,
+                Err(error) => return Err(self.transport_error("tools/list", &error).await),
+            };
+            tools.extend(page.tools.iter().map(ToolInfo::from_tool));
+            match page.next_cursor {
+                Some(next) if Some(&next) != cursor.as_ref() => cursor = Some(next),
+                _ => break,
+            }
+        }
+        let tools = Arc::new(tools);
+        *self.inner.cache.write().unwrap_or_else(|e| e.into_inner()) = Some(tools.clone());
+        Ok(tools)
+    }
+
+    /// One tool by its original name.
+    ///
+    /// # Errors
+    ///
+    /// [`McpError::ToolNotFound`] when the server lists no such tool; listing errors.
+    pub async fn tool(&self, name: &str) -> Result<ToolInfo, McpError> {
+        self.tools()
+            .await?
+            .iter()
+            .find(|tool| tool.name == name)
+            .cloned()
+            .ok_or_else(|| McpError::ToolNotFound { name: name.to_owned() })
+    }
+
+    /// Call a tool by its original name with a JSON object of arguments (`null` for none).
+    /// Arguments are not checked against the schema here (the [`super::Executor`] does that).
+    ///
+    /// # Errors
+    ///
+    /// [`McpError::ToolNotFound`], [`McpError::InvalidArguments`] (not an object, or refused by
+    /// the server as invalid params), [`McpError::Timeout`] (the call is cancelled on the
+    /// server), [`McpError::Transport`]. A tool that ran and failed is `Ok` with
+    /// `success: false`.
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Value,
+    ) -> Result<ToolCallResult, McpError> {
+        self.tool(name).await?;
+        let arguments = match arguments {
+            Value::Null => None,
+            Value::Object(arguments) => Some(arguments),
+            other => {
+                return Err(McpError::InvalidArguments {
+                    tool: name.to_owned(),
+                    message: format!("arguments must be a JSON object, got {other}"),
+                });
+            }
+        };
+        let mut params = CallToolRequestParams::new(name.to_owned());
+        if let Some(arguments) = arguments {
+            params = params.with_arguments(arguments);
+        }
+        // Dropping the request future on timeout makes rmcp send `notifications/cancelled`.
+        let answer = tokio::time::timeout(self.timeout, self.peer().call_tool_once(params)).await;
+        match answer {
+            Err(_) => {
+                Err(McpError::Timeout { tool: name.to_owned(), seconds: self.timeout.as_secs() })
+            }
+            Ok(Ok(CallToolResponse::Complete(result))) => Ok(ToolCallResult::from_result(result)),
+            Ok(Ok(_)) => Err(McpError::Transport(format!(
+                "`{name}` answered with a task or a request for input, which this client does not handle"
+            ))),
+            Ok(Err(ServiceError::McpError(error))) if error.code == ErrorCode::INVALID_PARAMS => {
+                if error.message.starts_with("unknown tool") {
+                    *self.inner.cache.write().unwrap_or_else(|e| e.into_inner()) = None;
+                    Err(McpError::ToolNotFound { name: name.to_owned() })
+                } else {
+                    Err(McpError::InvalidArguments {
+                        tool: name.to_owned(),
+                        message: error.message.into_owned(),
+                    })
+                }
+            }
+            Ok(Err(ServiceError::McpError(error))) => Err(McpError::ToolExecution {
+                tool: name.to_owned(),
+                message: format!("{} (code {})", error.message, error.code.0),
+            }),
+            Ok(Err(error)) => Err(self.transport_error(name, &error).await),
+        }
+    }
+
+    /// A transport failure, saying how the child ended when it has.
+    async fn transport_error(&self, what: &str, error: &ServiceError) -> McpError {
+        let mut exit = None;
+        if let Some(child) = &self.inner.child {
+            // The pipe closes as the child dies; its exit status follows a moment later.
+            for _ in 0..20 {
+                exit = child.lock().unwrap_or_else(std::sync::PoisonError::into_inner).exit();
+                if exit.is_some() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+        }
+        match exit {
+            Some(exit) => McpError::Transport(format!(
+                "{what}: the connection to the MCP server broke: {exit}"
+            )),
+            None => McpError::Transport(format!(
+                "{what}: the connection to the MCP server failed: {error}"
+            )),
+        }
+    }
+
+    /// The filtered tools converted for `provider`.
+    ///
+    /// # Errors
+    ///
+    /// Listing errors; a tool that cannot be converted is set aside, never an error.
+    pub async fn convert(
+        &self,
+        provider: Provider,
+        filter: &ToolFilter,
+    ) -> Result<Converted, McpError> {
+        let tools = filter.apply(&self.tools().await?);
+        Ok(convert::convert(provider, &tools))
+    }
+
+    /// The filtered tools as OpenAI function tools (async-openai's own types).
+    ///
+    /// # Errors
+    ///
+    /// Listing errors.
+    pub async fn as_openai_tools(&self, filter: &ToolFilter) -> Result<Converted, McpError> {
+        self.convert(Provider::OpenAi, filter).await
+    }
+
+    /// The filtered tools as Anthropic tools (`name`, `description`, `input_schema`).
+    ///
+    /// # Errors
+    ///
+    /// Listing errors.
+    pub async fn as_anthropic_tools(&self, filter: &ToolFilter) -> Result<Converted, McpError> {
+        self.convert(Provider::Anthropic, filter).await
+    }
+
+    /// The filtered tools as Gemini function declarations.
+    ///
+    /// # Errors
+    ///
+    /// Listing errors.
+    pub async fn as_gemini_tools(&self, filter: &ToolFilter) -> Result<Converted, McpError> {
+        self.convert(Provider::Gemini, filter).await
+    }
+
+    /// Close the session (and stop a stdio child).
+    pub async fn close(self) {
+        if let Ok(inner) = Arc::try_unwrap(self.inner) {
+            let _ = inner.service.cancel().await;
+        }
+    }
+}
