@@ -3,6 +3,7 @@
 
 mod auth;
 mod config;
+mod console;
 mod data_metadata;
 mod data_profile;
 mod data_query;
