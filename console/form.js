@@ -85,7 +85,7 @@ export function buildForm(tool, onRun) {
     const notes = [];
     if (required.has(name)) notes.push("required");
     if (kind === "json") notes.push(schema.type === "array" ? "JSON array" : schema.type === "object" ? "JSON object" : "JSON value");
-    if (schema.default !== undefined && kind !== "boolean") notes.push(`default ${JSON.stringify(schema.default)}`);
+    if (schema.default !== undefined && schema.default !== null && kind !== "boolean") notes.push(`default ${JSON.stringify(schema.default)}`);
     if (schema.minimum !== undefined && schema.maximum !== undefined) notes.push(`${schema.minimum} to ${schema.maximum}`);
     else if (schema.minimum !== undefined) notes.push(`at least ${schema.minimum}`);
     else if (schema.maximum !== undefined) notes.push(`at most ${schema.maximum}`);
@@ -95,7 +95,7 @@ export function buildForm(tool, onRun) {
     const extras = [];
     if (kind === "enum") {
       control = element("select", { id, name, "aria-describedby": descriptionId });
-      if (!required.has(name)) control.append(element("option", { value: "", text: schema.default !== undefined ? `default (${schema.default})` : "default" }));
+      if (!required.has(name)) control.append(element("option", { value: "", text: schema.default != null ? `default (${schema.default})` : "default" }));
       for (const value of schema.enum) control.append(element("option", { value, text: value }));
       if (required.has(name) && schema.default !== undefined) control.value = schema.default;
       if (name === "llm_provider") providerSelects.push(control);
@@ -106,7 +106,7 @@ export function buildForm(tool, onRun) {
       control = element("input", {
         id, name, type: "number", inputmode: kind === "integer" ? "numeric" : "decimal",
         step: kind === "integer" ? "1" : "any", min: schema.minimum, max: schema.maximum,
-        placeholder: schema.default !== undefined ? String(schema.default) : undefined,
+        placeholder: schema.default != null ? String(schema.default) : undefined,
         "aria-describedby": descriptionId,
       });
     } else if (kind === "textarea" || kind === "json") {
@@ -119,7 +119,7 @@ export function buildForm(tool, onRun) {
       else control.classList.add("code");
     } else {
       control = element("input", { id, name, type: "text", spellcheck: "false", autocomplete: "off", "aria-describedby": descriptionId });
-      if (schema.default !== undefined) control.placeholder = String(schema.default);
+      if (schema.default != null) control.placeholder = String(schema.default);
       if (name === "llm_model") {
         const listId = `${id}-models`;
         control.setAttribute("list", listId);
