@@ -25,14 +25,17 @@ export function renderError(error) {
   return box;
 }
 
+const NUMERIC_TYPES = /^(int[248]?|integer|bigint|smallint|numeric|decimal|float[48]?|real|double precision|money|oid)$/i;
+
 /** Columns and rows of a result: a TabularResult, or the first array of objects in it. */
 export function tableOf(value) {
   if (!value || typeof value !== "object") return null;
   const columns = Array.isArray(value.columns) ? value.columns : Array.isArray(value.schema) ? value.schema : null;
   if (columns && Array.isArray(value.rows)) {
     const names = columns.map((column) => (typeof column === "string" ? column : column.name));
+    const numeric = columns.map((column) => typeof column === "object" && NUMERIC_TYPES.test(column?.type || ""));
     const rows = value.rows.map((row) => (Array.isArray(row) ? row : names.map((name) => row?.[name])));
-    return { columns: names, rows };
+    return { columns: names, rows, numeric };
   }
   for (const [key, entry] of Object.entries(value)) {
     if (Array.isArray(entry) && entry.length && entry.every((item) => item && typeof item === "object" && !Array.isArray(item))) {
@@ -56,15 +59,15 @@ export function renderTable(table, caption) {
   node.append(element("caption", { text: caption }));
   const head = element("thead");
   const headRow = element("tr");
-  for (const name of table.columns) headRow.append(element("th", { scope: "col", text: name }));
+  table.columns.forEach((name, index) => headRow.append(element("th", { scope: "col", text: name, class: table.numeric?.[index] ? "number" : undefined })));
   head.append(headRow);
   const body = element("tbody");
   for (const row of table.rows) {
     const tr = element("tr");
-    row.forEach((value) => {
+    row.forEach((value, index) => {
       const td = element("td", { text: cellText(value) });
       if (value === null || value === undefined) td.classList.add("null");
-      else if (typeof value === "number") td.classList.add("number");
+      else if (typeof value === "number" || table.numeric?.[index]) td.classList.add("number");
       tr.append(td);
     });
     body.append(tr);
