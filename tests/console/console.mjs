@@ -193,6 +193,16 @@ async function scenarioOpen(browser) {
   await page.getByText("The write ran: 1 row affected.").waitFor();
   await shot(page, "04-manual-fallback");
 
+  step("a chart is shown as an image");
+  await openTool(page, "postgres", "format_results");
+  await page.locator("#tool-form").getByLabel("data", { exact: true }).fill('[{"genre": "Rock", "tracks": 1297}, {"genre": "Latin", "tracks": 579}, {"genre": "Metal", "tracks": 374}]');
+  await page.getByRole("combobox", exact("format")).selectOption("chart");
+  await run(page);
+  const chart = page.getByRole("img", exact("format_results chart"));
+  await chart.waitFor();
+  assert.ok(await chart.evaluate((image) => image.complete && image.naturalWidth > 100), "the chart's PNG is drawn");
+  await shot(page, "04b-chart");
+
   step("keyboard only: Tab reaches every control, Enter runs");
   await reload(page);
   await page.getByRole("heading", exact("data")).waitFor();
