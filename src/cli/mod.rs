@@ -414,6 +414,7 @@ async fn serve_http(
         if options.stateful { "stateful sessions" } else { "stateless" },
         running.state.registry.server_names().join(", ")
     );
+    tracing::info!("web console on http://{bound}/");
     crate::gateway::http::serve(listener, running.state.clone(), options, shutdown_signal()).await
 }
 

@@ -40,6 +40,7 @@ pub(super) fn demo_banner(addr: SocketAddr, target: Option<&str>, config: &Confi
     let context = config.llm.context_file.display();
     format!(
         "orca demo is running.\n\n\
+         Web console:                    http://{addr}/\n\
          MCP endpoint (Streamable HTTP): http://{addr}/mcp\n\
          Feedback:                       POST http://{addr}/mcp/feedback\n\
          Health and metrics:             http://{addr}/healthz  http://{addr}/metrics\n\

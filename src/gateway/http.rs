@@ -1,6 +1,7 @@
 //! The HTTP face of the gateway: Streamable HTTP at `/mcp` (stateless by default, sessions with
 //! `--stateful`), `POST /mcp/feedback`, `/healthz` and `/metrics`, behind Host/Origin checks,
-//! a request-body limit and bearer-key authentication.
+//! a request-body limit and bearer-key authentication. The web console is served at `/`, and a
+//! request carrying the server's own origin (the console's) passes the Origin check.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -99,12 +100,18 @@ pub(crate) fn router(
         .route_service("/mcp", mcp)
         .route("/mcp/feedback", post(feedback))
         .route("/approvals/{id}", post(approve))
+        .route("/console/api/executions", get(super::console::executions))
+        .route("/console/api/approvals", get(super::console::approvals))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_principal))
         .route_layer(middleware::from_fn_with_state(state.clone(), time_request));
     Router::new()
         .merge(authenticated)
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
+        .route("/", get(super::console::index))
+        .route("/favicon.ico", get(super::console::favicon))
+        .route("/console/{file}", get(super::console::asset))
+        .route("/console/api/session", get(super::console::session))
         .layer(DefaultBodyLimit::max(config.http.max_body_bytes))
         .layer(middleware::from_fn_with_state(guard, check_host_and_origin))
         .with_state(state)
@@ -134,7 +141,7 @@ pub(crate) async fn serve(
     Ok(())
 }
 
-fn error_response(
+pub(super) fn error_response(
     status: StatusCode,
     code: ErrorCode,
     message: &str,
@@ -153,8 +160,8 @@ async fn check_host_and_origin(
     request: Request,
     next: Next,
 ) -> Response {
-    let host =
-        request.headers().get(header::HOST).and_then(|value| value.to_str().ok()).map(host_name);
+    let host_header = request.headers().get(header::HOST).and_then(|value| value.to_str().ok());
+    let host = host_header.map(host_name);
     let host_ok = guard.hosts.iter().any(|allowed| allowed == "*")
         || host.as_deref().is_some_and(|host| guard.hosts.iter().any(|allowed| allowed == host));
     if !host_ok {
@@ -167,7 +174,8 @@ async fn check_host_and_origin(
     }
     if let Some(origin) = request.headers().get(header::ORIGIN) {
         let origin = origin.to_str().unwrap_or_default().to_ascii_lowercase();
-        if !guard.origins.iter().any(|allowed| origin_matches(allowed, &origin)) {
+        let own = host_header.is_some_and(|host| is_own_origin(&origin, host));
+        if !own && !guard.origins.iter().any(|allowed| origin_matches(allowed, &origin)) {
             return error_response(
                 StatusCode::FORBIDDEN,
                 ErrorCode::Unauthorized,
@@ -189,6 +197,16 @@ fn host_name(value: &str) -> String {
         Some((host, port)) if port.bytes().all(|byte| byte.is_ascii_digit()) => host.to_owned(),
         _ => value,
     }
+}
+
+/// Whether `origin` is this server's own, as the browser reached it: the scheme and exactly the
+/// `Host` the request carries (already checked against the allowed hosts), as for the console.
+fn is_own_origin(origin: &str, host: &str) -> bool {
+    let host = host.trim().to_ascii_lowercase();
+    !host.is_empty()
+        && ["http://", "https://"]
+            .iter()
+            .any(|scheme| origin.strip_prefix(scheme).is_some_and(|rest| rest == host))
 }
 
 /// `allowed` is `scheme://host[:port]`, `scheme://host:*` for any port, or `null`.
@@ -403,6 +421,18 @@ mod tests {
         assert_eq!(host_name("[::1]:9000"), "::1");
         assert_eq!(host_name("127.0.0.1"), "127.0.0.1");
         assert_eq!(host_name("example.com"), "example.com");
+    }
+
+    #[test]
+    fn the_servers_own_origin_is_the_scheme_and_the_exact_host() {
+        assert!(is_own_origin("http://127.0.0.1:9000", "127.0.0.1:9000"));
+        assert!(is_own_origin("http://localhost:9000", "LocalHost:9000"));
+        assert!(is_own_origin("https://orca.internal", "orca.internal"));
+        assert!(!is_own_origin("http://127.0.0.1:9001", "127.0.0.1:9000"));
+        assert!(!is_own_origin("http://evil.example", "127.0.0.1:9000"));
+        assert!(!is_own_origin("http://127.0.0.1:9000.evil.example", "127.0.0.1:9000"));
+        assert!(!is_own_origin("null", "127.0.0.1:9000"));
+        assert!(!is_own_origin("http://", ""));
     }
 
     #[test]

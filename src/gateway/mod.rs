@@ -4,6 +4,7 @@
 //! the execution record to tracking without waiting for it.
 
 mod auth;
+mod console;
 mod error;
 pub(crate) mod http;
 mod metrics;

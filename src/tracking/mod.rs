@@ -8,6 +8,7 @@
 mod export;
 mod feedback;
 mod lessons;
+mod recent;
 mod record;
 mod spill;
 mod store;
@@ -24,6 +25,7 @@ use crate::config::TrackingConfig;
 pub(crate) use export::{ExportRange, export};
 pub(crate) use feedback::{FeedbackError, FeedbackInput, submit_feedback};
 pub(crate) use lessons::recent_lessons;
+pub(crate) use recent::{MAX_RECENT, recent_executions};
 pub(crate) use record::{
     Execution, ExecutionStatus, Failure, cut_response, redact_object, redact_response,
 };

@@ -1,0 +1,188 @@
+//! The web console: its files, embedded in the binary and served at `/` and `/console/`, and the
+//! two read-only JSON endpoints it lists from (`/console/api/executions`, the recent calls, and
+//! `/console/api/approvals`, the writes waiting for a person), behind the same auth as `/mcp`.
+
+use axum::extract::{Query, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::AppState;
+use super::http::error_response;
+use crate::config::Principal;
+use crate::tool::ErrorCode;
+
+/// The console's files: path under `/console/`, content type, content.
+const ASSETS: [(&str, &str, &str); 6] = [
+    ("app.js", "text/javascript; charset=utf-8", include_str!("../../console/app.js")),
+    ("mcp.js", "text/javascript; charset=utf-8", include_str!("../../console/mcp.js")),
+    ("form.js", "text/javascript; charset=utf-8", include_str!("../../console/form.js")),
+    ("results.js", "text/javascript; charset=utf-8", include_str!("../../console/results.js")),
+    ("style.css", "text/css; charset=utf-8", include_str!("../../console/style.css")),
+    ("favicon.svg", "image/svg+xml", include_str!("../../console/favicon.svg")),
+];
+
+const INDEX: &str = include_str!("../../console/index.html");
+
+/// Everything the page loads comes from this origin; nothing else may be fetched or framed.
+const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+     img-src 'self' data: blob:; connect-src 'self'; form-action 'none'; frame-ancestors 'none'; \
+     base-uri 'none'";
+
+fn asset_response(content_type: &'static str, body: &'static str) -> Response {
+    let mut response = body.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers
+        .insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CONTENT_SECURITY_POLICY));
+    response
+}
+
+/// `GET /`: the console's page.
+pub(crate) async fn index() -> Response {
+    asset_response("text/html; charset=utf-8", INDEX)
+}
+
+/// `GET /favicon.ico`, for browsers that ask before reading the page's icon link.
+pub(crate) async fn favicon() -> Response {
+    asset(axum::extract::Path("favicon.svg".to_owned())).await
+}
+
+/// `GET /console/<file>`: one of the embedded files.
+pub(crate) async fn asset(axum::extract::Path(file): axum::extract::Path<String>) -> Response {
+    match ASSETS.iter().find(|(name, _, _)| *name == file) {
+        Some((_, content_type, body)) => asset_response(content_type, body),
+        None => error_response(
+            StatusCode::NOT_FOUND,
+            ErrorCode::NotFound,
+            "the console has no such file",
+            None,
+        ),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RecentQuery {
+    limit: Option<i64>,
+}
+
+/// Whose rows a caller sees: everyone's when orca has no API keys (the anonymous caller on
+/// loopback is the machine's owner), else only the key's own principal's.
+fn visible_principal<'a>(state: &AppState, principal: &'a Principal) -> Option<&'a str> {
+    (!state.config.auth.api_keys.is_empty()).then_some(principal.name.as_str())
+}
+
+fn unavailable(what: &str) -> Response {
+    let mut response = error_response(
+        StatusCode::SERVICE_UNAVAILABLE,
+        ErrorCode::UpstreamUnavailable,
+        &format!("the {what} store is unavailable"),
+        Some("try again shortly"),
+    );
+    response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+    response
+}
+
+fn principal_of(request: &Request) -> Option<Principal> {
+    request.extensions().get::<Principal>().cloned()
+}
+
+fn missing_principal() -> Response {
+    error_response(
+        StatusCode::UNAUTHORIZED,
+        ErrorCode::Unauthorized,
+        "an API key is required",
+        None,
+    )
+}
+
+/// `GET /console/api/executions?limit=N`: the caller's recent calls, newest first.
+pub(crate) async fn executions(
+    State(state): State<AppState>,
+    query: Result<Query<RecentQuery>, axum::extract::rejection::QueryRejection>,
+    request: Request,
+) -> Response {
+    let Some(principal) = principal_of(&request) else {
+        return missing_principal();
+    };
+    let limit = match query {
+        Ok(Query(RecentQuery { limit: None })) => 50,
+        Ok(Query(RecentQuery { limit: Some(limit) }))
+            if (1..=crate::tracking::MAX_RECENT).contains(&limit) =>
+        {
+            limit
+        }
+        _ => {
+            return error_response(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                ErrorCode::InvalidInput,
+                &format!("limit must be a whole number from 1 to {}", crate::tracking::MAX_RECENT),
+                Some("the only parameter is `limit`"),
+            );
+        }
+    };
+    let whose = visible_principal(&state, &principal);
+    match crate::tracking::recent_executions(&state.state_pool, whose, limit).await {
+        Ok(rows) => axum::Json(json!({ "executions": rows })).into_response(),
+        Err(error) => {
+            tracing::warn!("cannot read recent executions: {error}");
+            unavailable("tracking")
+        }
+    }
+}
+
+/// `GET /console/api/approvals`: the writes waiting for a person that this caller may approve
+/// or asked for, each with `can_approve` (the key holds every verb the write needs).
+pub(crate) async fn approvals(State(state): State<AppState>, request: Request) -> Response {
+    let Some(principal) = principal_of(&request) else {
+        return missing_principal();
+    };
+    let pending = match crate::sql::pending_approvals(&state.state_pool).await {
+        Ok(pending) => pending,
+        Err(error) => {
+            tracing::warn!("cannot read pending approvals: {error}");
+            return unavailable("approval");
+        }
+    };
+    let whose = visible_principal(&state, &principal);
+    let approvals: Vec<_> = pending
+        .into_iter()
+        .filter_map(|request| {
+            let can_approve = request
+                .required_verbs
+                .iter()
+                .all(|verb| principal.verbs.iter().any(|held| held.as_str() == verb));
+            let visible = whose.is_none_or(|name| name == request.principal) || can_approve;
+            visible.then(|| json!({ "request": request, "can_approve": can_approve }))
+        })
+        .collect();
+    axum::Json(json!({ "approvals": approvals })).into_response()
+}
+
+/// `GET /console/api/session`: whether this server needs an API key and, for the key sent (if
+/// any), whether it is valid and whose it is. It always answers 200, so that the page can ask for
+/// a key without a failed request; it tells nothing `/mcp` would not.
+pub(crate) async fn session(State(state): State<AppState>, request: Request) -> Response {
+    let header = request.headers().get(header::AUTHORIZATION).and_then(|value| value.to_str().ok());
+    let required = !state.config.auth.api_keys.is_empty();
+    match super::auth::authenticate(&state.config.auth, header) {
+        Ok(principal) => axum::Json(json!({
+            "api_key_required": required,
+            "authenticated": true,
+            "principal": principal.name,
+            "verbs": principal.verbs.iter().map(|verb| verb.as_str()).collect::<Vec<_>>(),
+        }))
+        .into_response(),
+        Err(failure) => axum::Json(json!({
+            "api_key_required": required,
+            "authenticated": false,
+            "key_refused": failure == super::auth::AuthFailure::Invalid,
+        }))
+        .into_response(),
+    }
+}

@@ -1,0 +1,340 @@
+// The web console in a real browser: Debian's Chromium driven headless by playwright-core.
+// Run by tests/it/console.rs against a real orca; every check failing ends the script with a
+// non-zero status and the reason. Environment: ORCA_BASE (the orca origin), SCENARIO
+// (`open` or `keys`), PLAYWRIGHT_DIR (where playwright-core is installed), CHROMIUM (its path),
+// SCREENSHOTS (a directory), and for `keys`: READER_KEY, WRITER_KEY, ADMIN_KEY.
+
+import { createRequire } from "node:module";
+import { readFile } from "node:fs/promises";
+import assert from "node:assert/strict";
+import path from "node:path";
+
+const require = createRequire(path.join(process.env.PLAYWRIGHT_DIR, "package.json"));
+const { chromium } = require("playwright-core");
+
+const base = process.env.ORCA_BASE;
+const shots = process.env.SCREENSHOTS;
+const step = (text) => console.log(`step: ${text}`);
+
+/** A page that records console errors, failed and foreign requests, to check at the end. */
+async function openPage(browser, viewport = { width: 1280, height: 800 }) {
+  const context = await browser.newContext({ viewport, acceptDownloads: true });
+  const page = await context.newPage();
+  const problems = [];
+  page.on("console", (message) => {
+    if (message.type() === "error" || message.type() === "warning") problems.push(`console ${message.type()}: ${message.text()}`);
+  });
+  page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
+  page.on("request", (request) => {
+    const url = request.url();
+    if (!url.startsWith(`${base}/`) && !url.startsWith("blob:") && !url.startsWith("data:")) problems.push(`request left the orca origin: ${url}`);
+  });
+  page.on("response", (response) => {
+    if (response.status() >= 400) problems.push(`HTTP ${response.status()} for ${response.url()}`);
+  });
+  page.on("requestfailed", (request) => {
+    // A reload by the test itself cancels the page's requests in flight.
+    if (page.reloading && request.failure()?.errorText === "net::ERR_ABORTED") return;
+    problems.push(`request failed: ${request.url()} ${request.failure()?.errorText}`);
+  });
+  page.problems = problems;
+  return { context, page };
+}
+
+function assertClean(page, what) {
+  assert.deepEqual(page.problems, [], `${what}: the browser logged problems`);
+}
+
+async function reload(page) {
+  page.reloading = true;
+  await page.reload();
+  page.reloading = false;
+}
+
+async function shot(page, name) {
+  await page.screenshot({ path: path.join(shots, `${name}.png`), fullPage: true });
+}
+
+const exact = (name) => ({ name, exact: true });
+
+async function openTool(page, server, tool) {
+  const toggle = page.getByRole("button", exact(server));
+  if ((await toggle.getAttribute("aria-expanded")) !== "true") await toggle.click();
+  await page.getByRole("button", exact(tool)).click();
+  await page.getByRole("heading", exact(tool)).waitFor();
+}
+
+async function run(page) {
+  await page.getByRole("button", exact("Run")).click();
+  await page.locator("#result-panel:not([aria-busy])").waitFor();
+}
+
+async function scenarioOpen(browser) {
+  const { page } = await openPage(browser);
+  await page.goto(`${base}/`);
+  assert.equal(await page.title(), "orca console");
+
+  step("the servers accordion names each server, with its status and its tools");
+  for (const server of ["orca", "postgres", "data"]) {
+    await page.getByRole("heading", exact(server)).waitFor();
+  }
+  await page.getByRole("button", exact("data")).click();
+  const region = page.getByRole("region", exact("data"));
+  await region.getByRole("button", exact("query_sql")).waitFor();
+  assert.match(await region.innerText(), /query_sql/);
+  assert.match(await page.locator(".server", { has: page.getByRole("heading", exact("postgres")) }).innerText(), /running/);
+
+  step("a tool's form has one labelled control per parameter");
+  await openTool(page, "postgres", "execute_sql");
+  await page.getByLabel("sql", { exact: true }).waitFor();
+  assert.equal(await page.getByRole("checkbox", exact("dry_run")).isChecked(), true);
+  assert.equal(await page.getByRole("spinbutton", exact("max_rows")).count(), 1);
+  await openTool(page, "postgres", "generate_sql");
+  const provider = page.getByRole("combobox", exact("llm_provider"));
+  const providers = await provider.locator("option").allInnerTexts();
+  for (const name of ["anthropic", "openai", "google"]) assert.ok(providers.includes(name), `llm_provider offers ${name}: ${providers}`);
+  await page.getByRole("combobox", exact("llm_model")).waitFor();
+  await openTool(page, "data", "query_sql");
+  const timeRange = page.getByLabel("time_range", { exact: true });
+  assert.equal(await timeRange.evaluate((node) => node.tagName), "TEXTAREA");
+  await page.getByLabel("sql", { exact: true }).fill("SELECT 1");
+  await timeRange.fill("{ not json");
+  await page.getByRole("button", exact("Run")).click();
+  await page.getByText("time_range is not valid JSON").waitFor();
+  assert.equal(await page.locator("#result-panel").isHidden(), true, "nothing was sent with invalid JSON");
+  await timeRange.fill("[1]");
+  await page.getByRole("button", exact("Run")).click();
+  await page.getByText("time_range must be a JSON object").waitFor();
+
+  step("a read shows its rows in a table, paged by page_token");
+  await timeRange.fill("");
+  await page.getByLabel("sql", { exact: true }).fill("SELECT artist_id, name FROM artist ORDER BY artist_id");
+  await page.getByLabel("max_rows", { exact: true }).fill("10");
+  await run(page);
+  const table = page.getByRole("table", { name: /query_sql/ });
+  await table.waitFor();
+  let rows = table.getByRole("row");
+  assert.equal(await rows.count(), 11, "a header and 10 rows");
+  assert.match(await rows.nth(1).innerText(), /AC\/DC/);
+  await shot(page, "01-query-results");
+  await page.getByRole("button", exact("Next page")).click();
+  await page.getByRole("table", { name: /page 2/ }).waitFor();
+  rows = page.getByRole("table", { name: /query_sql/ }).getByRole("row");
+  assert.match(await rows.nth(1).innerText(), /^11\s/);
+  await page.getByRole("button", exact("Previous page")).click();
+  await page.getByRole("table", { name: /query_sql, 10 rows$/ }).waitFor();
+
+  step("Download CSV and Download JSON save the result");
+  const [csv] = await Promise.all([page.waitForEvent("download"), page.getByRole("button", exact("Download CSV")).click()]);
+  const csvText = await readFile(await csv.path(), "utf8");
+  assert.ok(csvText.startsWith("artist_id,name\r\n1,AC/DC\r\n"), csvText.slice(0, 80));
+  assert.equal(csvText.trimEnd().split("\r\n").length, 11);
+  const [json] = await Promise.all([page.waitForEvent("download"), page.getByRole("button", exact("Download JSON")).click()]);
+  const jsonValue = JSON.parse(await readFile(await json.path(), "utf8"));
+  assert.equal(jsonValue.rows[0][1], "AC/DC");
+  assert.equal(jsonValue.has_more, true);
+
+  step("feedback from the result footer reaches orca");
+  const footer = page.locator(".result-footer");
+  await footer.getByRole("button", exact("Thumbs up")).click();
+  assert.equal(await footer.getByRole("button", exact("Thumbs up")).getAttribute("aria-pressed"), "true");
+  await footer.getByRole("radio", exact("4 stars")).check();
+  await footer.getByRole("textbox", exact("Comment")).fill("browser: the artists, nicely paged");
+  await footer.getByRole("button", exact("Send feedback")).click();
+  await footer.getByText("Thanks, your feedback was saved").waitFor();
+  await page.getByRole("table", { name: /The last/ }).getByText("★★★★☆").waitFor();
+
+  step("recent executions list the calls");
+  const recent = page.getByRole("table", { name: /The last/ });
+  for (const header of ["Tool", "Status", "Latency", "Time", "Rating"]) await recent.getByRole("columnheader", exact(header)).waitFor();
+  assert.match(await recent.innerText(), /query_sql/);
+  await shot(page, "02-feedback-and-recent");
+
+  step("three failed calls in a row open the feedback dialog, which Escape closes");
+  await openTool(page, "postgres", "execute_sql");
+  await page.getByLabel("sql", { exact: true }).fill("SELECT * FROM no_such_table");
+  await page.getByRole("checkbox", exact("dry_run")).uncheck();
+  for (let attempt = 1; attempt <= 3; attempt++) {
+    await run(page);
+    await page.locator("#result").getByRole("alert").getByText("QUERY_FAILED").waitFor();
+    if (attempt < 3) assert.equal(await page.getByRole("dialog").count(), 0, `no dialog after ${attempt} failure(s)`);
+  }
+  const dialog = page.getByRole("dialog");
+  await dialog.waitFor();
+  assert.match(await dialog.innerText(), /Three calls in a row failed/);
+  assert.match(await dialog.innerText(), /no_such_table/);
+  assert.match(await page.locator("#result").getByRole("alert").innerText(), /Hint/);
+  await page.keyboard.press("Escape");
+  await dialog.waitFor({ state: "hidden" });
+  assert.equal(await page.evaluate(() => document.activeElement?.textContent), "Run", "focus returns to Run");
+
+  step("generate_sql that exhausts its retries opens the dialog and the SQL editor");
+  await openTool(page, "postgres", "generate_sql");
+  await page.getByLabel("prompt", { exact: true }).fill("how many albums per artist?");
+  await page.getByLabel("max_retries", { exact: true }).fill("3");
+  await run(page);
+  await dialog.waitFor();
+  assert.match(await dialog.innerText(), /EXCEEDED_RETRIES/);
+  await shot(page, "03-retries-exhausted-dialog");
+  await dialog.getByRole("button", exact("Thumbs down")).click();
+  await dialog.getByRole("radio", exact("1 star")).check();
+  await dialog.getByRole("textbox", exact("Comment")).fill("browser: it kept guessing column names");
+  await dialog.getByRole("button", exact("Send feedback")).click();
+  await dialog.getByText("Thanks, your feedback was saved").waitFor();
+  await dialog.getByRole("button", exact("Close")).click();
+  await dialog.waitFor({ state: "hidden" });
+  const sql = page.getByRole("textbox", exact("SQL"));
+  assert.equal(await sql.inputValue(), "SELECT artist.title_of_album FROM artist");
+  assert.match(await page.locator("#fallback").innerText(), /title_of_album/);
+  await sql.fill("UPDATE artist SET name = name WHERE artist_id = 1");
+  await page.getByRole("button", exact("Dry run")).click();
+  await page.getByText(/changes data/).waitFor();
+  await page.getByRole("button", exact("Confirm")).click();
+  await page.getByText("The write ran: 1 row affected.").waitFor();
+  await shot(page, "04-manual-fallback");
+
+  step("a chart is shown as an image");
+  await openTool(page, "postgres", "format_results");
+  await page.locator("#tool-form").getByLabel("data", { exact: true }).fill('[{"genre": "Rock", "tracks": 1297}, {"genre": "Latin", "tracks": 579}, {"genre": "Metal", "tracks": 374}]');
+  await page.getByRole("combobox", exact("format")).selectOption("chart");
+  await run(page);
+  const chart = page.getByRole("img", exact("format_results chart"));
+  await chart.waitFor();
+  assert.ok(await chart.evaluate((image) => image.complete && image.naturalWidth > 100), "the chart's PNG is drawn");
+  await shot(page, "04b-chart");
+
+  step("keyboard only: Tab reaches every control, Enter runs");
+  await reload(page);
+  await page.getByRole("heading", exact("data")).waitFor();
+  const focusName = () => page.evaluate(() => {
+    const node = document.activeElement;
+    if (!node) return "";
+    const label = node.id ? document.querySelector(`label[for="${node.id}"]`) : null;
+    return (label ? label.textContent : node.getAttribute("aria-label") || node.textContent || "").trim();
+  });
+  const tabTo = async (name, limit = 80) => {
+    for (let index = 0; index < limit; index++) {
+      await page.keyboard.press("Tab");
+      if ((await focusName()) === name) return;
+    }
+    throw new Error(`Tab never reached ${name}`);
+  };
+  await tabTo("data");
+  await page.keyboard.press("Enter");
+  await tabTo("list_tables");
+  await page.keyboard.press("Enter");
+  await page.getByRole("heading", exact("list_tables")).waitFor();
+  assert.equal(await focusName(), "catalog", "the first field has the focus");
+  const reached = [await focusName()];
+  for (let index = 0; index < 20 && reached.at(-1) !== "Run"; index++) {
+    await page.keyboard.press("Tab");
+    reached.push(await focusName());
+  }
+  for (const name of ["catalog", "schema", "pattern", "limit", "Run"]) assert.ok(reached.includes(name), `Tab reaches ${name}: ${reached}`);
+  await page.keyboard.press("Shift+Tab");
+  while ((await focusName()) !== "pattern") await page.keyboard.press("Shift+Tab");
+  await page.keyboard.type("inv*");
+  await page.keyboard.press("Enter");
+  const tablesTable = page.getByRole("table", { name: /list_tables/ });
+  await tablesTable.waitFor();
+  assert.match(await tablesTable.innerText(), /invoice_line/);
+  await shot(page, "05-keyboard");
+
+  step("the console works on a narrow window");
+  await page.setViewportSize({ width: 400, height: 860 });
+  await page.getByRole("button", exact("Run")).click();
+  await tablesTable.waitFor();
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  assert.ok(overflow <= 0, `the page scrolls sideways by ${overflow}px on a narrow window`);
+  await shot(page, "06-narrow");
+
+  assertClean(page, "open scenario");
+}
+
+async function scenarioKeys(browser) {
+  step("the console asks for an API key and keeps it for the tab only");
+  const reader = await openPage(browser);
+  const page = reader.page;
+  await page.goto(`${base}/`);
+  const keyField = page.getByLabel("API key", { exact: true });
+  await keyField.waitFor();
+  assert.equal(await keyField.getAttribute("type"), "password");
+  await shot(page, "07-api-key");
+  await keyField.fill("orca_not_a_key");
+  await page.getByRole("button", exact("Connect")).click();
+  await page.getByText("The API key was refused").waitFor();
+  await keyField.fill(process.env.READER_KEY);
+  await page.keyboard.press("Enter");
+  await page.getByRole("heading", exact("postgres")).waitFor();
+  assert.match(await page.getByRole("status").first().innerText(), /as reader \(read\)/);
+  assert.equal(await page.evaluate(() => localStorage.length), 0, "nothing is kept beyond the tab");
+  await page.getByRole("button", exact("postgres")).click();
+  await page.getByRole("button", exact("execute_sql")).waitFor();
+  assert.equal(await page.getByRole("button", exact("add_records")).count(), 0, "a read-only key does not see add_records");
+  await reload(page);
+  await page.getByRole("heading", exact("postgres")).waitFor();
+  const other = await openPage(browser);
+  await other.page.goto(`${base}/`);
+  await other.page.getByLabel("API key", { exact: true }).waitFor();
+  await other.context.close();
+
+  step("a dry run under write_confirmation: human waits for a person");
+  const writer = await openPage(browser);
+  await writer.page.goto(`${base}/`);
+  await writer.page.getByLabel("API key", { exact: true }).fill(process.env.WRITER_KEY);
+  await writer.page.getByRole("button", exact("Connect")).click();
+  await openTool(writer.page, "postgres", "execute_sql");
+  await writer.page.getByLabel("sql", { exact: true }).fill("DELETE FROM playlist_track WHERE playlist_id = 18");
+  await run(writer.page);
+  assert.match(await writer.page.locator("#result").innerText(), /approval_id/);
+  const waiting = writer.page.getByRole("table", { name: /waiting for approval/ });
+  await waiting.waitFor();
+  assert.match(await waiting.innerText(), /DELETE FROM playlist_track WHERE playlist_id = 18/);
+  assert.match(await waiting.innerText(), /writer/);
+
+  step("a key that neither asked for the write nor may approve it does not see it");
+  await page.getByRole("button", exact("Refresh approvals")).click();
+  await page.getByText("No writes are waiting for approval.").waitFor();
+
+  step("a key holding the write's verbs approves it");
+  const admin = await openPage(browser);
+  await admin.page.goto(`${base}/`);
+  await admin.page.getByLabel("API key", { exact: true }).fill(process.env.ADMIN_KEY);
+  await admin.page.getByRole("button", exact("Connect")).click();
+  const adminApprovals = admin.page.getByRole("table", { name: /waiting for approval/ });
+  await adminApprovals.waitFor();
+  assert.match(await adminApprovals.innerText(), /playlist_track/);
+  assert.match(await adminApprovals.innerText(), /writer/);
+  await shot(admin.page, "08-approvals");
+  await adminApprovals.getByRole("button", exact("Approve")).click();
+  await adminApprovals.getByText("Approved").waitFor();
+  await admin.page.getByRole("button", exact("postgres")).click();
+  await admin.page.getByRole("button", exact("add_records")).waitFor();
+
+  step("recent executions show each key its own calls");
+  await admin.page.getByRole("button", exact("Refresh executions")).click();
+  const adminRecent = admin.page.locator("#recent");
+  assert.doesNotMatch(await adminRecent.innerText(), /execute_sql/, "the admin does not see the writer's calls");
+  await writer.page.getByRole("button", exact("Refresh executions")).click();
+  assert.match(await writer.page.getByRole("table", { name: /The last/ }).innerText(), /execute_sql/);
+
+  step("no page shows a key");
+  for (const current of [page, writer.page, admin.page]) {
+    const html = await current.content();
+    for (const key of [process.env.READER_KEY, process.env.WRITER_KEY, process.env.ADMIN_KEY]) assert.ok(!html.includes(key), "a key appears in the page");
+  }
+  assertClean(admin.page, "admin page");
+  assertClean(writer.page, "writer page");
+  // The refused key answered 200 from /console/api/session: no failed request either.
+  assertClean(page, "reader page");
+}
+
+const browser = await chromium.launch({ executablePath: process.env.CHROMIUM, args: ["--no-sandbox", "--disable-dev-shm-usage"] });
+try {
+  if (process.env.SCENARIO === "open") await scenarioOpen(browser);
+  else if (process.env.SCENARIO === "keys") await scenarioKeys(browser);
+  else throw new Error(`unknown SCENARIO ${process.env.SCENARIO}`);
+  console.log("console checks passed");
+} finally {
+  await browser.close();
+}
