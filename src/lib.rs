@@ -16,11 +16,13 @@
 //! - `tool`: what every tool shares: verbs, the error taxonomy, the domain result.
 //! - [`tracking`]: executions, failures and feedback, written off the request path; the CSV export.
 //! - [`embedded`]: the private PostgreSQL cluster used when no database URL is configured.
+//! - `eval`: `orca eval`, execution accuracy of `generate_sql` on a question set.
 
 pub mod cli;
 mod config;
 mod context;
 pub mod embedded;
+mod eval;
 mod external;
 mod gateway;
 mod llm;

@@ -4,6 +4,7 @@
 
 mod context;
 mod databases;
+mod eval;
 mod output;
 
 use std::net::SocketAddr;
@@ -86,6 +87,9 @@ enum Command {
     /// Curate the context file: check it, refresh its schema overview, suggest additions
     #[command(subcommand)]
     Context(context::ContextCommand),
+    /// Measure generate_sql's execution accuracy on a question set, with and without the context file
+    #[command(long_about = eval::LONG_ABOUT)]
+    Eval(eval::EvalArgs),
 }
 
 #[derive(Debug, Args)]
@@ -153,6 +157,10 @@ struct ExportArgs {
     /// Directory to write the CSV files into (created if missing)
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
+
+    /// Include the calls of `orca eval` runs (left out by default; the `source` column tells them apart)
+    #[arg(long)]
+    include_eval: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -221,6 +229,7 @@ async fn run(cli: Cli, env: Env) -> anyhow::Result<ExitCode> {
         Command::Doctor => doctor(config).await,
         Command::Approve(args) => approve(config, args, &env).await,
         Command::Context(command) => context::run(config, command).await,
+        Command::Eval(args) => eval::run(config, args).await,
         Command::Key(_) => unreachable!("handled above"),
     }
 }
@@ -433,7 +442,7 @@ async fn export_feedback(config: Config, args: ExportArgs) -> anyhow::Result<Exi
     let pool = tracking::connect(databases.state_url.expose_secret())?;
     let result = async {
         sqlx::query("SELECT 1").execute(&pool).await.context("cannot reach the state database")?;
-        tracking::export(&pool, range, &args.out).await
+        tracking::export(&pool, range, &args.out, args.include_eval).await
     }
     .await;
     pool.close().await;
