@@ -141,6 +141,12 @@ pub(super) async fn run(config: Config, args: EvalArgs) -> anyhow::Result<ExitCo
             super::seed_chinook_context(&context_file);
             intelligence.context.reload_now().await.ok();
         }
+        if !context_file.is_file() {
+            tracing::warn!(
+                "the context file {} does not exist: every question runs without context",
+                context_file.display()
+            );
+        }
         let state_pool = tracking::connect(databases.state_url.expose_secret())?;
         tracking::migrate(&state_pool).await?;
         let tracker = if config.tracking.enabled {

@@ -389,6 +389,9 @@ async fn a_bad_question_file_or_provider_is_refused_before_any_model_is_called()
         assert!(stderr.contains(expected), "{stderr}");
     }
     assert!(lab.fake.requests().is_empty(), "a model was called");
+    let (code, stdout, _) = run(&lab.setup, &["eval", "--help"]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("--compare") && stdout.contains("--min-accuracy"), "{stdout}");
 }
 
 fn shipped_set() -> PathBuf {
