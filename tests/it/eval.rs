@@ -344,6 +344,35 @@ async fn compare_runs_with_and_without_the_context_and_names_what_flipped() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_hanging_provider_and_a_generated_query_that_runs_too_long_are_timeouts() {
+    let Lab { fake, setup, database: _database } = lab().await;
+    let setup = setup.with_config(
+        "llm:\n  timeout_ms: 400\n  max_retries: 1\n  max_backoff_ms: 100\nsql:\n  default_timeout_ms: 500\n",
+    );
+    let questions = write(
+        &setup,
+        "questions.yaml",
+        "- id: slow-model\n  question: How many tracks?\n  gold_sql: SELECT count(*) FROM track\n\
+         - id: slow-query\n  question: How many albums?\n  gold_sql: SELECT count(*) FROM album\n",
+    );
+    fake.script(
+        Wire::Anthropic,
+        [
+            Reply::Hang(std::time::Duration::from_secs(3)),
+            sql_reply("SELECT count(*) FROM generate_series(1, 2000000000)"),
+        ],
+    );
+    let (code, stdout, stderr) = run(&setup, &["eval", &questions, "--concurrency", "1", "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let report = parse_json(&stdout);
+    assert_eq!(item(&report, "slow-model")["outcome"], "timeout", "{report}");
+    assert_eq!(item(&report, "slow-query")["outcome"], "timeout", "{report}");
+    assert_eq!(item(&report, "slow-query")["attempts"], 1);
+    assert_eq!(report["by_outcome"]["timeout"], 2);
+    assert_eq!(report["accuracy"], 0.0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_bad_question_file_or_provider_is_refused_before_any_model_is_called() {
     let lab = lab().await;
     let cases: [(&str, &str, &str); 5] = [
