@@ -115,6 +115,11 @@ pub(super) async fn run(config: Config, args: EvalArgs) -> anyhow::Result<ExitCo
             context_file.display()
         )));
     }
+    // On the embedded Chinook database, start from the shipped context file as `serve` does.
+    let embedded = config.state_database_url.is_none() && config.database_url.is_none();
+    if embedded && args.context_file.is_none() {
+        super::seed_chinook_context(&context_file);
+    }
     let intelligence = Intelligence {
         llm: Llm::new(config.llm.endpoints.clone(), config.llm.client.clone()),
         config: std::sync::Arc::new(config.llm.clone()),
@@ -137,10 +142,6 @@ pub(super) async fn run(config: Config, args: EvalArgs) -> anyhow::Result<ExitCo
     let outcome = async {
         let target_url =
             databases.target_url.as_ref().context("no database to ask about: set DATABASE_URL")?;
-        if databases.is_embedded() && args.context_file.is_none() {
-            super::seed_chinook_context(&context_file);
-            intelligence.context.reload_now().await.ok();
-        }
         if !context_file.is_file() {
             tracing::warn!(
                 "the context file {} does not exist: every question runs without context",

@@ -16,7 +16,8 @@ pub(crate) use run::Runner;
 use crate::servers::postgres::format;
 
 /// `accuracy.png`: accuracy per tag (and overall) as a bar chart, drawn by `format_results`'
-/// chart code; with `without`, each tag has a bar with the context and one without it.
+/// chart code; with `without`, each tag has a bar with the context, `tag (with)`, and one
+/// without it, `tag (without)`.
 ///
 /// # Errors
 ///
@@ -31,8 +32,8 @@ pub(crate) fn accuracy_chart(with: &Report, without: Option<&Report>) -> Result<
     };
     let suffix = |context: bool| match (without.is_some(), context) {
         (false, _) => "",
-        (true, true) => " (with context)",
-        (true, false) => " (without context)",
+        (true, true) => " (with)",
+        (true, false) => " (without)",
     };
     push(format!("all questions{}", suffix(true)), with.accuracy);
     if let Some(without) = without {
