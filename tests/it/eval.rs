@@ -275,6 +275,23 @@ async fn a_scripted_run_reports_the_exact_accuracy_outcomes_and_attempts() {
     assert!(failure_rows(false).is_empty());
     assert_eq!(failure_rows(true), vec!["eval"; 5]);
 
+    // `orca context suggest` learns from eval calls only when asked.
+    let (code, stdout, stderr) = run(&lab.setup, &["context", "suggest", "--since", "1h"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("nothing to learn from"), "{stdout}");
+    let before = lab.fake.requests().len();
+    let nothing = "```json\n{\"patterns\": [], \"fixes\": [], \"insights\": []}\n```";
+    lab.fake.script(Wire::Anthropic, [Reply::Text(nothing.to_owned())]);
+    let (code, stdout, stderr) = run(
+        &lab.setup,
+        &["context", "suggest", "--since", "1h", "--include-eval", "--llm-provider", "anthropic"],
+    );
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let requests = lab.fake.requests();
+    assert_eq!(requests.len(), before + 1);
+    let lessons = FakeLlm::conversation_text(&requests[before]);
+    assert!(lessons.contains("All artist names"), "{lessons}");
+
     // --min-accuracy turns a low accuracy into exit status 1 (same replies again).
     lab.fake.script(Wire::Anthropic, scripted_replies());
     let (code, stdout, stderr) =
