@@ -17,12 +17,14 @@
 //! - [`tracking`]: executions, failures and feedback, written off the request path; the CSV export.
 //! - [`embedded`]: the private PostgreSQL cluster used when no database URL is configured.
 //! - [`client`]: the client SDK: any MCP server's tools as OpenAI, Anthropic and Gemini tools, and an executor.
+//! - `eval`: `orca eval`, execution accuracy of `generate_sql` on a question set.
 
 pub mod cli;
 pub mod client;
 mod config;
 mod context;
 pub mod embedded;
+mod eval;
 mod external;
 mod gateway;
 mod llm;

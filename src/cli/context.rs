@@ -96,6 +96,10 @@ pub(super) struct SuggestArgs {
     /// The model [default: the provider's configured model]
     #[arg(long, value_name = "MODEL")]
     llm_model: Option<String>,
+
+    /// Learn from the calls of `orca eval` runs too (left out by default)
+    #[arg(long)]
+    include_eval: bool,
 }
 
 /// The file a new context file starts from.
@@ -243,7 +247,9 @@ async fn suggest(config: &Config, args: SuggestArgs) -> anyhow::Result<ExitCode>
 
     let databases = Databases::open(config, false).await?;
     let pool = tracking::connect(databases.state_url.expose_secret())?;
-    let lessons = tracking::recent_lessons(&pool, range, i64::from(args.limit.max(1))).await;
+    let lessons =
+        tracking::recent_lessons(&pool, range, i64::from(args.limit.max(1)), args.include_eval)
+            .await;
     pool.close().await;
     databases.close().await?;
     let lessons = lessons.context("cannot read the recent executions")?;

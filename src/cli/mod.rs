@@ -5,6 +5,7 @@
 mod ask;
 mod context;
 mod databases;
+mod eval;
 mod output;
 mod tools;
 
@@ -116,6 +117,9 @@ enum Command {
         Examples:\n  orca ask \"Which 5 artists have the most tracks?\"\n  \
         OPENAI_BASE_URL=http://localhost:11434/v1 orca ask \"...\" --model llama3.1 --transcript steps.jsonl")]
     Ask(ask::AskArgs),
+    /// Measure generate_sql's execution accuracy on a question set, with and without the context file
+    #[command(long_about = eval::LONG_ABOUT)]
+    Eval(eval::EvalArgs),
 }
 
 #[derive(Debug, Args)]
@@ -183,6 +187,10 @@ struct ExportArgs {
     /// Directory to write the CSV files into (created if missing)
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
+
+    /// Include the calls of `orca eval` runs (left out by default; the `source` column tells them apart)
+    #[arg(long)]
+    include_eval: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -260,6 +268,7 @@ async fn run(cli: Cli, env: Env) -> anyhow::Result<ExitCode> {
         Command::Key(_) | Command::Tools(_) | Command::Call(_) | Command::Ask(_) => {
             unreachable!("handled above")
         }
+        Command::Eval(args) => eval::run(config, args).await,
     }
 }
 
@@ -475,7 +484,7 @@ async fn export_feedback(config: Config, args: ExportArgs) -> anyhow::Result<Exi
     let pool = tracking::connect(databases.state_url.expose_secret())?;
     let result = async {
         sqlx::query("SELECT 1").execute(&pool).await.context("cannot reach the state database")?;
-        tracking::export(&pool, range, &args.out).await
+        tracking::export(&pool, range, &args.out, args.include_eval).await
     }
     .await;
     pool.close().await;

@@ -18,6 +18,16 @@ pub(super) fn print_error(text: &str) {
     eprintln!("{text}");
 }
 
+/// Progress of a long command on stderr: a whole line, or (without `newline`) text that
+/// redraws the current line of a terminal.
+#[allow(clippy::print_stderr, reason = "progress goes to stderr, beside the logs")]
+pub(super) fn progress(text: &str, newline: bool) {
+    use std::io::Write as _;
+    let mut stderr = std::io::stderr().lock();
+    let _ = if newline { writeln!(stderr, "{text}") } else { write!(stderr, "{text}") };
+    let _ = stderr.flush();
+}
+
 /// What `orca demo` tells a person once it is serving.
 pub(super) fn demo_banner(addr: SocketAddr, target: Option<&str>, config: &Config) -> String {
     let exe = std::env::current_exe()

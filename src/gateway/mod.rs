@@ -584,6 +584,7 @@ impl ServerHandler for Gateway {
                 feedback_token,
                 created_at: now,
                 failures,
+                source: crate::tracking::Source::Mcp,
             });
         }
         Ok(CallToolResponse::Complete(result))

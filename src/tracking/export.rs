@@ -100,6 +100,7 @@ struct FeedbackExportRow {
     executed_at: DateTime<Utc>,
     feedback_created_at: DateTime<Utc>,
     feedback_updated_at: Option<DateTime<Utc>>,
+    source: String,
 }
 
 #[derive(Debug, sqlx::FromRow)]
@@ -117,9 +118,11 @@ struct FailureExportRow {
     llm_model: Option<String>,
     principal: String,
     failed_at: DateTime<Utc>,
+    source: String,
 }
 
-/// Write `feedback-<day>.csv` and `failures-<day>.csv` into `out_dir`.
+/// Write `feedback-<day>.csv` and `failures-<day>.csv` into `out_dir`. Calls made by
+/// `orca eval` are left out unless `include_eval`; the `source` column tells them apart.
 ///
 /// # Errors
 ///
@@ -129,6 +132,7 @@ pub(crate) async fn export(
     pool: &PgPool,
     range: ExportRange,
     out_dir: &Path,
+    include_eval: bool,
 ) -> anyhow::Result<ExportSummary> {
     std::fs::create_dir_all(out_dir)
         .with_context(|| format!("cannot create {}", out_dir.display()))?;
@@ -138,13 +142,15 @@ pub(crate) async fn export(
         "SELECT f.id AS feedback_id, f.feedback_token, f.execution_id, e.mcp_name AS server, e.tool_name AS tool, \
          e.status, e.llm_provider, e.llm_model, f.rating, f.rating_score, f.comment, f.user_id, e.principal, e.agent_id, \
          e.execution_time_ms, e.created_at AS executed_at, f.created_at AS feedback_created_at, \
-         f.updated_at AS feedback_updated_at \
+         f.updated_at AS feedback_updated_at, e.source \
          FROM orca.mcp_feedback f JOIN orca.mcp_executions e ON e.id = f.execution_id \
          WHERE coalesce(f.updated_at, f.created_at) >= $1 AND coalesce(f.updated_at, f.created_at) < $2 \
+         AND (e.source <> 'eval' OR $3) \
          ORDER BY coalesce(f.updated_at, f.created_at), f.id",
     )
     .bind(range.since)
     .bind(range.until)
+    .bind(include_eval)
     .fetch_all(pool)
     .await
     .context("cannot read feedback from the database")?;
@@ -152,13 +158,15 @@ pub(crate) async fn export(
     let failures: Vec<FailureExportRow> = sqlx::query_as(
         "SELECT fl.id AS failure_id, fl.execution_id, e.mcp_name AS server, e.tool_name AS tool, e.status, fl.error_type, \
          fl.error_code, fl.error_details::text AS error_details, fl.retry_attempt, e.llm_provider, e.llm_model, e.principal, \
-         fl.created_at AS failed_at \
+         fl.created_at AS failed_at, e.source \
          FROM orca.mcp_failures fl JOIN orca.mcp_executions e ON e.id = fl.execution_id \
          WHERE fl.created_at >= $1 AND fl.created_at < $2 \
+         AND (e.source <> 'eval' OR $3) \
          ORDER BY fl.created_at, fl.id",
     )
     .bind(range.since)
     .bind(range.until)
+    .bind(include_eval)
     .fetch_all(pool)
     .await
     .context("cannot read failures from the database")?;
@@ -185,6 +193,7 @@ pub(crate) async fn export(
             "executed_at",
             "feedback_created_at",
             "feedback_updated_at",
+            "source",
         ],
         feedback.iter().map(|row| {
             vec![
@@ -206,6 +215,7 @@ pub(crate) async fn export(
                 time(row.executed_at),
                 time(row.feedback_created_at),
                 row.feedback_updated_at.map(time).unwrap_or_default(),
+                row.source.clone(),
             ]
         }),
     )?;
@@ -227,6 +237,7 @@ pub(crate) async fn export(
             "llm_model",
             "principal",
             "failed_at",
+            "source",
         ],
         failures.iter().map(|row| {
             vec![
@@ -243,6 +254,7 @@ pub(crate) async fn export(
                 text(&row.llm_model),
                 row.principal.clone(),
                 time(row.failed_at),
+                row.source.clone(),
             ]
         }),
     )?;

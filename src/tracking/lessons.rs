@@ -38,7 +38,8 @@ pub(crate) struct FailedSql {
     pub(crate) error: String,
 }
 
-/// The most recent `limit` lessons of `range`, newest first.
+/// The most recent `limit` lessons of `range`, newest first; calls made by `orca eval` only
+/// when `include_eval`.
 ///
 /// # Errors
 ///
@@ -47,6 +48,7 @@ pub(crate) async fn recent_lessons(
     pool: &PgPool,
     range: ExportRange,
     limit: i64,
+    include_eval: bool,
 ) -> Result<Vec<Lesson>, sqlx::Error> {
     let rows: Vec<LessonRow> = sqlx::query_as(
         "SELECT e.tool_name, e.created_at, e.llm_model, e.status, e.error_message,
@@ -57,6 +59,7 @@ pub(crate) async fn recent_lessons(
          LEFT JOIN orca.mcp_feedback f ON f.execution_id = e.id
          WHERE e.created_at >= $1 AND e.created_at < $2
            AND e.tool_name = ANY($3)
+           AND (e.source <> 'eval' OR $5)
            AND (f.rating = 'down'
                 OR EXISTS (SELECT 1 FROM orca.mcp_failures x WHERE x.execution_id = e.id))
          ORDER BY e.created_at DESC
@@ -66,6 +69,7 @@ pub(crate) async fn recent_lessons(
     .bind(range.until)
     .bind(SQL_TOOLS.map(str::to_owned).to_vec())
     .bind(limit)
+    .bind(include_eval)
     .fetch_all(pool)
     .await?;
     Ok(rows.into_iter().map(LessonRow::into_lesson).collect())

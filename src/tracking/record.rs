@@ -24,6 +24,25 @@ impl ExecutionStatus {
     }
 }
 
+/// Where a call came from: a client of the gateway, or an `orca eval` run measuring
+/// `generate_sql` (recorded like any call, but kept apart in exports and lessons).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Source {
+    #[default]
+    Mcp,
+    Eval,
+}
+
+impl Source {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Source::Mcp => "mcp",
+            Source::Eval => "eval",
+        }
+    }
+}
+
 /// One tool call, whichever server answered it. The id is a UUID v7 minted by the gateway, so
 /// replaying a record that may already be stored is harmless.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -58,6 +77,9 @@ pub(crate) struct Execution {
     pub(crate) feedback_token: Uuid,
     pub(crate) created_at: DateTime<Utc>,
     pub(crate) failures: Vec<Failure>,
+    /// Records spilled before this field existed came from the gateway.
+    #[serde(default)]
+    pub(crate) source: Source,
 }
 
 /// One failed attempt within an execution (a failed call has at least one).

@@ -59,10 +59,10 @@ pub(super) async fn insert_batch(
         "INSERT INTO orca.mcp_executions (id, mcp_name, tool_name, upstream_tool_name, principal, user_id, agent_id, \
          session_id, transport, trace_id, request_data, response_data, response_bytes, llm_provider, llm_model, \
          llm_prompt_tokens, llm_completion_tokens, execution_time_ms, status, error_code, error_message, \
-         feedback_token, created_at, llm_latency_ms) \
+         feedback_token, created_at, llm_latency_ms, source) \
          SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], \
          $8::text[], $9::text[], $10::text[], $11::jsonb[], $12::jsonb[], $13::int8[], $14::text[], $15::text[], \
-         $16::int8[], $17::int8[], $18::int4[], $19::text[], $20::text[], $21::text[], $22::uuid[], $23::timestamptz[], $24::int4[]) \
+         $16::int8[], $17::int8[], $18::int4[], $19::text[], $20::text[], $21::text[], $22::uuid[], $23::timestamptz[], $24::int4[], $25::text[]) \
          ON CONFLICT DO NOTHING",
     )
     .bind(executions.iter().map(|execution| execution.id).collect::<Vec<_>>())
@@ -89,6 +89,7 @@ pub(super) async fn insert_batch(
     .bind(executions.iter().map(|execution| execution.feedback_token).collect::<Vec<_>>())
     .bind(executions.iter().map(|execution| execution.created_at).collect::<Vec<_>>())
     .bind(executions.iter().map(|execution| execution.llm_latency_ms).collect::<Vec<_>>())
+    .bind(column(|execution| Some(execution.source.as_str().to_owned())))
     .execute(&mut *transaction)
     .await?;
 

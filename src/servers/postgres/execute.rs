@@ -75,11 +75,7 @@ impl PostgresServer {
     ) -> Result<ToolOutput, ToolError> {
         let params: ExecuteSqlParams = parse_arguments(arguments)?;
         let timeout = self.timeout(params.timeout)?;
-        let statement = sql::single_statement(&params.sql).map_err(sql_error)?;
-        if !statement.denied.is_empty() {
-            return Err(sql_error(sql::Error::Denied { reasons: statement.denied.clone() }));
-        }
-        refuse_unsupported_kind(&statement)?;
+        let statement = classify_for_execution(&params.sql)?;
         if !statement.writes() {
             let query = sql::ReadOnlyQuery::from_statement(statement).map_err(sql_error)?;
             return if params.dry_run {
@@ -159,6 +155,29 @@ impl PostgresServer {
         }));
         output.meta.insert("write".into(), Value::Bool(true));
         Ok(output)
+    }
+
+    /// Run `sql_text` as `execute_sql` runs a read with `dry_run=false` (the same
+    /// classification, then `sql::run_read` in a read-only transaction within `limits`), and
+    /// return the rows themselves. `orca eval` runs the generated and the gold SQL this way.
+    ///
+    /// # Errors
+    ///
+    /// As `execute_sql`: `INVALID_INPUT` for what is not a read orca runs, `TIMEOUT`,
+    /// `QUERY_FAILED`, `UPSTREAM_UNAVAILABLE`.
+    pub(crate) async fn read_rows(
+        &self,
+        sql_text: &str,
+        limits: sql::ReadLimits,
+    ) -> Result<sql::ReadResult, ToolError> {
+        let statement = classify_for_execution(sql_text)?;
+        let query = sql::ReadOnlyQuery::from_statement(statement).map_err(sql_error)?;
+        sql::run_read(&self.target.pool, &query, limits).await.map_err(sql_error)
+    }
+
+    /// The configured statement timeout of reads.
+    pub(crate) fn default_timeout(&self) -> Duration {
+        self.config.default_timeout
     }
 
     async fn dry_run_read(
@@ -330,6 +349,18 @@ impl PostgresServer {
         }
         Ok(max_rows)
     }
+}
+
+/// The one statement of `sql_text`, if orca would run it at all: it parses, holds exactly one
+/// statement, uses nothing denied, and is not transaction control, a session setting or a
+/// utility statement.
+fn classify_for_execution(sql_text: &str) -> Result<Statement, ToolError> {
+    let statement = sql::single_statement(sql_text).map_err(sql_error)?;
+    if !statement.denied.is_empty() {
+        return Err(sql_error(sql::Error::Denied { reasons: statement.denied.clone() }));
+    }
+    refuse_unsupported_kind(&statement)?;
+    Ok(statement)
 }
 
 /// Transaction control, session settings and utility statements never run through orca.

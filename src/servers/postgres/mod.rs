@@ -5,7 +5,7 @@
 //! and `format_results` (with a model's summary).
 
 pub(crate) mod execute;
-mod format;
+pub(crate) mod format;
 mod generate;
 pub(crate) mod models;
 pub(crate) mod prompt;

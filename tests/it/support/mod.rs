@@ -1,10 +1,10 @@
 //! Shared test helpers: the test PostgreSQL and the orca process wrappers.
 
 pub(crate) mod fake_llm;
+pub(crate) mod fake_llm_tools;
 pub(crate) mod fake_metabase;
 pub(crate) mod fake_weaviate;
 pub(crate) mod fake_weaviate_graphql;
-pub(crate) mod fake_llm_tools;
 pub(crate) mod orca;
 pub(crate) mod pg;
 pub(crate) mod samples;
