@@ -33,6 +33,10 @@ pub(super) struct Target {
     #[arg(long, value_name = "TOKEN", requires = "url")]
     token: Option<String>,
 
+    /// Extra header sent to --url, `NAME: VALUE` (repeatable)
+    #[arg(long = "header", value_name = "NAME: VALUE", requires = "url")]
+    headers: Vec<String>,
+
     /// Seconds a tool call may take before it is cancelled
     #[arg(long, value_name = "SECONDS", default_value_t = 300)]
     timeout: u64,
@@ -131,7 +135,14 @@ pub(super) async fn connect(
         return Ok(Connection { client: client.with_call_timeout(timeout), local: None });
     }
     if let Some(url) = &target.url {
-        let options = HttpOptions { bearer_token: target.token.clone(), headers: Vec::new() };
+        let mut headers = Vec::new();
+        for header in &target.headers {
+            let (name, value) = header
+                .split_once(':')
+                .with_context(|| format!("--header `{header}`: expected NAME: VALUE"))?;
+            headers.push((name.trim().to_owned(), value.trim().to_owned()));
+        }
+        let options = HttpOptions { bearer_token: target.token.clone(), headers };
         let client = McpClient::http(url, options).await?;
         return Ok(Connection { client: client.with_call_timeout(timeout), local: None });
     }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use orca::client::{Converted, Executor, McpClient, McpError, Provider, ToolFilter};
 use serde_json::{Value, json};
 
+use crate::support::OrcaSetup;
 use crate::support::fake_llm_tools::check_parameters;
 
 /// A test server built next to orca by `cargo build -p orca-test-upstream`.
@@ -413,6 +414,15 @@ async fn over_http_the_client_sends_its_token_and_survives_a_forgotten_session()
     let headers = client.call_tool("headers", json!({})).await.unwrap().data.unwrap();
     assert_eq!(headers["authorization"], "Bearer s3cret");
     assert_eq!(headers["x-trace"], "t1");
+    // The same through `orca call --url --token --header`.
+    let (code, stdout, stderr) = crate::support::run(
+        &OrcaSetup::embedded(),
+        &["call", "headers", "--url", &url, "--token", "s3cret", "--header", "X-Trace: t2"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let printed: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(printed["data"]["x-trace"], "t2");
+    assert_eq!(printed["data"]["authorization"], "Bearer s3cret");
     // A restarted server knows no sessions: it answers 404, and the client initializes again.
     server.kill().unwrap();
     server.wait().unwrap();
