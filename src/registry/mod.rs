@@ -16,10 +16,11 @@ use crate::servers::metabase::MetabaseServer;
 use crate::servers::orca::{Directory, OrcaServer, ServerCapabilitiesSummary, ServerSummary};
 use crate::servers::postgres::{PostgresServer, Target};
 use crate::servers::weaviate::WeaviateServer;
-use crate::servers::{CallContext, ToolSpec};
+use crate::servers::{CallContext, Presence, ToolSpec};
 use crate::sql::Secret;
 use crate::tool::{ToolError, ToolOutput};
 use crate::tracking::Tracker;
+use tokio::sync::watch;
 
 /// One internal server, as a closed enum: dispatch is a match, not a trait object.
 #[derive(Debug, Clone)]
@@ -77,10 +78,11 @@ impl InternalServer {
         }
     }
 
-    /// `running`, or why the server cannot serve (a failed Metabase login).
+    /// `running`, or why the server cannot serve (a failed Metabase login, Weaviate down).
     fn status(&self) -> String {
         match self {
             InternalServer::Metabase(server) => server.status().text(),
+            InternalServer::Weaviate(server) => server.presence().borrow().status.clone(),
             _ => "running".to_owned(),
         }
     }
@@ -234,7 +236,6 @@ impl Registry {
                 ServerKind::Weaviate => InternalServer::Weaviate(WeaviateServer::new(
                     dependencies.weaviate.clone().expect("checked above"),
                     dependencies.read_only,
-                    directory.clone(),
                 )),
             })
             .collect();
@@ -292,32 +293,28 @@ impl Registry {
     /// why.
     pub(crate) async fn connect(&self) {
         for server in &self.servers {
-            let InternalServer::Metabase(metabase) = server else { continue };
-            let mut changes = metabase.subscribe();
-            let directory = self.directory.clone();
             let name = server.kind().name();
-            tokio::spawn(async move {
-                loop {
-                    let status = changes.borrow_and_update().text();
-                    {
-                        let mut shared =
-                            directory.write().unwrap_or_else(|poisoned| poisoned.into_inner());
-                        if let Some(entry) = shared.iter_mut().find(|entry| entry.name == name) {
-                            entry.status = status;
-                        }
-                    }
-                    if changes.changed().await.is_err() {
-                        break;
-                    }
+            match server {
+                InternalServer::Metabase(metabase) => {
+                    follow(self.directory.clone(), name, metabase.subscribe(), |status| Presence {
+                        status: status.text(),
+                        description: None,
+                    });
+                    // Start-up waits a few seconds at most for a slow instance; the login goes
+                    // on in the background and its outcome reaches the directory.
+                    let connecting = tokio::spawn({
+                        let metabase = metabase.clone();
+                        async move { metabase.connect().await }
+                    });
+                    let _ =
+                        tokio::time::timeout(std::time::Duration::from_secs(5), connecting).await;
                 }
-            });
-            // Start-up waits a few seconds at most for a slow instance; the login goes on in
-            // the background and its outcome reaches the directory.
-            let connecting = tokio::spawn({
-                let metabase = metabase.clone();
-                async move { metabase.connect().await }
-            });
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), connecting).await;
+                InternalServer::Weaviate(weaviate) => {
+                    follow(self.directory.clone(), name, weaviate.presence(), Presence::clone);
+                }
+                InternalServer::Orca(_) | InternalServer::Postgres(_) | InternalServer::Data(_) => {
+                }
+            }
         }
     }
 
@@ -462,6 +459,35 @@ impl Registry {
         let server = &self.servers[tool.index.0];
         server.call(tool.spec.name(), arguments, context).await
     }
+}
+
+/// Copy every change of a server's presence into its `list_servers` entry, until the server is
+/// gone.
+fn follow<T: Send + Sync + 'static>(
+    directory: Directory,
+    name: &'static str,
+    mut changes: watch::Receiver<T>,
+    show: fn(&T) -> Presence,
+) {
+    tokio::spawn(async move {
+        loop {
+            let presence = show(&changes.borrow_and_update());
+            {
+                let mut shared = directory.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+                if let Some(entry) =
+                    shared.iter_mut().find(|entry| entry.kind == "internal" && entry.name == name)
+                {
+                    entry.status = presence.status;
+                    if let Some(description) = presence.description {
+                        entry.description = description;
+                    }
+                }
+            }
+            if changes.changed().await.is_err() {
+                break;
+            }
+        }
+    });
 }
 
 /// Map each tool name to its owner, refusing a name declared twice.

@@ -16,6 +16,15 @@ use schemars::JsonSchema;
 use crate::config::Principal;
 use crate::tool::Verb;
 
+/// How a server that depends on a remote service shows in `list_servers`: its status (`running`,
+/// or why it cannot serve) and, once known, a description naming what it is connected to. The
+/// server publishes it on a watch channel; the registry copies it into the directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Presence {
+    pub(crate) status: String,
+    pub(crate) description: Option<String>,
+}
+
 /// A tool as its server declares it.
 #[derive(Debug, Clone)]
 pub(crate) struct ToolSpec {

@@ -19,8 +19,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
-use super::orca::Directory;
-use super::{CallContext, ToolSpec};
+use super::{CallContext, Presence, ToolSpec};
 use crate::config::WeaviateConfig;
 use crate::tool::{ErrorCode, ToolError, ToolOutput};
 use client::{Error, WeaviateClient};
@@ -46,7 +45,8 @@ pub(crate) struct WeaviateServer {
     client: WeaviateClient,
     max_results_bytes: usize,
     health: Arc<Mutex<Health>>,
-    directory: Directory,
+    /// What `list_servers` shows; the registry copies every change into the directory.
+    presence: Arc<tokio::sync::watch::Sender<Presence>>,
     /// Collection name -> its selectable properties, for searches that return every property.
     fields: Arc<Mutex<FieldCache>>,
     tools: Arc<[ToolSpec]>,
@@ -55,11 +55,7 @@ pub(crate) struct WeaviateServer {
 impl WeaviateServer {
     pub(crate) const DESCRIPTION: &str = "Weaviate: collections and their configuration, tenants, object upserts, gets and deletes, hybrid, near-text, near-vector and BM25 search, aggregates";
 
-    pub(crate) fn new(
-        config: WeaviateConfig,
-        read_only: bool,
-        directory: Directory,
-    ) -> WeaviateServer {
+    pub(crate) fn new(config: WeaviateConfig, read_only: bool) -> WeaviateServer {
         let mut tools = collections::tools(read_only);
         tools.extend(objects::tools(read_only));
         tools.extend(query::tools());
@@ -67,7 +63,13 @@ impl WeaviateServer {
             client: WeaviateClient::new(&config),
             max_results_bytes: config.max_results_bytes,
             health: Arc::default(),
-            directory,
+            presence: Arc::new(
+                tokio::sync::watch::channel(Presence {
+                    status: "running".to_owned(),
+                    description: None,
+                })
+                .0,
+            ),
             fields: Arc::default(),
             tools: tools.into(),
         };
@@ -105,13 +107,6 @@ impl WeaviateServer {
 
     /// Check readiness and the version now and then, and publish them to `list_servers`.
     async fn probe_forever(self, interval: Duration) {
-        // The registry publishes the server's entry once every server is built.
-        for _ in 0..200 {
-            if self.has_entry() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
         loop {
             self.probe().await;
             tokio::time::sleep(interval).await;
@@ -142,12 +137,12 @@ impl WeaviateServer {
         self.publish();
     }
 
-    fn has_entry(&self) -> bool {
-        let directory = self.directory.read().unwrap_or_else(|poisoned| poisoned.into_inner());
-        directory.iter().any(|entry| entry.kind == "internal" && entry.name == "weaviate")
+    /// What `list_servers` shows now, and every change to it.
+    pub(crate) fn presence(&self) -> tokio::sync::watch::Receiver<Presence> {
+        self.presence.subscribe()
     }
 
-    /// Write the current health into the server's `list_servers` entry.
+    /// Publish the current health for the server's `list_servers` entry.
     fn publish(&self) {
         let (status, description) = {
             let health = self.health.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -163,13 +158,7 @@ impl WeaviateServer {
             };
             (status, description)
         };
-        let mut directory = self.directory.write().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(entry) =
-            directory.iter_mut().find(|entry| entry.kind == "internal" && entry.name == "weaviate")
-        {
-            entry.status = status;
-            entry.description = description;
-        }
+        self.presence.send_replace(Presence { status, description: Some(description) });
     }
 
     /// Note that Weaviate answered (or did not), so `list_servers` follows without waiting for
