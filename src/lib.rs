@@ -14,7 +14,7 @@
 //! - `context`: the learned context file: parsed, hot-reloaded, searched for what a question needs.
 //! - [`sql`]: classification, the read check, read execution, writes behind confirmation tokens.
 //! - `tool`: what every tool shares: verbs, the error taxonomy, the domain result.
-//! - [`tracking`]: executions, failures and feedback, written off the request path; the CSV export.
+//! - `tracking`: executions, failures and feedback, written off the request path; the CSV export.
 //! - [`embedded`]: the private PostgreSQL cluster used when no database URL is configured.
 //! - [`client`]: the client SDK: any MCP server's tools as OpenAI, Anthropic and Gemini tools, and an executor.
 //! - `eval`: `orca eval`, execution accuracy of `generate_sql` on a question set.

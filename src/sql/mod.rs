@@ -1,6 +1,6 @@
 //! SQL on the target PostgreSQL database: classification with the real grammar, the read check,
 //! read execution with caps, and writes behind confirmation tokens. Knows nothing of MCP or
-//! HTTP: callers get plain data or an [`Error`].
+//! HTTP: callers get plain data or an `Error`.
 
 mod classify;
 mod confirm;
