@@ -104,6 +104,14 @@ pub(crate) struct HttpConfig {
     /// `None`: loopback names plus the bound address.
     pub(crate) allowed_hosts: Option<Vec<String>>,
     pub(crate) allowed_origins: Vec<String>,
+    /// Open connections served at once; one more is answered 503 and closed.
+    pub(crate) max_connections: usize,
+    /// How long a client may take to send a request's headers.
+    pub(crate) header_timeout: Duration,
+    /// How deep a JSON-RPC message sent to `/mcp` may nest arrays and objects.
+    pub(crate) max_json_depth: usize,
+    /// Failed authentications per minute from one address, or with one key, before 429.
+    pub(crate) auth_failures_per_minute: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -547,6 +555,37 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
         ),
         allowed_hosts: raw_http.allowed_hosts,
         allowed_origins: raw_http.allowed_origins.unwrap_or_default(),
+        max_connections: positive(
+            raw_http.max_connections,
+            1024,
+            "http.max_connections",
+            &file_label,
+            &mut errors,
+        ),
+        header_timeout: Duration::from_millis(
+            u64::try_from(positive(
+                raw_http.header_timeout_ms,
+                10_000,
+                "http.header_timeout_ms",
+                &file_label,
+                &mut errors,
+            ))
+            .unwrap_or(u64::MAX),
+        ),
+        max_json_depth: positive(
+            raw_http.max_json_depth,
+            64,
+            "http.max_json_depth",
+            &file_label,
+            &mut errors,
+        ),
+        auth_failures_per_minute: positive(
+            raw_http.auth_failures_per_minute,
+            10,
+            "http.auth_failures_per_minute",
+            &file_label,
+            &mut errors,
+        ),
     };
     for (index, origin) in http.allowed_origins.iter().enumerate() {
         if origin != "null" && !origin.contains("://") {

@@ -40,6 +40,10 @@ pub(super) struct RawHttp {
     pub(super) max_body_bytes: Option<u64>,
     pub(super) allowed_hosts: Option<Vec<String>>,
     pub(super) allowed_origins: Option<Vec<String>>,
+    pub(super) max_connections: Option<u64>,
+    pub(super) header_timeout_ms: Option<u64>,
+    pub(super) max_json_depth: Option<u64>,
+    pub(super) auth_failures_per_minute: Option<u64>,
 }
 
 /// `tracking:` section.

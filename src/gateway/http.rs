@@ -22,6 +22,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::auth::{AuthFailure, authenticate};
+use super::edge::{self, AuthThrottle};
 use super::{AppState, Gateway, Transport};
 use crate::config::{Config, Principal, is_loopback};
 use crate::tool::{ErrorCode, ToolError};
@@ -96,13 +97,21 @@ pub(crate) fn router(
         origins: config.http.allowed_origins.clone(),
     });
 
+    let gate = AuthGate {
+        state: state.clone(),
+        throttle: Arc::new(AuthThrottle::new(config.http.auth_failures_per_minute)),
+    };
     let authenticated = Router::new()
         .route_service("/mcp", mcp)
         .route("/mcp/feedback", post(feedback))
         .route("/approvals/{id}", post(approve))
         .route("/console/api/executions", get(super::console::executions))
         .route("/console/api/approvals", get(super::console::approvals))
-        .route_layer(middleware::from_fn_with_state(state.clone(), require_principal))
+        .route_layer(middleware::from_fn_with_state(
+            (config.http.max_json_depth, config.http.max_body_bytes),
+            check_mcp_body,
+        ))
+        .route_layer(middleware::from_fn_with_state(gate, require_principal))
         .route_layer(middleware::from_fn_with_state(state.clone(), time_request));
     Router::new()
         .merge(authenticated)
@@ -130,15 +139,14 @@ pub(crate) async fn serve(
 ) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     let cancel = CancellationToken::new();
+    let limits = state.config.http.clone();
     let app = router(state, addr, options, cancel.clone());
     let stop = cancel.clone();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            stop.cancel();
-        })
-        .await?;
-    Ok(())
+    edge::serve_connections(listener, app, &limits, async move {
+        shutdown.await;
+        stop.cancel();
+    })
+    .await
 }
 
 pub(super) fn error_response(
@@ -223,6 +231,31 @@ fn origin_matches(allowed: &str, origin: &str) -> bool {
     }
 }
 
+/// Refuse a JSON-RPC body sent to `/mcp` that is not UTF-8, nests too deep, is not JSON or is
+/// a batch, with a clear 400, before rmcp parses it.
+async fn check_mcp_body(
+    State((max_depth, max_body_bytes)): State<(usize, usize)>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if request.uri().path() != "/mcp" || request.method() != axum::http::Method::POST {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, max_body_bytes).await else {
+        return error_response(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::InvalidInput,
+            "the request body is too large (http.max_body_bytes) or was cut off",
+            None,
+        );
+    };
+    if let Err(problem) = edge::check_json_rpc(&bytes, max_depth) {
+        return edge::bad_body(&problem);
+    }
+    next.run(Request::from_parts(parts, axum::body::Body::from(bytes))).await
+}
+
 /// Record how long the server took to answer an MCP request, authentication included.
 async fn time_request(State(state): State<AppState>, request: Request, next: Next) -> Response {
     if request.uri().path() != "/mcp" {
@@ -234,18 +267,31 @@ async fn time_request(State(state): State<AppState>, request: Request, next: Nex
     response
 }
 
+/// What authentication needs: the keys, and the throttle on failed attempts.
+#[derive(Clone)]
+struct AuthGate {
+    state: AppState,
+    throttle: Arc<AuthThrottle>,
+}
+
 async fn require_principal(
-    State(state): State<AppState>,
+    State(gate): State<AuthGate>,
     mut request: Request,
     next: Next,
 ) -> Response {
     let header = request.headers().get(header::AUTHORIZATION).and_then(|value| value.to_str().ok());
-    match authenticate(&state.config.auth, header) {
+    let peer = edge::peer(&request);
+    let keyed = !gate.state.config.auth.api_keys.is_empty();
+    if keyed && let Some(wait) = gate.throttle.retry_after(peer, header) {
+        return edge::throttled(wait);
+    }
+    match authenticate(&gate.state.config.auth, header) {
         Ok(principal) => {
             request.extensions_mut().insert::<Principal>(principal);
             next.run(request).await
         }
         Err(failure) => {
+            gate.throttle.record_failure(peer, header);
             let message = match failure {
                 AuthFailure::Missing => {
                     "an API key is required: send `Authorization: Bearer <key>`"

@@ -5,6 +5,7 @@
 
 mod auth;
 mod console;
+mod edge;
 mod error;
 pub(crate) mod http;
 mod metrics;

@@ -10,6 +10,7 @@ mod data_metadata;
 mod data_profile;
 mod data_query;
 mod demo;
+mod edge;
 mod eval;
 mod export;
 mod external;

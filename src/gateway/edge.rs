@@ -1,0 +1,327 @@
+//! Protections at the HTTP edge that sit below the routes: the accept loop with its connection
+//! limit (one more connection is answered 503 and closed) and header read timeout, the throttle
+//! on failed authentication (429 with `Retry-After`, per address and per presented key), and the
+//! checks of a JSON-RPC body before rmcp parses it (UTF-8, nesting depth, no batches).
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Request};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tower::Service;
+
+use crate::config::HttpConfig;
+use crate::tool::{ErrorCode, ToolError};
+
+/// How many throttle entries are kept at most; past it, expired ones are dropped first and new
+/// keys are then left untracked (the per-address limit still holds).
+const MAX_THROTTLE_ENTRIES: usize = 100_000;
+
+/// The window failed authentications are counted in.
+const THROTTLE_WINDOW: Duration = Duration::from_secs(60);
+
+/// Serve `app` on `listener` until `shutdown` resolves, then stop accepting, let open
+/// connections finish their requests and return.
+///
+/// # Errors
+///
+/// Never today; accept errors are logged and the loop goes on.
+pub(crate) async fn serve_connections(
+    listener: TcpListener,
+    app: Router,
+    limits: &HttpConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder.timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of file descriptors, mostly: wait a little rather than spin.
+                    tracing::warn!(%error, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            tokio::spawn(refuse(stream));
+            continue;
+        };
+        let router = app.clone();
+        let service =
+            hyper::service::service_fn(move |mut request: Request<hyper::body::Incoming>| {
+                request.extensions_mut().insert(ConnectInfo(peer));
+                let mut router = router.clone();
+                async move {
+                    Ok::<_, Infallible>(router.call(request.map(Body::new)).await.into_response())
+                }
+            });
+        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "an HTTP connection ended with an error");
+            }
+            drop(slot);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
+}
+
+/// Answer a connection over the limit with 503 and close it, reading what the client sent
+/// meanwhile so that the close does not reset the answer away.
+async fn refuse(mut stream: TcpStream) {
+    let body = ToolError::new(ErrorCode::UpstreamUnavailable, "too many open connections")
+        .with_hint("retry shortly; the limit is http.max_connections in orca.yaml")
+        .to_json(&uuid::Uuid::new_v4().simple().to_string())
+        .to_string();
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n\
+         connection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        stream.write_all(answer.as_bytes()).await?;
+        stream.shutdown().await?;
+        let mut sink = [0u8; 1024];
+        while stream.read(&mut sink).await? > 0 {}
+        Ok::<_, std::io::Error>(())
+    })
+    .await;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum ThrottleKey {
+    Address(IpAddr),
+    Key([u8; 32]),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    started: Instant,
+    failures: usize,
+}
+
+/// Failed authentications counted per address and per presented key over a minute; past the
+/// limit, every request from that address or with that key is answered 429 until the minute
+/// ends, without looking at the key, so that guessing learns nothing more.
+#[derive(Debug)]
+pub(crate) struct AuthThrottle {
+    limit: usize,
+    entries: Mutex<HashMap<ThrottleKey, Window>>,
+}
+
+impl AuthThrottle {
+    pub(crate) fn new(limit: usize) -> AuthThrottle {
+        AuthThrottle { limit, entries: Mutex::new(HashMap::new()) }
+    }
+
+    fn keys(peer: Option<IpAddr>, authorization: Option<&str>) -> Vec<ThrottleKey> {
+        let mut keys = Vec::with_capacity(2);
+        if let Some(peer) = peer {
+            keys.push(ThrottleKey::Address(peer));
+        }
+        if let Some(value) = authorization {
+            keys.push(ThrottleKey::Key(Sha256::digest(value.trim().as_bytes()).into()));
+        }
+        keys
+    }
+
+    /// Seconds until this caller may try again, when it is over the limit.
+    pub(crate) fn retry_after(
+        &self,
+        peer: Option<IpAddr>,
+        authorization: Option<&str>,
+    ) -> Option<u64> {
+        let now = Instant::now();
+        let entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        Self::keys(peer, authorization)
+            .iter()
+            .filter_map(|key| entries.get(key))
+            .filter(|window| {
+                window.failures >= self.limit
+                    && now.duration_since(window.started) < THROTTLE_WINDOW
+            })
+            .map(|window| {
+                let left = THROTTLE_WINDOW.saturating_sub(now.duration_since(window.started));
+                left.as_secs() + 1
+            })
+            .max()
+    }
+
+    /// Count one failed authentication against the address and the presented key.
+    pub(crate) fn record_failure(&self, peer: Option<IpAddr>, authorization: Option<&str>) {
+        let now = Instant::now();
+        let mut entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if entries.len() >= MAX_THROTTLE_ENTRIES {
+            entries.retain(|_, window| now.duration_since(window.started) < THROTTLE_WINDOW);
+        }
+        for key in Self::keys(peer, authorization) {
+            let tracked = entries.contains_key(&key);
+            if !tracked
+                && entries.len() >= MAX_THROTTLE_ENTRIES
+                && matches!(key, ThrottleKey::Key(_))
+            {
+                continue;
+            }
+            let window = entries.entry(key).or_insert(Window { started: now, failures: 0 });
+            if now.duration_since(window.started) >= THROTTLE_WINDOW {
+                *window = Window { started: now, failures: 0 };
+            }
+            window.failures += 1;
+        }
+    }
+}
+
+/// The 429 answer of a throttled caller.
+pub(crate) fn throttled(retry_after: u64) -> Response {
+    let mut response = super::http::error_response(
+        StatusCode::TOO_MANY_REQUESTS,
+        ErrorCode::RateLimited,
+        "too many failed authentications from this address or with this key",
+        Some(
+            "wait for Retry-After seconds; the limit is http.auth_failures_per_minute in orca.yaml",
+        ),
+    );
+    if let Ok(value) = HeaderValue::from_str(&retry_after.to_string()) {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
+    }
+    response
+}
+
+/// Why a JSON-RPC body is refused before parsing.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub(crate) enum BodyProblem {
+    #[error("the body is not valid UTF-8 (invalid byte at offset {0})")]
+    NotUtf8(usize),
+    #[error("the body nests arrays and objects deeper than {0} levels")]
+    TooDeep(usize),
+    #[error("the body is not valid JSON: {0}")]
+    NotJson(String),
+    #[error("JSON-RPC batches are not accepted: send one message per request")]
+    Batch,
+}
+
+impl BodyProblem {
+    /// The JSON-RPC error code: -32700 (parse error) or -32600 (invalid request).
+    fn rpc_code(&self) -> i64 {
+        match self {
+            BodyProblem::Batch => -32600,
+            _ => -32700,
+        }
+    }
+}
+
+/// Check a JSON-RPC body: valid UTF-8, nesting no deeper than `max_depth`, valid JSON, and one
+/// message rather than a batch. The depth is measured before parsing, without recursion.
+pub(crate) fn check_json_rpc(body: &[u8], max_depth: usize) -> Result<(), BodyProblem> {
+    if let Err(error) = std::str::from_utf8(body) {
+        return Err(BodyProblem::NotUtf8(error.valid_up_to()));
+    }
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &byte in body {
+        if in_string {
+            match (escaped, byte) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > max_depth {
+                    return Err(BodyProblem::TooDeep(max_depth));
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Array(_)) => Err(BodyProblem::Batch),
+        Ok(_) => Ok(()),
+        Err(error) => Err(BodyProblem::NotJson(error.to_string())),
+    }
+}
+
+/// The 400 answer for a refused body, as a JSON-RPC error whose data is the taxonomy's object.
+pub(crate) fn bad_body(problem: &BodyProblem) -> Response {
+    let error = ToolError::new(ErrorCode::InvalidInput, problem.to_string())
+        .with_hint("send one JSON-RPC message per request, as UTF-8 JSON");
+    let data = error.to_json(&uuid::Uuid::new_v4().simple().to_string());
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": { "code": problem.rpc_code(), "message": problem.to_string(), "data": data },
+    });
+    (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
+}
+
+/// The peer address a request came from, as the accept loop recorded it.
+pub(crate) fn peer(request: &Request) -> Option<IpAddr> {
+    request.extensions().get::<ConnectInfo<SocketAddr>>().map(|info| info.0.ip())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_are_checked_for_utf8_depth_json_and_batches() {
+        assert_eq!(check_json_rpc(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, 8), Ok(()));
+        assert_eq!(check_json_rpc(b"{\"a\":\"\xff\"}", 8), Err(BodyProblem::NotUtf8(6)));
+        let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+        assert_eq!(check_json_rpc(deep.as_bytes(), 64), Err(BodyProblem::TooDeep(64)));
+        assert_eq!(check_json_rpc(br#"{"a":"[[[[[[[[[[[["}"#, 2), Ok(()));
+        assert_eq!(check_json_rpc(br#"{"a":"\"[[[[[[["}"#, 2), Ok(()));
+        assert_eq!(check_json_rpc(br#"[{"jsonrpc":"2.0"}]"#, 8), Err(BodyProblem::Batch));
+        assert!(matches!(check_json_rpc(b"{nope", 8), Err(BodyProblem::NotJson(_))));
+    }
+
+    #[test]
+    fn the_throttle_blocks_an_address_or_a_key_past_the_limit() {
+        let throttle = AuthThrottle::new(3);
+        let guesser: IpAddr = "127.0.0.2".parse().unwrap();
+        let other: IpAddr = "127.0.0.3".parse().unwrap();
+        for attempt in 0..3 {
+            assert_eq!(throttle.retry_after(Some(guesser), Some("Bearer a")), None);
+            throttle.record_failure(Some(guesser), Some(&format!("Bearer guess-{attempt}")));
+        }
+        let wait = throttle.retry_after(Some(guesser), Some("Bearer right")).unwrap();
+        assert!((1..=60).contains(&wait));
+        assert_eq!(throttle.retry_after(Some(other), Some("Bearer right")), None);
+        for _ in 0..3 {
+            throttle.record_failure(Some(other), Some("Bearer same"));
+        }
+        let third: IpAddr = "127.0.0.4".parse().unwrap();
+        assert!(throttle.retry_after(Some(third), Some("Bearer same")).is_some());
+        assert_eq!(throttle.retry_after(Some(third), Some("Bearer different")), None);
+    }
+}

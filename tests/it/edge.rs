@@ -1,0 +1,307 @@
+//! Bad input at the HTTP edge, through the real binary over real sockets: oversized, deeply
+//! nested, invalid and batched bodies, unknown methods and sessions, a missing `Accept`, foreign
+//! origins, a slow client, idle connections past the limit and guessed API keys. Each test also
+//! shows that a normal client is still served.
+
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::support::orca::HttpServer;
+use crate::support::{OrcaSetup, TestDatabase, call};
+
+const KEY: &str = "orca_edge_test_key";
+
+/// A normal client still gets its answer.
+async fn still_serves(server: &HttpServer, key: Option<&str>) {
+    let client = server.client(key).await;
+    let result = call(&client, "list_servers", json!({}), None).await.unwrap();
+    assert_eq!(result.structured_content.as_ref().unwrap()["servers"][0]["name"], "orca");
+    client.cancel().await.unwrap();
+}
+
+async fn post_mcp(server: &HttpServer, body: Vec<u8>) -> (u16, String) {
+    let response = reqwest::Client::new()
+        .post(server.url("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap())
+}
+
+fn host_port(server: &HttpServer) -> String {
+    server.base.trim_start_matches("http://").to_owned()
+}
+
+#[tokio::test]
+async fn oversized_deep_invalid_and_batched_bodies_get_a_clear_4xx_and_others_are_still_served() {
+    let database = TestDatabase::create().await;
+    let setup = OrcaSetup::new(&database.url).with_config("http:\n  max_body_bytes: 65536\n");
+    let server = setup.http_server(&[]);
+
+    let padding = "x".repeat(70_000);
+    let big = json!({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"pad": padding}});
+    let (status, body) = post_mcp(&server, serde_json::to_vec(&big).unwrap()).await;
+    assert_eq!(status, 413, "{body}");
+
+    let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+    let (status, body) = post_mcp(&server, deep.into_bytes()).await;
+    assert_eq!(status, 400, "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["error"]["code"], -32700);
+    assert!(body.contains("deeper than 64"), "{body}");
+    assert_eq!(answer["error"]["data"]["error"]["code"], "INVALID_INPUT", "{body}");
+
+    let (status, body) =
+        post_mcp(&server, b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\xfe\"}".to_vec()).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("not valid UTF-8"), "{body}");
+
+    let (status, body) = post_mcp(&server, b"{\"jsonrpc\":".to_vec()).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("not valid JSON"), "{body}");
+
+    let batch = json!([{"jsonrpc": "2.0", "id": 1, "method": "ping"}]);
+    let (status, body) = post_mcp(&server, serde_json::to_vec(&batch).unwrap()).await;
+    assert_eq!(status, 400, "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["error"]["code"], -32600);
+    assert!(body.contains("batches are not accepted"), "{body}");
+
+    let unknown = json!({"jsonrpc": "2.0", "id": 7, "method": "no/such_method"});
+    let (status, body) = post_mcp(&server, serde_json::to_vec(&unknown).unwrap()).await;
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["id"], 7, "{body}");
+    assert_eq!(answer["error"]["code"], -32601, "status {status}: {body}");
+
+    let response = reqwest::Client::new()
+        .post(server.url("/mcp"))
+        .header("content-type", "application/json")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 406);
+    assert!(response.text().await.unwrap().contains("text/event-stream"));
+
+    still_serves(&server, None).await;
+}
+
+#[tokio::test]
+async fn unknown_session_ids_get_404_and_foreign_origins_get_403() {
+    let database = TestDatabase::create().await;
+    let setup = OrcaSetup::new(&database.url);
+    let server = setup.http_server(&["--stateful"]);
+    let http = reqwest::Client::new();
+    let response = http
+        .post(server.url("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-session-id", "00000000000000000000000000000000")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 404, "clients re-initialize on 404");
+
+    for path in ["/mcp", "/console/api/executions"] {
+        let response = http
+            .post(server.url(path))
+            .header("origin", "http://evil.example")
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 403, "{path}");
+        assert!(response.text().await.unwrap().contains("Origin is not allowed"));
+    }
+    still_serves(&server, None).await;
+}
+
+#[tokio::test]
+async fn a_client_sending_headers_one_byte_per_second_is_cut_off_by_the_header_timeout() {
+    let database = TestDatabase::create().await;
+    let setup = OrcaSetup::new(&database.url).with_config("http:\n  header_timeout_ms: 1500\n");
+    let server = setup.http_server(&[]);
+    let stream = TcpStream::connect(host_port(&server)).await.unwrap();
+    let (mut reader, mut writer) = stream.into_split();
+    let request = format!("GET /healthz HTTP/1.1\r\nhost: {}\r\nx-slow: ", host_port(&server));
+    let dripping = tokio::spawn(async move {
+        for byte in request.bytes().chain(std::iter::repeat_n(b'a', 20)) {
+            if writer.write_all(&[byte]).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    });
+    let started = Instant::now();
+    // Meanwhile, everyone else is served.
+    still_serves(&server, None).await;
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(8), reader.read_to_end(&mut answer)).await;
+    assert!(read.is_ok(), "the slow connection was still open after 8 s");
+    let elapsed = started.elapsed();
+    assert!(elapsed < Duration::from_secs(8), "{elapsed:?}");
+    let text = String::from_utf8_lossy(&answer);
+    assert!(!text.contains("200 OK"), "a request that never completed was answered: {text}");
+    dripping.abort();
+    still_serves(&server, None).await;
+}
+
+#[tokio::test]
+async fn a_thousand_idle_connections_meet_the_connection_limit_with_503() {
+    let database = TestDatabase::create().await;
+    let setup = OrcaSetup::new(&database.url)
+        .with_config("http:\n  max_connections: 40\n  header_timeout_ms: 60000\n");
+    let server = setup.http_server(&[]);
+    let address = host_port(&server);
+    let mut idle = Vec::new();
+    for _ in 0..1_000 {
+        idle.push(TcpStream::connect(&address).await.unwrap());
+    }
+    let mut refused = 0;
+    let mut held = Vec::new();
+    for mut stream in idle {
+        let mut buffer = vec![0u8; 4096];
+        match tokio::time::timeout(Duration::from_millis(200), stream.read(&mut buffer)).await {
+            Ok(Ok(read)) if read > 0 => {
+                let text = String::from_utf8_lossy(&buffer[..read]).into_owned();
+                assert!(text.starts_with("HTTP/1.1 503"), "{text}");
+                assert!(text.to_ascii_lowercase().contains("retry-after: 1"), "{text}");
+                assert!(text.contains("http.max_connections"), "{text}");
+                refused += 1;
+            }
+            Ok(other) => panic!("a connection ended without an answer: {other:?}"),
+            Err(_) => held.push(stream),
+        }
+    }
+    assert_eq!(held.len(), 40, "the first connections up to the limit are kept open");
+    assert_eq!(refused, 960);
+
+    // A held connection is served when it finally sends a request.
+    let mut first = held.remove(0);
+    first
+        .write_all(format!("GET /healthz HTTP/1.1\r\nhost: {address}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut buffer = vec![0u8; 4096];
+    let read = tokio::time::timeout(Duration::from_secs(5), first.read(&mut buffer))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&buffer[..read]).starts_with("HTTP/1.1 200"));
+
+    // Once idle connections go away, new clients are served again.
+    held.truncate(20);
+    drop(first);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let answer = reqwest::Client::new().get(server.url("/healthz")).send().await;
+        if answer.is_ok_and(|response| response.status().is_success()) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "slots were not freed after connections closed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    still_serves(&server, None).await;
+}
+
+async fn status_from(from: IpAddr, url: &str, authorization: &str) -> (u16, Option<String>) {
+    let response = reqwest::Client::builder()
+        .local_address(from)
+        .build()
+        .unwrap()
+        .post(url)
+        .header("authorization", authorization)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
+        .send()
+        .await
+        .unwrap();
+    let retry_after =
+        response.headers().get("retry-after").map(|value| value.to_str().unwrap().to_owned());
+    (response.status().as_u16(), retry_after)
+}
+
+#[tokio::test]
+async fn ten_thousand_guessed_api_keys_are_throttled_with_429_per_address_and_per_key() {
+    let database = TestDatabase::create().await;
+    let hash = hex::encode(Sha256::digest(KEY.as_bytes()));
+    let setup = OrcaSetup::new(&database.url).with_config(&format!(
+        "http:\n  auth_failures_per_minute: 10\nauth:\n  api_keys:\n    - name: analyst\n      sha256: {hash}\n      verbs: [read]\n"
+    ));
+    let server = setup.http_server(&[]);
+    let url = server.url("/mcp");
+    let guesser: IpAddr = "127.0.0.2".parse().unwrap();
+    let client = reqwest::Client::builder().local_address(guesser).build().unwrap();
+    let statuses: Vec<(u16, Option<String>)> = futures::stream::iter(0..10_000)
+        .map(|guess| {
+            let request = client
+                .post(&url)
+                .header("authorization", format!("Bearer guess-{guess}"))
+                .header("accept", "application/json, text/event-stream")
+                .header("content-type", "application/json")
+                .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
+            async move {
+                let response = request.send().await.unwrap();
+                let retry_after = response
+                    .headers()
+                    .get("retry-after")
+                    .map(|value| value.to_str().unwrap().to_owned());
+                (response.status().as_u16(), retry_after)
+            }
+        })
+        .buffer_unordered(8)
+        .collect()
+        .await;
+    let unauthorized = statuses.iter().filter(|(status, _)| *status == 401).count();
+    let throttled: Vec<&Option<String>> =
+        statuses.iter().filter(|(status, _)| *status == 429).map(|(_, retry)| retry).collect();
+    assert!((10..=18).contains(&unauthorized), "{unauthorized} guesses were checked");
+    assert_eq!(unauthorized + throttled.len(), 10_000);
+    for retry_after in throttled {
+        let seconds: u64 = retry_after.as_deref().unwrap().parse().unwrap();
+        assert!((1..=60).contains(&seconds), "{seconds}");
+    }
+
+    // The address is blocked even with the right key, on the console API too, so guessing
+    // learns nothing more.
+    let (status, _) = status_from(guesser, &url, &format!("Bearer {KEY}")).await;
+    assert_eq!(status, 429);
+    let console = client
+        .get(server.url("/console/api/executions"))
+        .header("authorization", format!("Bearer {KEY}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(console.status().as_u16(), 429);
+
+    // One wrong key tried from many addresses is blocked by key.
+    for last in 10..20u8 {
+        let (status, _) = status_from(IpAddr::from([127, 0, 0, last]), &url, "Bearer same").await;
+        assert_eq!(status, 401);
+    }
+    let (status, retry_after) =
+        status_from("127.0.0.30".parse().unwrap(), &url, "Bearer same").await;
+    assert_eq!(status, 429);
+    assert!(retry_after.is_some());
+    let (status, _) = status_from("127.0.0.30".parse().unwrap(), &url, "Bearer other").await;
+    assert_eq!(status, 401, "another key from a fresh address is still checked");
+
+    // Everyone else is still served, and no guessed key reached the log.
+    still_serves(&server, Some(KEY)).await;
+    let log = server.log_text();
+    assert!(!log.contains("guess-") && !log.contains(KEY), "a key reached the log");
+}
