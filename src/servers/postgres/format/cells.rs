@@ -7,7 +7,8 @@ use serde_json::Value;
 
 use super::{Column, Dataset, MILLIS_PER_DAY, NULL};
 
-/// The type a column's values share, as reported by [`summary`] and used to pick a chart.
+/// The type a column's values share, as reported by [`summary`](super::summary) and used to pick
+/// a chart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum ColumnKind {
     Number,

@@ -16,8 +16,8 @@ use super::{
 
 /// Draws the dataset as a chart, choosing the kind from the column types.
 ///
-/// Column types are inferred as in [`summary`]; the first column of each type is used. The
-/// rules, in order:
+/// Column types are inferred as in [`summary`](super::summary); the first column of each type is
+/// used. The rules, in order:
 /// - a date column and a numeric column give a **line** chart over time, the values summed per
 ///   instant and sorted by time;
 /// - a text (or boolean, or mixed) column and a numeric column give a horizontal **bar** chart,

@@ -260,7 +260,7 @@ fn draw_histogram(root: &Canvas<'_>, figure: &Figure, bins: &[Bin]) -> Result<()
 
 /// Round tick values (multiples of 1, 2 or 5 times a power of ten) within `low..=high`, about
 /// `target` of them; none when the range is degenerate.
-pub(super) fn nice_ticks(low: f64, high: f64, target: usize) -> Vec<f64> {
+fn nice_ticks(low: f64, high: f64, target: usize) -> Vec<f64> {
     let span = high - low;
     if !(span > 0.0 && span.is_finite()) || target == 0 {
         return Vec::new();
@@ -287,7 +287,7 @@ fn ticks_every(low: f64, high: f64, step: f64) -> Vec<f64> {
 
 /// The spacing of ticks on a time axis.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum TimeStep {
+enum TimeStep {
     Millis(i64),
     Months(i64),
     Years(i64),
@@ -295,7 +295,7 @@ pub(super) enum TimeStep {
 
 /// Ticks on calendar boundaries (whole seconds, minutes, hours, days, months or years, in UTC)
 /// within `low..=high` milliseconds, at most seven of them, and the step they use.
-pub(super) fn time_ticks(low: f64, high: f64) -> (Vec<f64>, TimeStep) {
+fn time_ticks(low: f64, high: f64) -> (Vec<f64>, TimeStep) {
     const SECOND: i64 = 1_000;
     const MINUTE: i64 = 60 * SECOND;
     const HOUR: i64 = 60 * MINUTE;
@@ -375,7 +375,7 @@ fn bounds(values: impl Iterator<Item = f64>) -> (f64, f64) {
 
 /// An axis range around `min..max` with 5% padding, widened when it would be empty or too thin
 /// for the axis arithmetic; with `include_zero` it also reaches zero (and is not padded there).
-pub(super) fn padded_range(min: f64, max: f64, include_zero: bool) -> (f64, f64) {
+fn padded_range(min: f64, max: f64, include_zero: bool) -> (f64, f64) {
     let (mut low, mut high) = if include_zero { (min.min(0.0), max.max(0.0)) } else { (min, max) };
     let span = high - low;
     let magnitude = low.abs().max(high.abs());
@@ -397,7 +397,7 @@ pub(super) fn padded_range(min: f64, max: f64, include_zero: bool) -> (f64, f64)
 
 /// How the ticks of a numeric axis are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum NumberFormat {
+enum NumberFormat {
     /// Fixed-point with this many decimals.
     Decimals(usize),
     /// Scientific notation with this many digits after the point.
@@ -406,7 +406,7 @@ pub(super) enum NumberFormat {
 
 /// Picks a format that tells neighbouring ticks apart: as many decimals as the step between
 /// them needs, or scientific notation when they are very large or very small.
-pub(super) fn number_format(ticks: &[f64]) -> NumberFormat {
+fn number_format(ticks: &[f64]) -> NumberFormat {
     let largest = ticks.iter().fold(0.0f64, |largest, tick| largest.max(tick.abs()));
     let step = ticks
         .windows(2)
@@ -423,7 +423,7 @@ pub(super) fn number_format(ticks: &[f64]) -> NumberFormat {
 }
 
 /// Writes a tick value in `format`; zero is `0` (or `0.00`), never `-0` or `0e0`.
-pub(super) fn format_number(value: f64, format: NumberFormat) -> String {
+fn format_number(value: f64, format: NumberFormat) -> String {
     let text = match format {
         NumberFormat::Decimals(decimals) => format!("{value:.decimals$}"),
         NumberFormat::Scientific(digits) => format!("{value:.digits$e}"),
@@ -439,7 +439,7 @@ pub(super) fn format_number(value: f64, format: NumberFormat) -> String {
 }
 
 /// A tick label on a time axis, as precise as the step between ticks.
-pub(super) fn format_time_label(millis: f64, step: TimeStep) -> String {
+fn format_time_label(millis: f64, step: TimeStep) -> String {
     let Some((date, time)) = split_instant(millis) else {
         return String::new();
     };
@@ -495,7 +495,7 @@ fn short_title(title: &str) -> String {
 
 /// A category label for the bar chart: control characters as spaces, and long labels cut in
 /// the middle, since categories often differ only at the end.
-pub(super) fn short_label(label: &str) -> String {
+fn short_label(label: &str) -> String {
     let count = label.chars().count();
     let cut: String = if count <= MAX_LABEL_CHARS {
         label.to_owned()

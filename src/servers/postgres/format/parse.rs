@@ -154,8 +154,8 @@ fn parse_csv(text: &str) -> Result<Dataset, FormatError> {
     Ok(Dataset { columns, rows })
 }
 
-/// A CSV field as a value: empty is null (that is how [`csv_text`] writes null), anything else
-/// stays a string.
+/// A CSV field as a value: empty is null (that is how [`csv_text`](super::csv_text) writes null),
+/// anything else stays a string.
 fn csv_field(field: &str) -> Value {
     if field.is_empty() { Value::Null } else { Value::String(field.to_owned()) }
 }

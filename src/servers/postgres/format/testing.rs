@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::{Dataset, PNG_HEIGHT, PNG_WIDTH, parse_dataset};
 
-pub(super) const PNG_SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
+const PNG_SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
 
 /// Parses test data that is known to be valid.
 #[track_caller]
