@@ -231,19 +231,7 @@ impl Runner {
                 )
             }
         };
-        let failure = |tool_error: &ToolError, attempt: usize| Failure {
-            id: Uuid::now_v7(),
-            error_type: tool_error.error_type().to_owned(),
-            error_code: Some(tool_error.code.as_str().to_owned()),
-            error_details: tool_error.to_json(&trace_id),
-            retry_attempt: i32::try_from(attempt).unwrap_or(i32::MAX),
-            created_at: now,
-        };
-        let mut failures: Vec<Failure> =
-            retried.iter().enumerate().map(|(index, error)| failure(error, index + 1)).collect();
-        if let Some(error) = error {
-            failures.push(failure(error, retried.len() + 1));
-        }
+        let failures = Failure::for_attempts(&retried, error, &trace_id, now);
         let (response_data, response_bytes) = cut_response(&response, self.max_response_bytes);
         let status = match error {
             None => ExecutionStatus::Success,

@@ -528,22 +528,7 @@ impl ServerHandler for Gateway {
             let response = redact_response(stored);
             let (response_data, response_bytes) =
                 cut_response(&response, self.state.config.tracking.max_response_bytes);
-            let failure = |tool_error: &ToolError, attempt: usize| Failure {
-                id: Uuid::now_v7(),
-                error_type: tool_error.error_type().to_owned(),
-                error_code: Some(tool_error.code.as_str().to_owned()),
-                error_details: tool_error.to_json(&trace_id),
-                retry_attempt: i32::try_from(attempt).unwrap_or(i32::MAX),
-                created_at: now,
-            };
-            let mut failures: Vec<Failure> = retried
-                .iter()
-                .enumerate()
-                .map(|(index, tool_error)| failure(tool_error, index + 1))
-                .collect();
-            if let Some(tool_error) = &error {
-                failures.push(failure(tool_error, retried.len() + 1));
-            }
+            let mut failures = Failure::for_attempts(&retried, error.as_ref(), &trace_id, now);
             if let Some(text) = &upstream_error {
                 failures.push(Failure {
                     id: Uuid::now_v7(),

@@ -93,6 +93,31 @@ pub(crate) struct Failure {
     pub(crate) created_at: DateTime<Utc>,
 }
 
+impl Failure {
+    /// The failure rows of one call: one per earlier failed attempt (`retry_attempt` 1, 2, ...),
+    /// then one for the error the call ended with, if it ended with one.
+    pub(crate) fn for_attempts(
+        earlier: &[crate::tool::ToolError],
+        last: Option<&crate::tool::ToolError>,
+        trace_id: &str,
+        now: DateTime<Utc>,
+    ) -> Vec<Failure> {
+        earlier
+            .iter()
+            .chain(last)
+            .enumerate()
+            .map(|(index, error)| Failure {
+                id: Uuid::now_v7(),
+                error_type: error.error_type().to_owned(),
+                error_code: Some(error.code.as_str().to_owned()),
+                error_details: error.to_json(trace_id),
+                retry_attempt: i32::try_from(index + 1).unwrap_or(i32::MAX),
+                created_at: now,
+            })
+            .collect()
+    }
+}
+
 const REDACTED: &str = "[REDACTED]";
 
 /// Whether an argument name looks like it holds a secret.
