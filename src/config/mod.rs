@@ -112,6 +112,8 @@ pub(crate) struct HttpConfig {
     pub(crate) max_json_depth: usize,
     /// Failed authentications per minute from one address, or with one key, before 429.
     pub(crate) auth_failures_per_minute: usize,
+    /// How long open requests may run after a shutdown signal before they are cancelled.
+    pub(crate) drain_timeout: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -585,6 +587,16 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
             "http.auth_failures_per_minute",
             &file_label,
             &mut errors,
+        ),
+        drain_timeout: Duration::from_millis(
+            u64::try_from(positive(
+                raw_http.drain_timeout_ms,
+                10_000,
+                "http.drain_timeout_ms",
+                &file_label,
+                &mut errors,
+            ))
+            .unwrap_or(u64::MAX),
         ),
     };
     for (index, origin) in http.allowed_origins.iter().enumerate() {

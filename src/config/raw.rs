@@ -44,6 +44,7 @@ pub(super) struct RawHttp {
     pub(super) header_timeout_ms: Option<u64>,
     pub(super) max_json_depth: Option<u64>,
     pub(super) auth_failures_per_minute: Option<u64>,
+    pub(super) drain_timeout_ms: Option<u64>,
 }
 
 /// `tracking:` section.

@@ -21,6 +21,7 @@ use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
 use tower::Service;
 
 use crate::config::HttpConfig;
@@ -34,7 +35,7 @@ const MAX_THROTTLE_ENTRIES: usize = 100_000;
 const THROTTLE_WINDOW: Duration = Duration::from_secs(60);
 
 /// Serve `app` on `listener` until `shutdown` resolves, then stop accepting, let open
-/// connections finish their requests and return.
+/// connections finish their requests (for at most `http.drain_timeout_ms`) and return.
 ///
 /// # Errors
 ///
@@ -47,6 +48,7 @@ pub(crate) async fn serve_connections(
 ) -> anyhow::Result<()> {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let cut_off = CancellationToken::new();
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder.timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
     tokio::pin!(shutdown);
@@ -77,15 +79,28 @@ pub(crate) async fn serve_connections(
                 }
             });
         let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        let cut_off = cut_off.clone();
         tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, "an HTTP connection ended with an error");
+            tokio::select! {
+                ended = connection => if let Err(error) = ended {
+                    tracing::debug!(%error, "an HTTP connection ended with an error");
+                },
+                () = cut_off.cancelled() => {}
             }
             drop(slot);
         });
     }
     drop(listener);
-    graceful.shutdown().await;
+    // Requests already being served get `http.drain_timeout_ms` to finish; the connections
+    // still open then are dropped, which cancels their calls.
+    let drained = tokio::time::timeout(limits.drain_timeout, graceful.shutdown()).await;
+    if drained.is_err() {
+        cut_off.cancel();
+        tracing::warn!(
+            "open requests did not finish within http.drain_timeout_ms ({} ms); cancelling them",
+            limits.drain_timeout.as_millis()
+        );
+    }
     Ok(())
 }
 
