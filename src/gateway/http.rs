@@ -140,13 +140,20 @@ pub(crate) async fn serve(
     let addr = listener.local_addr()?;
     let cancel = CancellationToken::new();
     let limits = state.config.http.clone();
+    let stateful = options.stateful;
     let app = router(state, addr, options, cancel.clone());
     let stop = cancel.clone();
-    edge::serve_connections(listener, app, &limits, async move {
+    let served = edge::serve_connections(listener, app, &limits, async move {
         shutdown.await;
-        stop.cancel();
+        // Stateful sessions keep SSE streams open that would hold the drain to its end, so
+        // they are ended at once; stateless calls in flight are left to finish in the drain.
+        if stateful {
+            stop.cancel();
+        }
     })
-    .await
+    .await;
+    cancel.cancel();
+    served
 }
 
 pub(super) fn error_response(

@@ -146,8 +146,28 @@ pub(crate) async fn submit_feedback(
     }
     // The execution may still be on its way to the database: flush and look again.
     tracker.flush().await;
-    upsert(pool, input, user_id).await?.ok_or(FeedbackError::NotFound)
+    if let Some(row) = upsert(pool, input, user_id).await? {
+        return Ok(row);
+    }
+    // It may also come from another replica, whose writer this one cannot flush: that writer
+    // batches for up to 20 ms, so a result rated at once elsewhere gets a short grace.
+    for wait in OTHER_REPLICA_GRACE {
+        tokio::time::sleep(wait).await;
+        if let Some(row) = upsert(pool, input, user_id).await? {
+            return Ok(row);
+        }
+    }
+    Err(FeedbackError::NotFound)
 }
+
+/// The waits before a feedback token is called unknown, for an execution written by another
+/// replica (about 1 s in all).
+const OTHER_REPLICA_GRACE: [std::time::Duration; 4] = [
+    std::time::Duration::from_millis(50),
+    std::time::Duration::from_millis(150),
+    std::time::Duration::from_millis(300),
+    std::time::Duration::from_millis(500),
+];
 
 type FeedbackRow = (
     Uuid,
