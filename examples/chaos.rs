@@ -327,7 +327,8 @@ async fn client_loop(
             }
             next_at += interval;
         }
-        let url = &urls[(index + sequence) % urls.len()];
+        // Every operation of the mix goes to every replica in turn.
+        let url = &urls[(index + sequence / mix.len()) % urls.len()];
         let operation = &mix[(index + sequence) % mix.len()];
         let label = format!("c{index}-{sequence}");
         sequence += 1;
@@ -363,7 +364,7 @@ async fn client_loop(
                 if let Some(token) = token {
                     // The confirmation goes to the next replica, so that with two the dry run
                     // and its confirmation always meet different processes.
-                    let other = &urls[(index + sequence) % urls.len()];
+                    let other = &urls[(index + sequence / mix.len() + 1) % urls.len()];
                     let arguments = json!({"sql": sql, "dry_run": false, "read_only": false,
                         "confirmation_token": token});
                     let confirmed = client
@@ -545,12 +546,13 @@ async fn check_history(db: &str, calls: &[Call]) -> anyhow::Result<CheckReport> 
             _ => report.duplicated.push(call.id.clone()),
         }
     }
-    // Rows of the run's window that no answered call owns: only cut-off calls may leave one.
+    // Rows of the run's window that no answered call owns: only cut-off calls may leave one
+    // (the probes of scripts/chaos, which carry `chaos_probe`, are not the history's).
     let first = calls.iter().map(|call| call.start_ms).min().unwrap_or(0);
     let last = calls.iter().map(|call| call.end_ms).max().unwrap_or(0);
     let (in_window,): (i64,) = sqlx::query_as(
         "SELECT count(*) FROM orca.mcp_executions WHERE transport = 'http' AND \
-         created_at BETWEEN to_timestamp($1::float8 / 1000) - interval '1 second' \
+         coalesce(request_data::text, '') NOT LIKE '%chaos_probe%' AND created_at BETWEEN to_timestamp($1::float8 / 1000) - interval '1 second' \
          AND to_timestamp($2::float8 / 1000) + interval '1 second'",
     )
     .bind(first as f64)
@@ -633,8 +635,9 @@ async fn replicas(args: ReplicaArgs) -> anyhow::Result<()> {
     // One confirmation token sent many times at once, half to each replica.
     let marker = format!("race-{run}");
     let sql = format!("INSERT INTO public.{WRITE_TABLE} (marker) VALUES ('{marker}')");
-    let dry = client.call(a, "race-dry", "execute_sql", json!({"sql": sql, "dry_run": true})).await;
-    let token = dry.structured.as_ref().and_then(|value| value["confirmation_token"].as_str());
+    let race_dry =
+        client.call(a, "race-dry", "execute_sql", json!({"sql": sql, "dry_run": true})).await;
+    let token = race_dry.structured.as_ref().and_then(|value| value["confirmation_token"].as_str());
     let token = token.context("the race's dry run returned no confirmation_token")?.to_owned();
     let arguments =
         json!({"sql": sql, "dry_run": false, "read_only": false, "confirmation_token": token});
@@ -678,7 +681,15 @@ async fn replicas(args: ReplicaArgs) -> anyhow::Result<()> {
     );
     println!("  refusals by code: {codes:?}");
     let mut calls = results;
-    calls.extend([dry.call, confirmed.call, first.call, second.call, listed.call, rated.call]);
+    calls.extend([
+        race_dry.call,
+        dry.call,
+        confirmed.call,
+        first.call,
+        second.call,
+        listed.call,
+        rated.call,
+    ]);
     let report = check_history(&args.db, &calls).await?;
     println!("{report}");
     pool.close().await;
