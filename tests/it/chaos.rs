@@ -5,6 +5,11 @@
 //! the history of its calls and checks it against `orca.mcp_executions`: every answered call
 //! has exactly one row, and no row belongs to no call.
 
+#![allow(
+    clippy::print_stderr,
+    reason = "each scenario prints its recovery figures on the test's own stderr (RELIABILITY.md)"
+)]
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -380,7 +385,7 @@ async fn an_upstream_killed_under_load_is_restarted_and_leaves_no_orphan() {
     let mut history = vec![first];
 
     let deadline = Instant::now() + Duration::from_secs(4);
-    let workers = under_load(&[peer.clone()], 4, deadline, |peer, round| async move {
+    let workers = under_load(std::slice::from_ref(&peer), 4, deadline, |peer, round| async move {
         let (tool, arguments) = if round % 2 == 0 {
             ("fx_echo", json!({"text": "hi"}))
         } else {
@@ -501,7 +506,7 @@ async fn sigterm_under_load_drains_within_the_timeout_records_every_answer_and_e
     let pid: u32 = value.as_str().unwrap().parse().unwrap();
 
     let deadline = Instant::now() + Duration::from_secs(4);
-    let workers = under_load(&[peer.clone()], 4, deadline, |peer, _| async move {
+    let workers = under_load(std::slice::from_ref(&peer), 4, deadline, |peer, _| async move {
         vec![call(&peer, "list_servers", json!({})).await.0]
     })
     .await;
