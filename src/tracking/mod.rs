@@ -5,6 +5,7 @@
 //! records go to a JSONL spill file in `ORCA_HOME` and are replayed, without duplicates, when
 //! the database is back. An orderly shutdown flushes everything.
 
+mod copy;
 mod export;
 mod feedback;
 mod lessons;
