@@ -29,7 +29,12 @@ const POSTGRES_EPOCH_MICROS: i64 = 946_684_800_000_000;
 /// text (the binary form of `json` is its text): the arguments serialized straight into the
 /// buffer, the response copied as it was serialized when the call ended.
 pub(super) fn executions(executions: &[Execution]) -> Vec<u8> {
-    let mut copy = CopyBuffer::with_capacity(executions.len() * 1024);
+    // The buffer is sized once: growing it would copy every payload again.
+    let payloads: usize = executions
+        .iter()
+        .map(|execution| execution.response_data.as_ref().map_or(0, |data| data.as_str().len()))
+        .sum();
+    let mut copy = CopyBuffer::with_capacity(payloads + executions.len() * 512);
     for execution in executions {
         copy.tuple(25);
         copy.uuid(execution.id);

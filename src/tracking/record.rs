@@ -192,6 +192,17 @@ pub(crate) fn redact_response(value: Value) -> Value {
     }
 }
 
+/// A tool result as stored by the gateway: redacted like [`redact_response`] and cut like
+/// [`cut_response`], serialized straight from the result rather than from a copy of it.
+pub(crate) fn stored_response(value: &Value, max_bytes: usize) -> (Payload, i64) {
+    match value {
+        Value::Object(map) if map.keys().any(|key| is_secret_key(key)) => {
+            cut_response(&redact_object(map), max_bytes)
+        }
+        _ => cut_response(value, max_bytes),
+    }
+}
+
 /// An argument object as stored, redacted like [`redact`].
 pub(crate) fn redact_object(map: &Map<String, Value>) -> Value {
     let mut out = Map::with_capacity(map.len());
@@ -259,6 +270,17 @@ mod tests {
         assert!(stored["preview"].as_str().is_some_and(|preview| preview.len() <= 50));
         let (whole, _) = cut_response(&value, 10_000);
         assert_eq!(whole.as_str(), value.to_string());
+    }
+
+    #[test]
+    fn a_stored_response_is_redacted_and_cut_like_a_copy_would_be() {
+        let value = json!({"confirmation_token": "secret", "rows": [1, 2, 3]});
+        let (stored, size) = stored_response(&value, 10_000);
+        let expected = redact_response(value.clone());
+        assert_eq!(stored.as_str(), expected.to_string());
+        assert_eq!(size, expected.to_string().len() as i64);
+        let plain = json!({"rows": "x".repeat(100)});
+        assert_eq!(stored_response(&plain, 50), cut_response(&plain, 50));
     }
 
     #[test]
