@@ -1,6 +1,7 @@
 //! Load generator for the gateway benchmark: N concurrent clients call one tool over
 //! Streamable HTTP (stateless JSON responses) for a fixed time against a running `orca serve
-//! --http`, then print calls/s and client-side p50/p99 latency. Loopback only, bounded in time.
+//! --http`, then print calls/s and client-side p50/p99 latency, and the calls made in all, warm-up
+//! included (to divide CPU time measured around the run by). Loopback only, bounded in time.
 //!
 //! Usage: bench_gateway <url> <concurrency> <seconds> [tool]
 
@@ -61,7 +62,7 @@ async fn main() {
         }
     };
     // Warm up connections and caches, then measure.
-    let _ = run(Duration::from_secs(1)).await;
+    let warm_up = run(Duration::from_secs(1)).await.len();
     let started = Instant::now();
     let mut latencies = run(Duration::from_secs(seconds)).await;
     let elapsed = started.elapsed();
@@ -69,8 +70,9 @@ async fn main() {
     let percentile = |p: f64| latencies[((latencies.len() as f64 - 1.0) * p).round() as usize];
     let micros = |duration: Duration| duration.as_secs_f64() * 1e6;
     println!(
-        "concurrency={concurrency} calls={} calls_per_s={:.0} p50_us={:.0} p99_us={:.0}",
+        "concurrency={concurrency} calls={} all_calls={} calls_per_s={:.0} p50_us={:.0} p99_us={:.0}",
         latencies.len(),
+        latencies.len() + warm_up,
         latencies.len() as f64 / elapsed.as_secs_f64(),
         micros(percentile(0.50)),
         micros(percentile(0.99)),

@@ -621,7 +621,7 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
         ),
         batch_size: positive(
             raw_tracking.batch_size,
-            256,
+            1024,
             "tracking.batch_size",
             &file_label,
             &mut errors,

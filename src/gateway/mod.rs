@@ -34,7 +34,7 @@ use crate::registry::{Registry, Route};
 use crate::servers::CallContext;
 use crate::tool::{ErrorCode, ToolError, Verb};
 use crate::tracking::{
-    Execution, ExecutionStatus, Failure, Tracker, cut_response, redact_object, redact_response,
+    Execution, ExecutionStatus, Failure, Tracker, redact_object, stored_response,
 };
 
 pub(crate) use auth::hash_key;
@@ -521,13 +521,14 @@ impl ServerHandler for Gateway {
 
         if tracking {
             let now = Utc::now();
-            let stored = match &route {
-                Route::Internal(_) => result.structured_content.clone().unwrap_or(Value::Null),
-                Route::External(_) => error::stored_form(&result),
+            let max_bytes = self.state.config.tracking.max_response_bytes;
+            let (response_data, response_bytes) = match &route {
+                Route::Internal(_) => stored_response(
+                    result.structured_content.as_ref().unwrap_or(&Value::Null),
+                    max_bytes,
+                ),
+                Route::External(_) => stored_response(&error::stored_form(&result), max_bytes),
             };
-            let response = redact_response(stored);
-            let (response_data, response_bytes) =
-                cut_response(&response, self.state.config.tracking.max_response_bytes);
             let mut failures = Failure::for_attempts(&retried, error.as_ref(), &trace_id, now);
             if let Some(text) = &upstream_error {
                 failures.push(Failure {

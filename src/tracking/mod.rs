@@ -5,6 +5,7 @@
 //! records go to a JSONL spill file in `ORCA_HOME` and are replayed, without duplicates, when
 //! the database is back. An orderly shutdown flushes everything.
 
+mod copy;
 mod export;
 mod feedback;
 mod lessons;
@@ -28,6 +29,7 @@ pub(crate) use lessons::recent_lessons;
 pub(crate) use recent::{MAX_RECENT, recent_executions};
 pub(crate) use record::{
     Execution, ExecutionStatus, Failure, Source, cut_response, redact_object, redact_response,
+    stored_response,
 };
 pub(crate) use store::{connect, migrate};
 

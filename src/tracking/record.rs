@@ -59,8 +59,8 @@ pub(crate) struct Execution {
     pub(crate) trace_id: String,
     /// Arguments with secrets redacted.
     pub(crate) request_data: Value,
-    /// The response, cut at the configured size.
-    pub(crate) response_data: Option<Value>,
+    /// The response, cut at the configured size, as the JSON text that is stored.
+    pub(crate) response_data: Option<Payload>,
     /// The full size of the serialized response, even when `response_data` was cut.
     pub(crate) response_bytes: i64,
     pub(crate) llm_provider: Option<String>,
@@ -80,6 +80,37 @@ pub(crate) struct Execution {
     /// Records spilled before this field existed came from the gateway.
     #[serde(default)]
     pub(crate) source: Source,
+}
+
+/// A JSON value as stored: the text it serialized to when the record was made. It is written to
+/// the database as it is and never parsed again on the way; in the spill file it is an ordinary
+/// JSON value, so spill files of every version read alike.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Payload(String);
+
+impl Payload {
+    pub(crate) fn of(value: &Value) -> Payload {
+        Payload(value.to_string())
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Serialize for Payload {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        // Only the spill file takes this path: parsing the text back costs nothing that matters.
+        serde_json::from_str::<Value>(&self.0)
+            .map_err(serde::ser::Error::custom)?
+            .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Payload {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Payload, D::Error> {
+        Value::deserialize(deserializer).map(|value| Payload::of(&value))
+    }
 }
 
 /// One failed attempt within an execution (a failed call has at least one).
@@ -161,6 +192,17 @@ pub(crate) fn redact_response(value: Value) -> Value {
     }
 }
 
+/// A tool result as stored by the gateway: redacted like [`redact_response`] and cut like
+/// [`cut_response`], serialized straight from the result rather than from a copy of it.
+pub(crate) fn stored_response(value: &Value, max_bytes: usize) -> (Payload, i64) {
+    match value {
+        Value::Object(map) if map.keys().any(|key| is_secret_key(key)) => {
+            cut_response(&redact_object(map), max_bytes)
+        }
+        _ => cut_response(value, max_bytes),
+    }
+}
+
 /// An argument object as stored, redacted like [`redact`].
 pub(crate) fn redact_object(map: &Map<String, Value>) -> Value {
     let mut out = Map::with_capacity(map.len());
@@ -176,12 +218,13 @@ pub(crate) fn redact_object(map: &Map<String, Value>) -> Value {
 }
 
 /// A response as stored: whole when it fits in `max_bytes`, otherwise a preview of its start.
-/// Returns the stored value and the full serialized size.
-pub(crate) fn cut_response(value: &Value, max_bytes: usize) -> (Value, i64) {
+/// Returns the stored text and the full serialized size. The response is serialized once; the
+/// stored text is that serialization, not a copy of the value.
+pub(crate) fn cut_response(value: &Value, max_bytes: usize) -> (Payload, i64) {
     let text = value.to_string();
     let size = i64::try_from(text.len()).unwrap_or(i64::MAX);
     if text.len() <= max_bytes {
-        return (value.clone(), size);
+        return (Payload(text), size);
     }
     let mut end = max_bytes;
     while !text.is_char_boundary(end) {
@@ -189,7 +232,7 @@ pub(crate) fn cut_response(value: &Value, max_bytes: usize) -> (Value, i64) {
     }
     let preview =
         serde_json::json!({ "truncated": true, "size_bytes": size, "preview": &text[..end] });
-    (preview, size)
+    (Payload::of(&preview), size)
 }
 
 #[cfg(test)]
@@ -222,9 +265,30 @@ mod tests {
         let value = json!({"text": "é".repeat(100)});
         let (stored, size) = cut_response(&value, 50);
         assert_eq!(size, value.to_string().len() as i64);
+        let stored: Value = serde_json::from_str(stored.as_str()).unwrap();
         assert_eq!(stored["truncated"], json!(true));
         assert!(stored["preview"].as_str().is_some_and(|preview| preview.len() <= 50));
         let (whole, _) = cut_response(&value, 10_000);
-        assert_eq!(whole, value);
+        assert_eq!(whole.as_str(), value.to_string());
+    }
+
+    #[test]
+    fn a_stored_response_is_redacted_and_cut_like_a_copy_would_be() {
+        let value = json!({"confirmation_token": "secret", "rows": [1, 2, 3]});
+        let (stored, size) = stored_response(&value, 10_000);
+        let expected = redact_response(value.clone());
+        assert_eq!(stored.as_str(), expected.to_string());
+        assert_eq!(size, expected.to_string().len() as i64);
+        let plain = json!({"rows": "x".repeat(100)});
+        assert_eq!(stored_response(&plain, 50), cut_response(&plain, 50));
+    }
+
+    #[test]
+    fn a_payload_is_an_ordinary_json_value_in_the_spill_file() {
+        let payload = Payload::of(&json!({"rows": [1, 2], "sql": "select \"a\""}));
+        let line = serde_json::to_string(&payload).unwrap();
+        assert_eq!(line, payload.as_str());
+        let read: Payload = serde_json::from_str(&line).unwrap();
+        assert_eq!(read, payload);
     }
 }

@@ -7,6 +7,7 @@ use anyhow::Context;
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
+use super::copy;
 use super::record::{Execution, Failure};
 
 /// A pool for orca's state database. Connections are made lazily, so orca starts (and spills
@@ -40,8 +41,55 @@ pub(crate) async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Store a batch of new executions and their failures in one transaction with binary `COPY`,
+/// the cheapest way in. `COPY` cannot skip rows already stored, so should a batch meet one (a
+/// unique violation: the ids are minted fresh, so this is not expected), the whole batch is
+/// stored again with [`insert_batch`], which skips them.
+pub(super) async fn store_batch(
+    pool: &PgPool,
+    executions: &[Execution],
+) -> Result<(), sqlx::Error> {
+    match copy_batch(pool, executions).await {
+        Err(sqlx::Error::Database(error)) if error.code().as_deref() == Some(UNIQUE_VIOLATION) => {
+            insert_batch(pool, executions).await
+        }
+        other => other,
+    }
+}
+
+const UNIQUE_VIOLATION: &str = "23505";
+
+async fn copy_batch(pool: &PgPool, executions: &[Execution]) -> Result<(), sqlx::Error> {
+    if executions.is_empty() {
+        return Ok(());
+    }
+    let rows = copy::executions(executions);
+    let failures = copy::failures(executions);
+    let mut transaction = pool.begin().await?;
+    let mut copy_in = transaction
+        .copy_in_raw(&format!(
+            "COPY orca.mcp_executions ({}) FROM STDIN (FORMAT binary)",
+            copy::EXECUTION_COLUMNS
+        ))
+        .await?;
+    copy_in.send(rows).await?;
+    copy_in.finish().await?;
+    if let Some(failures) = failures {
+        let mut copy_in = transaction
+            .copy_in_raw(&format!(
+                "COPY orca.mcp_failures ({}) FROM STDIN (FORMAT binary)",
+                copy::FAILURE_COLUMNS
+            ))
+            .await?;
+        copy_in.send(failures).await?;
+        copy_in.finish().await?;
+    }
+    transaction.commit().await
+}
+
 /// Insert executions and their failures in one transaction. Records already stored (same id)
-/// are skipped, which makes replays idempotent.
+/// are skipped, which makes replays idempotent. The payloads go in as the JSON text they
+/// serialize to, like [`store_batch`] writes them.
 ///
 /// Each table gets one statement whose parameters are arrays, unnested server-side: the SQL text
 /// is the same for every batch size, so it is prepared once per connection and then reused.
@@ -60,9 +108,17 @@ pub(super) async fn insert_batch(
          session_id, transport, trace_id, request_data, response_data, response_bytes, llm_provider, llm_model, \
          llm_prompt_tokens, llm_completion_tokens, execution_time_ms, status, error_code, error_message, \
          feedback_token, created_at, llm_latency_ms, source) \
-         SELECT * FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], \
-         $8::text[], $9::text[], $10::text[], $11::jsonb[], $12::jsonb[], $13::int8[], $14::text[], $15::text[], \
+         SELECT id, mcp_name, tool_name, upstream_tool_name, principal, user_id, agent_id, session_id, transport, \
+         trace_id, request_data::json, response_data::json, response_bytes, llm_provider, llm_model, \
+         llm_prompt_tokens, llm_completion_tokens, execution_time_ms, status, error_code, error_message, \
+         feedback_token, created_at, llm_latency_ms, source \
+         FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], \
+         $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::int8[], $14::text[], $15::text[], \
          $16::int8[], $17::int8[], $18::int4[], $19::text[], $20::text[], $21::text[], $22::uuid[], $23::timestamptz[], $24::int4[], $25::text[]) \
+         AS batch (id, mcp_name, tool_name, upstream_tool_name, principal, user_id, agent_id, session_id, transport, \
+         trace_id, request_data, response_data, response_bytes, llm_provider, llm_model, llm_prompt_tokens, \
+         llm_completion_tokens, execution_time_ms, status, error_code, error_message, feedback_token, created_at, \
+         llm_latency_ms, source) \
          ON CONFLICT DO NOTHING",
     )
     .bind(executions.iter().map(|execution| execution.id).collect::<Vec<_>>())
@@ -75,8 +131,8 @@ pub(super) async fn insert_batch(
     .bind(column(|execution| execution.session_id.clone()))
     .bind(column(|execution| Some(execution.transport.clone())))
     .bind(column(|execution| Some(execution.trace_id.clone())))
-    .bind(executions.iter().map(|execution| execution.request_data.clone()).collect::<Vec<_>>())
-    .bind(executions.iter().map(|execution| execution.response_data.clone()).collect::<Vec<_>>())
+    .bind(column(|execution| Some(execution.request_data.to_string())))
+    .bind(column(|execution| execution.response_data.as_ref().map(|payload| payload.as_str().to_owned())))
     .bind(executions.iter().map(|execution| execution.response_bytes).collect::<Vec<_>>())
     .bind(column(|execution| execution.llm_provider.clone()))
     .bind(column(|execution| execution.llm_model.clone()))

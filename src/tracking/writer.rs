@@ -10,11 +10,17 @@ use tokio::sync::{mpsc, oneshot};
 use super::TrackingStats;
 use super::record::Execution;
 use super::spill::Spill;
-use super::store::insert_batch;
+use super::store::{insert_batch, store_batch};
 use crate::config::TrackingConfig;
 
-/// How long the writer waits for more records before writing a batch that is not full.
-const LINGER: std::time::Duration = std::time::Duration::from_millis(20);
+/// How long the writer waits for more records before writing a batch that is not full. Each
+/// transaction costs the database about as much as a few dozen records, so a busy gateway
+/// writes few large transactions rather than many small ones.
+const LINGER: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// How often the writer looks at the queue while it gathers a batch: it takes what arrived in
+/// one go rather than waking up for every record.
+const GATHER_TICK: std::time::Duration = std::time::Duration::from_millis(5);
 
 #[derive(Debug)]
 pub(super) enum Command {
@@ -65,23 +71,7 @@ impl Writer {
                 None => break,
                 Some(command) => self.take(command, &mut batch, &mut acks, &mut shutdown),
             }
-            // Gather up to one batch: what is already waiting, then whatever arrives within
-            // LINGER, so that a busy gateway writes few large transactions rather than many
-            // small ones. A flush or shutdown request ends the wait.
-            let linger_until = tokio::time::Instant::now() + LINGER;
-            while batch.len() < self.config.batch_size && shutdown.is_none() && acks.is_empty() {
-                let command = match self.receiver.try_recv() {
-                    Ok(command) => command,
-                    Err(mpsc::error::TryRecvError::Disconnected) => break,
-                    Err(mpsc::error::TryRecvError::Empty) => {
-                        match tokio::time::timeout_at(linger_until, self.receiver.recv()).await {
-                            Ok(Some(command)) => command,
-                            Ok(None) | Err(_) => break,
-                        }
-                    }
-                };
-                self.take(command, &mut batch, &mut acks, &mut shutdown);
-            }
+            self.gather(&mut batch, &mut acks, &mut shutdown).await;
             self.write(&mut batch).await;
             for ack in acks {
                 let _ = ack.send(());
@@ -93,6 +83,35 @@ impl Writer {
         }
         // Every sender is gone: nothing more can arrive.
         self.write(&mut batch).await;
+    }
+
+    /// Gather up to one batch: what is waiting, then whatever arrives within [`LINGER`]. A
+    /// flush or shutdown request ends the wait (within a [`GATHER_TICK`]).
+    async fn gather(
+        &mut self,
+        batch: &mut Vec<Execution>,
+        acks: &mut Vec<oneshot::Sender<()>>,
+        shutdown: &mut Option<oneshot::Sender<()>>,
+    ) {
+        let linger_until = tokio::time::Instant::now() + LINGER;
+        let mut commands = Vec::new();
+        while batch.len() < self.config.batch_size && shutdown.is_none() && acks.is_empty() {
+            if self.receiver.is_empty() {
+                let now = tokio::time::Instant::now();
+                if now >= linger_until || self.receiver.is_closed() {
+                    return;
+                }
+                tokio::time::sleep_until(linger_until.min(now + GATHER_TICK)).await;
+                continue;
+            }
+            let room = self.config.batch_size - batch.len();
+            if self.receiver.recv_many(&mut commands, room).await == 0 {
+                return;
+            }
+            for command in commands.drain(..) {
+                self.take(command, batch, acks, shutdown);
+            }
+        }
     }
 
     fn take(
@@ -156,7 +175,7 @@ impl Writer {
     }
 
     async fn try_insert(&self, batch: &[Execution]) -> bool {
-        match insert_batch(&self.pool, batch).await {
+        match store_batch(&self.pool, batch).await {
             Ok(()) => true,
             Err(error) => {
                 if self.stats.database_healthy.swap(false, Ordering::Relaxed) {

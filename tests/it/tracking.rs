@@ -9,7 +9,7 @@ use orca::embedded::EmbeddedPostgres;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::support::{OrcaSetup, call, eventually, meta_of, read};
+use crate::support::{OrcaSetup, TestDatabase, call, eventually, meta_of, read, run, wait_for_row};
 
 /// A private cluster for one test, so stopping it disturbs no other test.
 struct PrivateCluster {
@@ -176,4 +176,135 @@ async fn records_spilled_before_a_restart_are_replayed_by_the_next_run() {
     .await;
     assert!(restarted.stop().success());
     cluster.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_large_payload_is_stored_compressed_and_reads_back_as_orca_sent_it() {
+    let database = TestDatabase::create().await;
+    let setup = OrcaSetup::new(&database.url);
+    let server = setup.http_server(&[]);
+    let client = server.client(None).await;
+    let line = "SELECT name, total FROM invoice WHERE total > 10 -- é, \"quoted\", \\ \u{1F600}\n";
+    let arguments =
+        json!({"unexpected": line.repeat(2_000), "z_first": 1, "a_second": [true, null]});
+    let result = call(&client, "list_servers", arguments.clone(), None).await.unwrap();
+    assert_eq!(result.is_error, Some(true));
+    let token = meta_of(&result)["feedback_token"].clone();
+    let id: Uuid = meta_of(&result)["execution_id"].as_str().unwrap().parse().unwrap();
+    let feedback = reqwest::Client::new()
+        .post(server.url("/mcp/feedback"))
+        .json(&json!({"feedback_token": token, "rating": "down", "comment": "too long"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(feedback.status().as_u16(), 201, "feedback by token finds the record");
+    client.cancel().await.unwrap();
+    let pool = database.connect().await;
+    wait_for_row(&pool, "SELECT 1 FROM orca.mcp_failures WHERE execution_id = $1", id).await;
+    assert!(server.stop().success());
+
+    let (text, compression, stored_size, key): (String, Option<String>, i32, String) = sqlx::query_as(
+        "SELECT request_data::text, pg_column_compression(request_data), pg_column_size(request_data), \
+         request_data->>'z_first' FROM orca.mcp_executions WHERE id = $1",
+    )
+    .bind(id)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(text, arguments.to_string(), "the text orca sent, key order and escapes included");
+    assert_eq!(key, "1", "JSON operators work on the stored payload");
+    assert!(compression.is_some(), "a payload this large is compressed");
+    assert!(
+        (stored_size as usize) < text.len() / 4,
+        "{stored_size} bytes stored for {} bytes of text",
+        text.len()
+    );
+
+    // The export writes the feedback and the failure of this call like any other.
+    let out = setup.home.path().join("exports");
+    let out_text = out.display().to_string();
+    let (code, stdout, stderr) =
+        run(&setup, &["export-feedback", "--since", "1h", "--out", &out_text]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("(1 rows)"), "{stdout}");
+    let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    let feedback_csv = read(&out.join(format!("feedback-{today}.csv")));
+    assert!(feedback_csv.contains(&id.to_string()) && feedback_csv.contains("too long"));
+    let failures_csv = read(&out.join(format!("failures-{today}.csv")));
+    let details: String = sqlx::query_scalar(
+        "SELECT error_details::text FROM orca.mcp_failures WHERE execution_id = $1",
+    )
+    .bind(id)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let mut reader = csv::Reader::from_reader(failures_csv.as_bytes());
+    let row = reader.records().next().expect("one failure").unwrap();
+    assert_eq!(&row[1], id.to_string());
+    assert_eq!(&row[7], details, "the failure's details as stored");
+}
+
+#[tokio::test]
+async fn records_stored_before_the_payload_migration_keep_their_values_and_feedback() {
+    let database = TestDatabase::create().await;
+    let pool = database.connect().await;
+    // The tables as the migrations before this one left them, with a record in them.
+    sqlx::raw_sql("CREATE SCHEMA orca").execute(&pool).await.unwrap();
+    for migration in [
+        include_str!("../../migrations/20261121000001_tracking.sql"),
+        include_str!("../../migrations/20261121000002_confirmation_tokens.sql"),
+        include_str!("../../migrations/20261122000001_llm_latency.sql"),
+        include_str!("../../migrations/20261125000001_execution_source.sql"),
+    ] {
+        sqlx::raw_sql(migration).execute(&pool).await.unwrap();
+    }
+    let (id, token) = (Uuid::now_v7(), Uuid::new_v4());
+    let request = json!({"sql": "SELECT 1", "options": {"limit": 5, "nested": [1, "two", null]}});
+    let response = json!({"rows": [[1]], "columns": ["?column?"], "note": "é \"q\""});
+    sqlx::query(
+        "INSERT INTO orca.mcp_executions (id, mcp_name, tool_name, principal, transport, trace_id, \
+         request_data, response_data, status, feedback_token) \
+         VALUES ($1, 'postgres', 'execute_sql', 'anonymous', 'http', 't', $3, $4, 'success', $2)",
+    )
+    .bind(id)
+    .bind(token)
+    .bind(&request)
+    .bind(&response)
+    .execute(&pool)
+    .await
+    .unwrap();
+
+    let setup = OrcaSetup::new(&database.url);
+    let server = setup.http_server(&[]);
+    let feedback = reqwest::Client::new()
+        .post(server.url("/mcp/feedback"))
+        .json(&json!({"feedback_token": token, "rating": "up"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(feedback.status().as_u16(), 201);
+    assert!(server.stop().success());
+
+    let types: Vec<String> = sqlx::query_scalar(
+        "SELECT data_type FROM information_schema.columns WHERE table_schema = 'orca' \
+         AND table_name = 'mcp_executions' AND column_name IN ('request_data', 'response_data')",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(types, ["json", "json"]);
+    let (stored_request, stored_response): (Value, Value) =
+        sqlx::query_as("SELECT request_data, response_data FROM orca.mcp_executions WHERE id = $1")
+            .bind(id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!((stored_request, stored_response), (request, response));
+    let rated: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM orca.mcp_feedback WHERE execution_id = $1")
+            .bind(id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(rated, 1);
 }
