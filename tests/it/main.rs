@@ -5,6 +5,7 @@ mod auth;
 mod client_cli;
 mod client_sdk;
 mod config;
+mod conformance;
 mod console;
 mod data_metadata;
 mod data_profile;
