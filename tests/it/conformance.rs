@@ -165,7 +165,17 @@ fn run_suite(suite: &Suite, url: &str, out: &Path) -> BTreeMap<String, Vec<Value
         // `server-<scenario>-<ISO timestamp>`.
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         let scenario = name.strip_prefix("server-").unwrap();
-        let scenario = &scenario[..scenario.rfind("-20").expect("timestamped directory")];
+        let stamp = scenario
+            .match_indices('-')
+            .map(|(at, _)| at)
+            .find(|&at| {
+                let rest = scenario[at + 1..].as_bytes();
+                rest.len() > 11
+                    && rest[..4].iter().all(u8::is_ascii_digit)
+                    && (rest[4], rest[7], rest[10]) == (b'-', b'-', b'T')
+            })
+            .expect("a timestamped directory");
+        let scenario = &scenario[..stamp];
         let text = std::fs::read_to_string(path.join("checks.json")).unwrap();
         let list: Vec<Value> = serde_json::from_str(&text).unwrap();
         checks.insert(scenario.to_owned(), list);
