@@ -169,7 +169,7 @@ fn run_suite(suite: &Suite, url: &str, out: &Path) -> BTreeMap<String, Vec<Value
             .match_indices('-')
             .map(|(at, _)| at)
             .find(|&at| {
-                let rest = scenario[at + 1..].as_bytes();
+                let rest = &scenario.as_bytes()[at + 1..];
                 rest.len() > 11
                     && rest[..4].iter().all(u8::is_ascii_digit)
                     && (rest[4], rest[7], rest[10]) == (b'-', b'-', b'T')
