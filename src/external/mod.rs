@@ -4,6 +4,7 @@
 //! orca's own clients that the lists changed.
 
 mod frame;
+mod logs;
 mod names;
 mod sse;
 mod upstream;
@@ -13,16 +14,18 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
-    CallToolResult, GetPromptResult, Prompt, ReadResourceResult, Resource, ResourceTemplate, Tool,
+    CallToolResult, CompleteRequestParams, CompleteResult, GetPromptResult, Prompt,
+    ReadResourceResult, Reference, Resource, ResourceTemplate, Tool,
 };
 use serde_json::{Map, Value};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Availability, ExternalServerConfig};
 use crate::servers::orca::{Directory, ServerCapabilitiesSummary, ServerSummary};
 use crate::tool::{ToolError, Verb};
+pub(crate) use logs::{ExternalLog, severity};
 pub(crate) use upstream::Attempts;
 use upstream::{Event, ExternalTool, Status, Upstream};
 
@@ -87,6 +90,8 @@ pub(crate) struct ExternalServers {
     /// Names of the internal servers' tools, which external tools may not take.
     internal_tools: HashSet<String>,
     changes: watch::Sender<Changes>,
+    /// Log messages from every server, for the gateway's sessions.
+    logs: broadcast::Sender<ExternalLog>,
     directory: Directory,
     shutdown: CancellationToken,
     tasks: Mutex<Vec<JoinHandle<()>>>,
@@ -105,6 +110,7 @@ impl ExternalServers {
         directory: Directory,
     ) -> Result<Arc<ExternalServers>, StartError> {
         let (events_sender, events) = mpsc::unbounded_channel();
+        let logs = broadcast::Sender::new(logs::LOG_BUFFER);
         let upstreams: Vec<Arc<Upstream>> = configs
             .iter()
             .enumerate()
@@ -123,6 +129,7 @@ impl ExternalServers {
                     Arc::new(config.clone()),
                     initial,
                     events_sender.clone(),
+                    logs.clone(),
                 ))
             })
             .collect();
@@ -131,6 +138,7 @@ impl ExternalServers {
             index: RwLock::new(Arc::default()),
             internal_tools,
             changes: watch::Sender::new(Changes::default()),
+            logs,
             directory,
             shutdown: CancellationToken::new(),
             tasks: Mutex::new(Vec::new()),
@@ -391,6 +399,48 @@ impl ExternalServers {
         let (prefix, upstream_uri) = names::split_uri(uri)?;
         let upstream = self.upstreams.iter().find(|upstream| upstream.config.prefix == prefix)?;
         Some(upstream.read_resource(upstream_uri).await)
+    }
+
+    /// Completions for an argument of an external prompt or resource template, asked of the
+    /// server that owns it; `None` when no external server owns the reference.
+    pub(crate) async fn complete(
+        &self,
+        mut request: CompleteRequestParams,
+    ) -> Option<Result<CompleteResult, ToolError>> {
+        let upstream = match &mut request.r#ref {
+            Reference::Prompt(prompt) => self.upstreams.iter().find_map(|upstream| {
+                let upstream_name = upstream.catalog().prompt_names.get(&prompt.name).cloned()?;
+                prompt.name = upstream_name;
+                Some(upstream)
+            })?,
+            Reference::Resource(resource) => {
+                let (prefix, upstream_uri) = names::split_uri(&resource.uri)?;
+                let upstream =
+                    self.upstreams.iter().find(|upstream| upstream.config.prefix == prefix)?;
+                resource.uri = upstream_uri.to_owned();
+                upstream
+            }
+            _ => return None,
+        };
+        Some(upstream.complete(request).await)
+    }
+
+    /// Every server's key and state (`running`, `restarting`, ...), for `/healthz`.
+    pub(crate) fn states(&self) -> Vec<Value> {
+        self.upstreams
+            .iter()
+            .map(|upstream| {
+                serde_json::json!({
+                    "name": upstream.config.key,
+                    "state": upstream.status().state(),
+                })
+            })
+            .collect()
+    }
+
+    /// Log messages from every server, from now on.
+    pub(crate) fn subscribe_logs(&self) -> broadcast::Receiver<ExternalLog> {
+        self.logs.subscribe()
     }
 
     /// The keys of the servers configured to run.

@@ -11,18 +11,19 @@ use std::time::{Duration, Instant};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
-    GetPromptRequestParams, GetPromptResult, Implementation, Prompt, ProtocolVersion,
-    ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate, ServerCapabilities,
-    Tool,
+    CompleteRequestParams, CompleteResult, CompletionInfo, GetPromptRequestParams, GetPromptResult,
+    Implementation, Prompt, ProtocolVersion, ReadResourceRequestParams, ReadResourceResult,
+    Resource, ResourceTemplate, ServerCapabilities, Tool,
 };
 use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService, ServiceError};
 use rmcp::{ClientHandler, ServiceExt};
 use secrecy::ExposeSecret;
 use serde_json::{Map, Value};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::frame::{LineLimit, OVERSIZED_CODE, StreamStats};
+use super::logs::ExternalLog;
 use super::names;
 use crate::config::{ExternalServerConfig, ExternalTransport};
 use crate::tool::{ErrorCode, ToolError, Verb};
@@ -144,6 +145,7 @@ pub(crate) struct Upstream {
     status: watch::Sender<Status>,
     catalog: RwLock<Arc<Catalog>>,
     events: mpsc::UnboundedSender<Event>,
+    logs: broadcast::Sender<ExternalLog>,
     pub(crate) restarts: AtomicU64,
 }
 
@@ -153,6 +155,7 @@ impl Upstream {
         config: Arc<ExternalServerConfig>,
         initial: Status,
         events: mpsc::UnboundedSender<Event>,
+        logs: broadcast::Sender<ExternalLog>,
     ) -> Upstream {
         Upstream {
             index,
@@ -160,6 +163,7 @@ impl Upstream {
             status: watch::Sender::new(initial),
             catalog: RwLock::new(Arc::new(Catalog::default())),
             events,
+            logs,
             restarts: AtomicU64::new(0),
         }
     }
@@ -222,7 +226,11 @@ impl Upstream {
     /// Connect, serve until the connection ends, and say why it ended.
     async fn run_once(&self, shutdown: &CancellationToken) -> String {
         let (events_sender, mut events) = mpsc::unbounded_channel();
-        let handler = UpstreamClient { events: events_sender };
+        let handler = UpstreamClient {
+            events: events_sender,
+            server: Arc::from(self.config.key.as_str()),
+            logs: self.logs.clone(),
+        };
         let connected = tokio::select! {
             connected = self.connect(handler) => connected,
             // Dropping a half-made connection kills the child's group (`Child`'s drop).
@@ -701,6 +709,26 @@ impl Upstream {
         self.bounded(connection.peer.get_prompt(params)).await
     }
 
+    /// Completions for a prompt or resource-template argument (names already upstream's); a
+    /// server without the `completions` capability has none to offer. At most the protocol's
+    /// 100 values are relayed, the rest announced by `hasMore`.
+    pub(crate) async fn complete(
+        &self,
+        request: CompleteRequestParams,
+    ) -> Result<CompleteResult, ToolError> {
+        let connection = self.connection(self.config.timeout, None).await?;
+        if connection.capabilities.completions.is_none() {
+            return Ok(CompleteResult::default());
+        }
+        let mut result = self.bounded(connection.peer.complete(request)).await?;
+        let completion = &mut result.completion;
+        if completion.values.len() > CompletionInfo::MAX_VALUES {
+            completion.values.truncate(CompletionInfo::MAX_VALUES);
+            completion.has_more = Some(true);
+        }
+        Ok(result)
+    }
+
     /// A request to the server within its timeout, its failure in the taxonomy.
     async fn bounded<T>(
         &self,
@@ -757,10 +785,12 @@ impl Lists {
     }
 }
 
-/// orca as a client of the external server: it only listens for list changes.
+/// orca as a client of the external server: it listens for list changes and log messages.
 #[derive(Debug, Clone)]
 struct UpstreamClient {
     events: mpsc::UnboundedSender<Lists>,
+    server: Arc<str>,
+    logs: broadcast::Sender<ExternalLog>,
 }
 
 impl ClientHandler for UpstreamClient {
@@ -783,6 +813,16 @@ impl ClientHandler for UpstreamClient {
 
     async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
         let _ = self.events.send(Lists { tools: false, prompts: false, resources: true });
+    }
+
+    #[expect(deprecated, reason = "MCP logging is deprecated by SEP-2577 but still spoken")]
+    async fn on_logging_message(
+        &self,
+        message: rmcp::model::LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        // No session listening is not an error: the message is simply not relayed.
+        let _ = self.logs.send(ExternalLog::new(self.server.clone(), message));
     }
 }
 

@@ -1,7 +1,8 @@
 //! The HTTP face of the gateway: Streamable HTTP at `/mcp` (stateless by default, sessions with
 //! `--stateful`), `POST /mcp/feedback`, `/healthz` and `/metrics`, behind Host/Origin checks,
 //! a request-body limit and bearer-key authentication. The web console is served at `/`, and a
-//! request carrying the server's own origin (the console's) passes the Origin check.
+//! request carrying the server's own origin (the console's) passes the Origin check, as does a
+//! loopback origin when the server itself is bound to a loopback address.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -68,6 +69,8 @@ fn allowed_hosts(config: &Config, addr: SocketAddr) -> Vec<String> {
 struct Guard {
     hosts: Vec<String>,
     origins: Vec<String>,
+    /// Bound to a loopback address: pages served from this machine may call it.
+    loopback: bool,
 }
 
 /// Build the router. `cancel` stops the MCP service's streams on shutdown.
@@ -95,6 +98,7 @@ pub(crate) fn router(
     let guard = Arc::new(Guard {
         hosts: allowed_hosts(&config, addr),
         origins: config.http.allowed_origins.clone(),
+        loopback: addr.ip().is_loopback(),
     });
 
     let gate = AuthGate {
@@ -189,7 +193,8 @@ async fn check_host_and_origin(
     }
     if let Some(origin) = request.headers().get(header::ORIGIN) {
         let origin = origin.to_str().unwrap_or_default().to_ascii_lowercase();
-        let own = host_header.is_some_and(|host| is_own_origin(&origin, host));
+        let own = host_header.is_some_and(|host| is_own_origin(&origin, host))
+            || (guard.loopback && is_loopback_origin(&origin));
         if !own && !guard.origins.iter().any(|allowed| origin_matches(allowed, &origin)) {
             return error_response(
                 StatusCode::FORBIDDEN,
@@ -222,6 +227,36 @@ fn is_own_origin(origin: &str, host: &str) -> bool {
         && ["http://", "https://"]
             .iter()
             .any(|scheme| origin.strip_prefix(scheme).is_some_and(|rest| rest == host))
+}
+
+/// Whether `origin` is `http(s)://` a loopback host (`localhost`, `127.0.0.0/8`, `[::1]`) on any
+/// port: a page on this machine, which may call a server bound to loopback. A DNS-rebinding page
+/// carries its own site's origin, which this refuses.
+fn is_loopback_origin(origin: &str) -> bool {
+    let Some(authority) =
+        ["http://", "https://"].iter().find_map(|scheme| origin.strip_prefix(scheme))
+    else {
+        return false;
+    };
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(rest) => match rest.split_once(']') {
+            Some((host, after)) => (host, after),
+            None => return false,
+        },
+        None => match authority.find(':') {
+            Some(colon) => authority.split_at(colon),
+            None => (authority, ""),
+        },
+    };
+    let port_ok = port.is_empty()
+        || port.strip_prefix(':').is_some_and(|digits| {
+            !digits.is_empty()
+                && digits.len() <= 5
+                && digits.bytes().all(|byte| byte.is_ascii_digit())
+        });
+    let host_ok =
+        host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    port_ok && host_ok
 }
 
 /// `allowed` is `scheme://host[:port]`, `scheme://host:*` for any port, or `null`.
@@ -441,6 +476,7 @@ async fn healthz(State(state): State<AppState>) -> Response {
         "version": env!("CARGO_PKG_VERSION"),
         "servers": state.registry.server_names(),
         "server_status": state.registry.server_statuses(),
+        "external": state.registry.external().map(|external| external.states()).unwrap_or_default(),
         "tracking": {
             "enabled": tracker.is_enabled(),
             "database_up": database_up,
@@ -486,6 +522,34 @@ mod tests {
         assert!(!is_own_origin("http://127.0.0.1:9000.evil.example", "127.0.0.1:9000"));
         assert!(!is_own_origin("null", "127.0.0.1:9000"));
         assert!(!is_own_origin("http://", ""));
+    }
+
+    #[test]
+    fn loopback_origins_are_loopback_hosts_on_any_port_and_nothing_else() {
+        for origin in [
+            "http://127.0.0.1:9000",
+            "http://localhost:5173",
+            "https://localhost",
+            "http://[::1]:8080",
+            "http://127.1.2.3:80",
+        ] {
+            assert!(is_loopback_origin(origin), "{origin}");
+        }
+        for origin in [
+            "http://evil.example",
+            "http://localhost.evil.example",
+            "http://127.0.0.1.evil.example:9000",
+            "http://127.0.0.1:9000x",
+            "http://127.0.0.1:9000/path",
+            "http://user@127.0.0.1",
+            "http://[::1].evil:80",
+            "http://10.0.0.1:9000",
+            "ftp://127.0.0.1",
+            "null",
+            "http://",
+        ] {
+            assert!(!is_loopback_origin(origin), "{origin}");
+        }
     }
 
     #[test]

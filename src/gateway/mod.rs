@@ -8,6 +8,7 @@ mod console;
 mod edge;
 mod error;
 pub(crate) mod http;
+mod logging;
 mod metrics;
 pub(crate) mod stdio;
 
@@ -18,11 +19,11 @@ use chrono::Utc;
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, GetPromptRequestParams,
-    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, ResourceContents, ServerCapabilities, ServerConfig,
-    Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use serde_json::{Map, Value};
@@ -71,11 +72,13 @@ impl Transport {
 pub(crate) struct Gateway {
     state: AppState,
     transport: Transport,
+    /// The session's `logging/setLevel`.
+    log_level: logging::SessionLevel,
 }
 
 impl Gateway {
     pub(crate) fn new(state: AppState, transport: Transport) -> Gateway {
-        Gateway { state, transport }
+        Gateway { state, transport, log_level: logging::SessionLevel::new() }
     }
 
     /// The caller: the configured stdio principal, or the one the HTTP auth layer attached.
@@ -319,14 +322,33 @@ impl ServerHandler for Gateway {
                 .build(),
             (false, false) => ServerCapabilities::builder().enable_tools().build(),
         };
+        // orca answers `completion/complete` (external prompts and resource templates; nothing
+        // for its own) and `logging/setLevel` (external servers' log messages are relayed).
+        let mut capabilities = capabilities;
+        capabilities.completions = Some(rmcp::model::JsonObject::new());
+        capabilities.logging = Some(rmcp::model::JsonObject::new());
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("orca", env!("CARGO_PKG_VERSION")))
             .with_instructions(self.instructions())
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        // Tell this client when an external server's lists change (debounced upstream).
         let Some(external) = self.state.registry.external() else { return };
+        // Relay external log messages to a session that has a stream for them and may read.
+        let parts = context.extensions.get::<::http::request::Parts>();
+        let (session, readable) = match self.transport {
+            Transport::Stdio => (true, self.state.config.auth.stdio.may(Verb::Read)),
+            Transport::Http => (
+                parts.is_some_and(|parts| parts.headers.contains_key("mcp-session-id")),
+                parts
+                    .and_then(|parts| parts.extensions.get::<Principal>())
+                    .is_some_and(|principal| principal.may(Verb::Read)),
+            ),
+        };
+        if session && readable {
+            logging::relay(external, self.log_level.clone(), context.peer.clone());
+        }
+        // Tell this client when an external server's lists change (debounced upstream).
         let mut changes = external.subscribe();
         let peer = context.peer;
         tokio::spawn(async move {
@@ -361,6 +383,36 @@ impl ServerHandler for Gateway {
     ) -> Result<ListToolsResult, McpError> {
         let principal = self.principal(&context)?;
         Ok(ListToolsResult::with_all_items(self.visible_tools(&principal)))
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        check_completion(&request)?;
+        // orca's own prompts and resource templates offer no completions.
+        let Some(external) = self.readable_external(&context)? else {
+            return Ok(CompleteResult::default());
+        };
+        match external.complete(request).await {
+            None => Ok(CompleteResult::default()),
+            Some(Ok(result)) => Ok(result),
+            Some(Err(tool_error)) => {
+                Err(error::protocol_error(&tool_error, &Uuid::new_v4().simple().to_string()))
+            }
+        }
+    }
+
+    #[expect(deprecated, reason = "MCP logging is deprecated by SEP-2577 but still spoken")]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.principal(&context)?;
+        self.log_level.set(request.level);
+        Ok(())
     }
 
     fn get_tool(&self, _name: &str) -> Option<Tool> {
@@ -575,6 +627,38 @@ impl ServerHandler for Gateway {
             });
         }
         Ok(CallToolResponse::Complete(result))
+    }
+}
+
+/// The longest argument name, value and context a completion request may carry.
+const MAX_COMPLETION_NAME: usize = 256;
+const MAX_COMPLETION_VALUE: usize = 4096;
+const MAX_COMPLETION_CONTEXT: usize = 64;
+
+/// Refuse a completion request no honest client sends, before any server sees it.
+fn check_completion(request: &CompleteRequestParams) -> Result<(), McpError> {
+    let argument = &request.argument;
+    let context = request.context.as_ref().and_then(|context| context.arguments.as_ref());
+    let problem = if argument.name.is_empty() || argument.name.len() > MAX_COMPLETION_NAME {
+        Some(format!("argument.name must be 1 to {MAX_COMPLETION_NAME} bytes"))
+    } else if argument.value.len() > MAX_COMPLETION_VALUE {
+        Some(format!("argument.value must be at most {MAX_COMPLETION_VALUE} bytes"))
+    } else if context.is_some_and(|arguments| {
+        arguments.len() > MAX_COMPLETION_CONTEXT
+            || arguments.iter().any(|(name, value)| {
+                name.len() > MAX_COMPLETION_NAME || value.len() > MAX_COMPLETION_VALUE
+            })
+    }) {
+        Some(format!(
+            "context.arguments may hold at most {MAX_COMPLETION_CONTEXT} names of at most \
+             {MAX_COMPLETION_NAME} bytes with values of at most {MAX_COMPLETION_VALUE} bytes"
+        ))
+    } else {
+        None
+    };
+    match problem {
+        Some(message) => Err(McpError::invalid_params(message, None)),
+        None => Ok(()),
     }
 }
 

@@ -228,19 +228,21 @@ async fn post_mcp(base: &str, origin: &str) -> u16 {
 }
 
 #[tokio::test]
-async fn the_gateway_accepts_its_own_origin_and_refuses_any_other() {
+async fn the_gateway_accepts_its_own_and_loopback_origins_and_refuses_foreign_ones() {
     let database = TestDatabase::create().await;
     let setup = OrcaSetup::new(&database.url);
     let server = setup.http_server(&["--servers", "orca"]);
     let port = server.base.rsplit(':').next().unwrap().to_owned();
     assert_eq!(post_mcp(&server.base, &server.base).await, 200);
-    for foreign in [
-        "http://evil.example".to_owned(),
+    // Bound to loopback, pages on this machine (any loopback origin) may call it too.
+    for local in [
         format!("http://127.0.0.1:{}", port.parse::<u16>().unwrap().wrapping_add(1)),
         format!("http://localhost:{port}"),
-        "null".to_owned(),
     ] {
-        assert_eq!(post_mcp(&server.base, &foreign).await, 403, "{foreign}");
+        assert_eq!(post_mcp(&server.base, &local).await, 200, "{local}");
+    }
+    for foreign in ["http://evil.example", "http://localhost.evil.example", "null"] {
+        assert_eq!(post_mcp(&server.base, foreign).await, 403, "{foreign}");
     }
 }
 

@@ -6,6 +6,7 @@ mod chaos;
 mod client_cli;
 mod client_sdk;
 mod config;
+mod conformance;
 mod console;
 mod data_metadata;
 mod data_profile;

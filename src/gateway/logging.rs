@@ -1,0 +1,79 @@
+//! MCP logging for orca's clients: `logging/setLevel` sets the level of one session, and the log
+//! messages of external servers are relayed to every session that may read them (stdio, or HTTP
+//! with sessions: a stateless request has no stream to carry them), at that level or above.
+#![expect(
+    deprecated,
+    reason = "MCP logging is deprecated by SEP-2577, but the protocol versions clients speak today have it"
+)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use rmcp::model::LoggingLevel;
+use rmcp::service::{Peer, RoleServer};
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::external::{ExternalServers, severity};
+
+/// No level set yet: every message the external servers send is relayed.
+const UNSET: u8 = u8::MAX;
+
+/// The level one session asked for, shared by the clones of its `Gateway`.
+#[derive(Debug, Clone)]
+pub(crate) struct SessionLevel(Arc<AtomicU8>);
+
+impl SessionLevel {
+    pub(crate) fn new() -> SessionLevel {
+        SessionLevel(Arc::new(AtomicU8::new(UNSET)))
+    }
+
+    pub(crate) fn set(&self, level: LoggingLevel) {
+        self.0.store(severity(level), Ordering::Relaxed);
+    }
+
+    fn admits(&self, level: LoggingLevel) -> bool {
+        let minimum = self.0.load(Ordering::Relaxed);
+        minimum == UNSET || severity(level) >= minimum
+    }
+}
+
+/// Relay the external servers' log messages to `peer` until its session ends.
+pub(crate) fn relay(external: &ExternalServers, level: SessionLevel, peer: Peer<RoleServer>) {
+    let mut logs = external.subscribe_logs();
+    tokio::spawn(async move {
+        loop {
+            match logs.recv().await {
+                Ok(log) => {
+                    if peer.is_transport_closed() {
+                        return;
+                    }
+                    if level.admits(log.message.level)
+                        && peer.notify_logging_message(log.message).await.is_err()
+                    {
+                        // The client is gone.
+                        return;
+                    }
+                }
+                Err(RecvError::Lagged(missed)) => {
+                    tracing::debug!(missed, "a client session missed external log messages");
+                }
+                Err(RecvError::Closed) => return,
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_relays_everything_until_it_sets_a_level() {
+        let level = SessionLevel::new();
+        assert!(level.admits(LoggingLevel::Debug));
+        level.set(LoggingLevel::Warning);
+        assert!(!level.admits(LoggingLevel::Info));
+        assert!(level.admits(LoggingLevel::Warning));
+        assert!(level.admits(LoggingLevel::Emergency));
+    }
+}

@@ -1,0 +1,427 @@
+//! The MCP conformance suite (`@modelcontextprotocol/conformance` from npm, server mode, run by
+//! the Node.js 22 of the npm package `node@22`, both installed into `target/`) against the real
+//! `orca serve --http`, stateless and `--stateful`, with the test upstream behind it; and what
+//! the suite touches that orca relays from upstreams: completions, log messages, `/healthz`'s
+//! list of external servers, and the Origin rule of a loopback bind.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
+use rmcp::service::{NotificationContext, RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::support::orca::BINARY;
+use crate::support::{OrcaSetup, TestDatabase, call, eventually, text_of};
+
+/// The suite's version: its scenarios are pinned below, each passing or left out with a reason.
+const SUITE: &str = "@modelcontextprotocol/conformance@0.1.16";
+
+/// What a scenario must show.
+#[derive(Debug, Clone, Copy)]
+enum Expect {
+    /// At least one check succeeds and none fails (warnings are reported, not failed).
+    Pass,
+    /// Not applicable to a gateway: `evidence` must appear in a check that did not succeed, so
+    /// the scenario is left out for exactly this `reason` and no other.
+    LeftOut { evidence: &'static str, reason: &'static str },
+}
+
+use Expect::{LeftOut, Pass};
+
+const FIXTURE_TOOL: &str = "calls a tool of the suite's own reference server";
+const FIXTURE_PROMPT: &str = "gets a prompt of the suite's own reference server";
+const FIXTURE_RESOURCE: &str = "reads a resource of the suite's own reference server";
+const NO_SESSION: &str = "needs a session, which stateless mode does not keep";
+
+/// Every scenario of the suite (active and pending), and what orca must show in `mode`.
+fn expectations(stateful: bool) -> Vec<(&'static str, Expect)> {
+    let sessions = |evidence: &'static str| {
+        if stateful { Pass } else { LeftOut { evidence, reason: NO_SESSION } }
+    };
+    let tool = |name: &'static str| LeftOut { evidence: name, reason: FIXTURE_TOOL };
+    let prompt = |name: &'static str| LeftOut { evidence: name, reason: FIXTURE_PROMPT };
+    let resource = |uri: &'static str| LeftOut { evidence: uri, reason: FIXTURE_RESOURCE };
+    vec![
+        ("server-initialize", Pass),
+        ("logging-set-level", Pass),
+        ("ping", Pass),
+        ("completion-complete", Pass),
+        ("tools-list", Pass),
+        ("resources-list", Pass),
+        ("prompts-list", Pass),
+        ("dns-rebinding-protection", Pass),
+        ("server-sse-multiple-streams", sessions("did not provide session ID")),
+        ("server-sse-polling", sessions("did not provide session ID")),
+        ("tools-call-simple-text", tool("test_simple_text")),
+        ("tools-call-image", tool("test_image_content")),
+        ("tools-call-audio", tool("test_audio_content")),
+        ("tools-call-embedded-resource", tool("test_embedded_resource")),
+        ("tools-call-mixed-content", tool("test_multiple_content_types")),
+        ("tools-call-with-logging", tool("test_tool_with_logging")),
+        ("tools-call-error", tool("test_error_handling")),
+        ("tools-call-with-progress", tool("test_tool_with_progress")),
+        ("tools-call-sampling", tool("test_sampling")),
+        ("tools-call-elicitation", tool("test_elicitation")),
+        ("elicitation-sep1034-defaults", tool("test_elicitation_sep1034_defaults")),
+        ("elicitation-sep1330-enums", tool("test_elicitation_sep1330_enums")),
+        ("json-schema-2020-12", tool("json_schema_2020_12_tool")),
+        ("resources-read-text", resource("test://static-text")),
+        ("resources-read-binary", resource("test://static-binary")),
+        ("resources-templates-read", resource("test://template/")),
+        (
+            "resources-subscribe",
+            LeftOut {
+                evidence: "resources/subscribe",
+                reason: "subscribes to the suite's fixture resource test://watched-resource; orca does not relay subscriptions",
+            },
+        ),
+        (
+            "resources-unsubscribe",
+            LeftOut {
+                evidence: "resources/subscribe",
+                reason: "subscribes to, then unsubscribes from, the suite's fixture resource test://watched-resource",
+            },
+        ),
+        ("prompts-get-simple", prompt("test_simple_prompt")),
+        ("prompts-get-with-args", prompt("test_prompt_with_arguments")),
+        ("prompts-get-embedded-resource", prompt("test_prompt_with_embedded_resource")),
+        ("prompts-get-with-image", prompt("test_prompt_with_image")),
+    ]
+}
+
+/// Node.js 22 and the suite's entry point, installed once per target directory.
+struct Suite {
+    node: PathBuf,
+    entry: PathBuf,
+}
+
+fn suite() -> Suite {
+    let root = Path::new(BINARY).parent().unwrap().join("mcp-conformance");
+    let node = root.join("node_modules/node/bin/node");
+    let entry = root.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
+    std::fs::create_dir_all(&root).unwrap();
+    let lock = std::fs::File::create(root.with_extension("lock")).unwrap();
+    lock.lock().unwrap();
+    if !node.is_file() || !entry.is_file() {
+        let output = Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&root)
+            .args([SUITE, "node@22"])
+            .output()
+            .unwrap_or_else(|error| {
+                panic!("the conformance suite needs npm (apt-get install -y npm): {error}")
+            });
+        assert!(
+            output.status.success(),
+            "npm install {SUITE} node@22 failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let version = Command::new(&node).arg("--version").output().expect("cannot run node@22");
+    let version = String::from_utf8_lossy(&version.stdout).into_owned();
+    assert!(version.starts_with("v22."), "node@22 runs {version}");
+    Suite { node, entry }
+}
+
+/// The test upstream, built next to orca by `cargo build` of the workspace.
+fn fixture() -> PathBuf {
+    let path = Path::new(BINARY).with_file_name("orca-test-upstream");
+    assert!(
+        path.is_file(),
+        "{} is missing: build the workspace (cargo build --workspace)",
+        path.display()
+    );
+    path
+}
+
+fn fixture_yaml() -> String {
+    format!(
+        "mcps:\n  fx:\n    name: Fixture\n    command: {}\n    timeout: 10s\n",
+        fixture().display()
+    )
+}
+
+/// Run the whole suite against `url`; each scenario's checks by scenario name.
+fn run_suite(suite: &Suite, url: &str, out: &Path) -> BTreeMap<String, Vec<Value>> {
+    let output = Command::new(&suite.node)
+        .arg(&suite.entry)
+        .args(["server", "--suite", "all", "--url", url, "--output-dir"])
+        .arg(out)
+        .output()
+        .expect("cannot run the conformance suite");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(stdout.contains("=== SUMMARY ==="), "the suite did not finish:\n{stdout}");
+    let mut checks = BTreeMap::new();
+    for entry in std::fs::read_dir(out).unwrap() {
+        let path = entry.unwrap().path();
+        // `server-<scenario>-<ISO timestamp>`.
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let scenario = name.strip_prefix("server-").unwrap();
+        let stamp = scenario
+            .match_indices('-')
+            .map(|(at, _)| at)
+            .find(|&at| {
+                let rest = &scenario.as_bytes()[at + 1..];
+                rest.len() > 11
+                    && rest[..4].iter().all(u8::is_ascii_digit)
+                    && (rest[4], rest[7], rest[10]) == (b'-', b'-', b'T')
+            })
+            .expect("a timestamped directory");
+        let scenario = &scenario[..stamp];
+        let text = std::fs::read_to_string(path.join("checks.json")).unwrap();
+        let list: Vec<Value> = serde_json::from_str(&text).unwrap();
+        checks.insert(scenario.to_owned(), list);
+    }
+    checks
+}
+
+/// Check every scenario against its expectation; the table of outcomes, for the test's output.
+fn judge(stateful: bool, checks: &BTreeMap<String, Vec<Value>>) -> String {
+    let expected = expectations(stateful);
+    let known: Vec<&str> = expected.iter().map(|(name, _)| *name).collect();
+    let unknown: Vec<&String> =
+        checks.keys().filter(|name| !known.contains(&name.as_str())).collect();
+    assert!(unknown.is_empty(), "scenarios with no expectation here: {unknown:?}");
+    let mut table = String::new();
+    let mut problems = Vec::new();
+    for (scenario, expect) in expected {
+        let Some(list) = checks.get(scenario) else {
+            problems.push(format!("{scenario}: not run"));
+            continue;
+        };
+        let count = |status: &str| list.iter().filter(|check| check["status"] == status).count();
+        let (passed, failed, warned) = (count("SUCCESS"), count("FAILURE"), count("WARNING"));
+        match expect {
+            Pass if failed == 0 && passed > 0 => {
+                table.push_str(&format!("{scenario}: pass ({passed} checks, {warned} warnings)\n"));
+            }
+            Pass => problems.push(format!("{scenario}: expected to pass: {list:#?}")),
+            LeftOut { evidence, reason } => {
+                let shown = list
+                    .iter()
+                    .filter(|check| check["status"] != "SUCCESS" && check["status"] != "INFO")
+                    .any(|check| check.to_string().contains(evidence));
+                if shown {
+                    table.push_str(&format!("{scenario}: left out ({reason})\n"));
+                } else {
+                    problems.push(format!(
+                        "{scenario}: left out because it {reason}, but no check shows `{evidence}`: {list:#?}"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "conformance problems:\n{}", problems.join("\n"));
+    table
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[allow(clippy::print_stderr, reason = "the table of outcomes is the test's own report")]
+async fn the_mcp_conformance_suite_passes_every_scenario_that_applies_to_a_gateway() {
+    let suite = suite();
+    let database = TestDatabase::create().await;
+    let setup = OrcaSetup::new(&database.url).with_external(&fixture_yaml());
+    for stateful in [false, true] {
+        let server = setup.http_server(if stateful { &["--stateful"] } else { &[] });
+        let out = tempfile::tempdir().unwrap();
+        let checks = run_suite(&suite, &server.url("/mcp"), out.path());
+        let table = judge(stateful, &checks);
+        eprintln!("conformance, {}:\n{table}", if stateful { "stateful" } else { "stateless" });
+        let status = server.stop();
+        assert!(status.success(), "orca exited with {status}");
+    }
+}
+
+/// A raw `initialize` with the given `Host` and `Origin`; the status.
+async fn initialize_with(url: &str, host: Option<&str>, origin: &str) -> u16 {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("origin", origin)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json");
+    if let Some(host) = host {
+        request = request.header("host", host);
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}});
+    request.json(&body).send().await.unwrap().status().as_u16()
+}
+
+#[tokio::test]
+async fn a_loopback_bind_accepts_loopback_origins_and_refuses_foreign_ones() {
+    let database = TestDatabase::create().await;
+    let setup = OrcaSetup::new(&database.url);
+    let server = setup.http_server(&[]);
+    let url = server.url("/mcp");
+    let port = url.rsplit(':').next().unwrap().split('/').next().unwrap().to_owned();
+    for origin in [
+        format!("http://127.0.0.1:{port}"),
+        format!("http://localhost:{port}"),
+        "http://localhost:5173".to_owned(),
+        "http://127.0.0.1:3000".to_owned(),
+        "http://[::1]:8080".to_owned(),
+    ] {
+        assert_eq!(initialize_with(&url, None, &origin).await, 200, "{origin}");
+    }
+    for origin in [
+        "http://evil.example",
+        "http://localhost.evil.example",
+        "http://127.0.0.1.evil.example:3000",
+        "null",
+    ] {
+        assert_eq!(initialize_with(&url, None, origin).await, 403, "{origin}");
+    }
+    // DNS rebinding: a foreign name resolving to loopback is refused by its Host.
+    let rebound = initialize_with(&url, Some("evil.example"), "http://evil.example").await;
+    assert_eq!(rebound, 403);
+
+    // Bound to every address (which needs keys), a loopback origin is foreign like any other.
+    let key = "orca_conformance_key_5e21";
+    let keyed = OrcaSetup::new(&database.url).with_config(&format!(
+        "auth:\n  api_keys:\n    - name: reader\n      sha256: {}\n      verbs: [read]\n",
+        hex::encode(Sha256::digest(key.as_bytes()))
+    ));
+    let wide = keyed.http_command(&["serve", "--http", "0.0.0.0:0"]);
+    let wide_url = wide.url("/mcp").replace("0.0.0.0", "127.0.0.1");
+    let status = initialize_with(&wide_url, None, "http://localhost:5173").await;
+    assert_eq!(status, 403);
+}
+
+/// A client that keeps the log messages it is sent.
+#[derive(Clone, Default)]
+struct LogCollector {
+    messages: Arc<Mutex<Vec<Value>>>,
+}
+
+impl rmcp::ClientHandler for LogCollector {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(ClientCapabilities::default(), Implementation::new("logs", "1"))
+    }
+
+    #[expect(deprecated, reason = "MCP logging is deprecated by SEP-2577 but still spoken")]
+    async fn on_logging_message(
+        &self,
+        message: rmcp::model::LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.messages.lock().unwrap().push(serde_json::to_value(message).unwrap());
+    }
+}
+
+impl LogCollector {
+    fn texts(&self) -> Vec<String> {
+        let messages = self.messages.lock().unwrap();
+        messages
+            .iter()
+            .filter_map(|message| message["data"]["text"].as_str())
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+/// Log through the fixture at `level`, then at `error` as a marker, and wait for the marker.
+async fn log_and_wait(
+    client: &RunningService<RoleClient, LogCollector>,
+    collector: &LogCollector,
+    level: &str,
+    text: &str,
+) {
+    let result = call(client, "fx_log", json!({"level": level, "text": text}), None).await.unwrap();
+    assert_eq!(text_of(&result), "logged");
+    let marker = format!("after {text}");
+    call(client, "fx_log", json!({"level": "error", "text": marker}), None).await.unwrap();
+    eventually("the marker log message", Duration::from_secs(10), || async {
+        collector.texts().contains(&marker)
+    })
+    .await;
+}
+
+/// `logging/setLevel` with a level by its wire name.
+#[expect(deprecated, reason = "MCP logging is deprecated by SEP-2577 but still spoken")]
+async fn set_level(client: &RunningService<RoleClient, LogCollector>, level: &str) {
+    let level: rmcp::model::LoggingLevel = serde_json::from_value(json!(level)).unwrap();
+    client.set_level(rmcp::model::SetLevelRequestParams::new(level)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn upstream_log_messages_reach_stdio_and_session_clients_at_their_level() {
+    let database = TestDatabase::create().await;
+    let setup = OrcaSetup::new(&database.url).with_external(&fixture_yaml());
+
+    let collector = LogCollector::default();
+    let client = setup.stdio_client_with(collector.clone()).await;
+    assert!(client.peer_info().unwrap().capabilities.logging.is_some());
+    log_and_wait(&client, &collector, "info", "hello over stdio").await;
+    let first = collector.messages.lock().unwrap()[0].clone();
+    assert_eq!(first["level"], "info");
+    assert_eq!(first["logger"], "fx/fixture", "the logger names the server: {first}");
+    set_level(&client, "warning").await;
+    log_and_wait(&client, &collector, "info", "quiet").await;
+    log_and_wait(&client, &collector, "warning", "loud").await;
+    let texts = collector.texts();
+    assert!(
+        texts.contains(&"loud".to_owned()) && !texts.contains(&"quiet".to_owned()),
+        "{texts:?}"
+    );
+    client.cancel().await.unwrap();
+
+    let server = setup.http_server(&["--stateful"]);
+    let collector = LogCollector::default();
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(server.url("/mcp")),
+    );
+    let client = collector.clone().serve(transport).await.unwrap();
+    log_and_wait(&client, &collector, "notice", "hello over a session").await;
+    set_level(&client, "error").await;
+    log_and_wait(&client, &collector, "warning", "below error").await;
+    let texts = collector.texts();
+    assert!(texts.contains(&"hello over a session".to_owned()), "{texts:?}");
+    assert!(!texts.contains(&"below error".to_owned()), "{texts:?}");
+
+    // /healthz names each external server with its state.
+    let health: Value = reqwest::get(server.url("/healthz")).await.unwrap().json().await.unwrap();
+    assert_eq!(health["external"], json!([{"name": "fx", "state": "running"}]), "{health}");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn completions_of_external_prompts_and_resource_templates_come_from_their_server() {
+    let database = TestDatabase::create().await;
+    let setup = OrcaSetup::new(&database.url).with_external(&fixture_yaml());
+    let client = setup.stdio_client().await;
+    assert!(client.peer_info().unwrap().capabilities.completions.is_some());
+
+    let topics = client.complete_prompt_argument("fx_summarize", "topic", "d", None).await.unwrap();
+    assert_eq!(topics.values, ["databases", "dolphins"]);
+    let ids = client
+        .complete_resource_argument("orca://fx/fixture://items/{id}", "id", "1", None)
+        .await
+        .unwrap();
+    assert_eq!(ids.values, ["1", "10"]);
+
+    // orca's own prompts offer no completions; neither does a name nobody owns.
+    for prompt in ["ask_for_disambiguation", "no_such_prompt"] {
+        let none = client.complete_prompt_argument(prompt, "question", "x", None).await.unwrap();
+        assert!(none.values.is_empty(), "{prompt}: {none:?}");
+    }
+
+    // The upstream's refusal comes back as invalid params, in orca's words.
+    let refused = client.complete_prompt_argument("fx_summarize", "tone", "x", None).await;
+    let refused = refused.unwrap_err().to_string();
+    assert!(refused.contains("-32602") || refused.contains("nothing to complete"), "{refused}");
+
+    // Hostile sizes are refused before any server sees them.
+    let huge = "x".repeat(5000);
+    let error =
+        client.complete_prompt_argument("fx_summarize", "topic", &huge, None).await.unwrap_err();
+    assert!(error.to_string().contains("argument.value must be at most 4096 bytes"), "{error}");
+    client.cancel().await.unwrap();
+}
