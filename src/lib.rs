@@ -27,6 +27,8 @@ mod context;
 pub mod embedded;
 mod eval;
 mod external;
+#[doc(hidden)]
+pub mod fuzzing;
 mod gateway;
 mod llm;
 mod registry;
@@ -34,5 +36,3 @@ mod servers;
 pub mod sql;
 mod tool;
 mod tracking;
-#[doc(hidden)]
-pub mod fuzzing;

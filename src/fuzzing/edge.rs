@@ -76,7 +76,11 @@ fn round_trip(message: &ClientJsonRpcMessage) {
     let text = serde_json::to_string(message).expect("a parsed message serializes");
     let again: ClientJsonRpcMessage =
         serde_json::from_str(&text).expect("a serialized message parses back");
-    assert_eq!(as_json(&again), as_json(message), "the message changed through a round trip: {text}");
+    assert_eq!(
+        as_json(&again),
+        as_json(message),
+        "the message changed through a round trip: {text}"
+    );
 }
 
 /// stdin in stdio mode: rmcp's transport (what `gateway::stdio` serves on) reads the input,

@@ -64,7 +64,8 @@ fn mentioned_line(message: &str) -> Option<usize> {
 /// The environment the configuration targets load with: every secret set, every optional
 /// server enabled, files pointed at the fuzz input.
 fn environment(external_file: &str) -> Env {
-    let database_url = format!("postgres://orca:{}@127.0.0.1:5432/app", secret("DATABASE_PASSWORD"));
+    let database_url =
+        format!("postgres://orca:{}@127.0.0.1:5432/app", secret("DATABASE_PASSWORD"));
     let mut pairs: Vec<(&str, &str)> = SECRETS.to_vec();
     pairs.extend([
         ("HOME", "/nonexistent/fuzz-home"),
@@ -116,7 +117,11 @@ pub(super) fn external_yaml(data: &[u8]) {
             assert_no_secret(&server.endpoint, data, "an external server's endpoint");
             assert_no_secret(&server.display_name, data, "an external server's name");
             if matches!(server.transport, ExternalTransport::Http { .. }) {
-                assert!(!server.endpoint.contains('?'), "an endpoint shows its query: {}", server.endpoint);
+                assert!(
+                    !server.endpoint.contains('?'),
+                    "an endpoint shows its query: {}",
+                    server.endpoint
+                );
             }
             if let Availability::MissingCredentials(names) = &server.availability {
                 assert_no_secret(&names.join(", "), data, "the missing credentials");

@@ -35,7 +35,10 @@ pub(super) fn classify(data: &[u8]) {
                 }
             }
             // Classification is a function of the text.
-            assert_eq!(classify_sql(&sql).map(|again| again.statements.len()).ok(), Some(classification.statements.len()));
+            assert_eq!(
+                classify_sql(&sql).map(|again| again.statements.len()).ok(),
+                Some(classification.statements.len())
+            );
         }
         Err(error) => {
             let _ = error.to_string();
