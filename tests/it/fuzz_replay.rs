@@ -5,6 +5,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use orca::fuzzing::{TARGETS, Target, target};
 use proptest::prelude::*;
@@ -126,11 +127,89 @@ fn target_and_bytes() -> impl Strategy<Value = (Target, Vec<u8>)> {
         .prop_map(|(index, bytes)| (TARGETS[index], bytes))
 }
 
+/// Every target's saved inputs, read once.
+fn corpora() -> &'static [(Target, Vec<Vec<u8>>)] {
+    static CORPORA: OnceLock<Vec<(Target, Vec<Vec<u8>>)>> = OnceLock::new();
+    CORPORA.get_or_init(|| {
+        TARGETS
+            .iter()
+            .map(|target| {
+                let inputs = saved_inputs(target.name)
+                    .iter()
+                    .map(|path| std::fs::read(path).expect("a readable corpus file"))
+                    .collect();
+                (*target, inputs)
+            })
+            .collect()
+    })
+}
+
+/// One edit of a byte string: flip a byte, insert one, remove one, or repeat a slice.
+#[derive(Debug, Clone)]
+enum Edit {
+    Flip(usize, u8),
+    Insert(usize, u8),
+    Remove(usize),
+    Repeat(usize, usize),
+}
+
+fn apply(bytes: &mut Vec<u8>, edit: &Edit) {
+    let at = |position: usize, length: usize| if length == 0 { 0 } else { position % length };
+    match *edit {
+        Edit::Flip(position, mask) if !bytes.is_empty() => {
+            let index = at(position, bytes.len());
+            bytes[index] ^= mask.max(1);
+        }
+        Edit::Insert(position, byte) => bytes.insert(at(position, bytes.len() + 1), byte),
+        Edit::Remove(position) if !bytes.is_empty() => {
+            bytes.remove(at(position, bytes.len()));
+        }
+        Edit::Repeat(position, length) if !bytes.is_empty() => {
+            let start = at(position, bytes.len());
+            let end = (start + length % 64 + 1).min(bytes.len());
+            let copy = bytes[start..end].to_vec();
+            bytes.splice(end..end, copy);
+        }
+        _ => {}
+    }
+}
+
+/// A target and one of its saved inputs changed by a few edits, as libFuzzer's mutations do.
+fn target_and_mutated_input() -> impl Strategy<Value = (Target, Vec<u8>)> {
+    let edit = prop_oneof![
+        (any::<usize>(), any::<u8>()).prop_map(|(position, mask)| Edit::Flip(position, mask)),
+        (any::<usize>(), any::<u8>()).prop_map(|(position, byte)| Edit::Insert(position, byte)),
+        any::<usize>().prop_map(Edit::Remove),
+        (any::<usize>(), any::<usize>())
+            .prop_map(|(position, length)| Edit::Repeat(position, length)),
+    ];
+    (0..TARGETS.len(), any::<usize>(), proptest::collection::vec(edit, 1..8)).prop_map(
+        |(index, pick, edits)| {
+            let (target, inputs) = &corpora()[index];
+            let mut bytes = inputs.get(pick % inputs.len().max(1)).cloned().unwrap_or_default();
+            for edit in &edits {
+                apply(&mut bytes, edit);
+            }
+            (*target, bytes)
+        },
+    )
+}
+
+/// Cases per property: 512, or `ORCA_FUZZ_CASES` to explore longer on stable.
+fn cases() -> u32 {
+    std::env::var("ORCA_FUZZ_CASES").ok().and_then(|cases| cases.parse().ok()).unwrap_or(512)
+}
+
 proptest! {
-    #![proptest_config(Config { cases: 512, failure_persistence: None, ..Config::default() })]
+    #![proptest_config(Config { cases: cases(), failure_persistence: None, ..Config::default() })]
 
     #[test]
     fn random_bytes_break_no_target((target, bytes) in target_and_bytes()) {
+        (target.run)(&bytes);
+    }
+
+    #[test]
+    fn mutated_corpus_inputs_break_no_target((target, bytes) in target_and_mutated_input()) {
         (target.run)(&bytes);
     }
 }
