@@ -2,7 +2,6 @@
 //! `orca.yaml` and `external-mcps.yaml`.
 
 use std::path::PathBuf;
-use std::sync::OnceLock;
 
 use super::{SECRETS, assert_no_secret};
 use crate::config::{self, Availability, ConfigErrors, Env, ExternalTransport};
@@ -90,28 +89,25 @@ fn scratch_file(name: &str, contents: &[u8]) -> PathBuf {
     path
 }
 
-/// An empty file, written once per process.
-fn empty_file() -> &'static str {
-    static EMPTY: OnceLock<String> = OnceLock::new();
-    EMPTY.get_or_init(|| scratch_file("empty.yaml", b"").display().to_string())
-}
-
 /// `orca.yaml`: loading never panics, every problem is reported with the file's name, and
 /// neither an error nor what `orca doctor` prints of a valid configuration shows a secret.
 pub(super) fn orca_yaml(data: &[u8]) {
     let path = scratch_file("orca.yaml", data);
-    let result = config::load(Some(&path), &environment(empty_file()));
+    let empty = scratch_file("empty-external-mcps.yaml", b"");
+    let result = config::load(Some(&path), &environment(&empty.display().to_string()));
     let _ = std::fs::remove_file(&path);
-    check_loaded(result, data, &path.display().to_string());
+    let _ = std::fs::remove_file(&empty);
+    check_loaded(result, data, &[&path, &empty]);
 }
 
 /// `external-mcps.yaml`: the same promises, and the endpoint shown for each server (in
 /// `list_servers`, the logs and `/healthz`) holds no secret, user info or query string.
 pub(super) fn external_yaml(data: &[u8]) {
     let path = scratch_file("external-mcps.yaml", data);
-    let empty = PathBuf::from(empty_file());
+    let empty = scratch_file("empty-orca.yaml", b"");
     let result = config::load(Some(&empty), &environment(&path.display().to_string()));
     let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(&empty);
     if let Ok(config) = &result {
         for server in &config.external.servers {
             assert_no_secret(&server.endpoint, data, "an external server's endpoint");
@@ -128,10 +124,11 @@ pub(super) fn external_yaml(data: &[u8]) {
             }
         }
     }
-    check_loaded(result, data, &path.display().to_string());
+    check_loaded(result, data, &[&path, &empty]);
 }
 
-fn check_loaded(result: Result<config::Config, ConfigErrors>, data: &[u8], file: &str) {
+/// What both configuration targets promise; `files` are the ones loaded.
+fn check_loaded(result: Result<config::Config, ConfigErrors>, data: &[u8], files: &[&PathBuf]) {
     match result {
         Ok(config) => {
             for (key, value) in config.describe() {
@@ -143,8 +140,7 @@ fn check_loaded(result: Result<config::Config, ConfigErrors>, data: &[u8], file:
             for error in &errors {
                 assert_no_secret(error, data, "a configuration error");
                 assert!(
-                    error.starts_with(file)
-                        || error.starts_with(empty_file())
+                    files.iter().any(|file| error.starts_with(&file.display().to_string()))
                         || error.starts_with("environment"),
                     "a problem does not name its file or the environment: {error}"
                 );
