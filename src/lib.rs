@@ -18,6 +18,7 @@
 //! - [`embedded`]: the private PostgreSQL cluster used when no database URL is configured.
 //! - [`client`]: the client SDK: any MCP server's tools as OpenAI, Anthropic and Gemini tools, and an executor.
 //! - `eval`: `orca eval`, execution accuracy of `generate_sql` on a question set.
+//! - `fuzzing` (hidden): the bodies of the fuzz targets, shared by `fuzz/` and the corpus replay test.
 
 pub mod cli;
 pub mod client;
@@ -26,6 +27,8 @@ mod context;
 pub mod embedded;
 mod eval;
 mod external;
+#[doc(hidden)]
+pub mod fuzzing;
 mod gateway;
 mod llm;
 mod registry;

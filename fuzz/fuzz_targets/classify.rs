@@ -1,45 +1,11 @@
-//! Fuzz target for the SQL classifier: any bytes, read as UTF-8 (lossily, so NUL bytes and
-//! replacement characters reach the parser too), must classify to `Ok` or `Err` without a panic,
-//! and every field of every statement must be readable.
+//! The `classify` fuzz target: libFuzzer's input handed to `orca::fuzzing`'s body of the same name,
+//! which the corpus replay test (`tests/it/fuzz_replay.rs`) runs on the stable toolchain too.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use orca::sql::{StatementKind, classify};
 
 fuzz_target!(|data: &[u8]| {
-    let sql = String::from_utf8_lossy(data);
-    match classify(&sql) {
-        Ok(classification) => {
-            for statement in &classification.statements {
-                let _ = statement.kind.as_str();
-                if let StatementKind::Utility(keyword) = statement.kind {
-                    assert!(!keyword.is_empty());
-                }
-                // The text of a statement is a slice of the input.
-                assert!(sql.contains(statement.text.as_str()));
-                for name in
-                    statement.tables.iter().chain(&statement.functions).chain(&statement.operators)
-                {
-                    let _ = name.to_string();
-                }
-                let _ = statement.attribute_names.len();
-                for effect in &statement.effects {
-                    let _ = effect.as_str();
-                }
-                let _ = statement.denied.join("; ");
-                let _ = statement.plain_explain;
-                // A statement that changes something is never a read.
-                if statement.writes() {
-                    assert!(!statement.is_read());
-                }
-                if !statement.effects.is_empty() {
-                    assert!(statement.writes());
-                }
-            }
-        }
-        Err(error) => {
-            let _ = error.to_string();
-        }
-    }
+    let target = orca::fuzzing::target("classify").expect("orca has a target of this name");
+    (target.run)(data);
 });

@@ -444,7 +444,7 @@ impl Env {
         Env { vars: std::env::vars().collect() }
     }
 
-    #[cfg(test)]
+    /// An environment of exactly these variables (tests and the fuzz targets).
     pub(crate) fn from_pairs(pairs: &[(&str, &str)]) -> Env {
         Env {
             vars: pairs

@@ -33,6 +33,6 @@ pub(crate) mod suggest;
 mod shipped;
 
 pub(crate) use overview::replace_schema_overview;
-pub(crate) use parse::{ContextDoc, parse};
+pub(crate) use parse::{ContextDoc, estimate_tokens, parse};
 pub(crate) use select::select;
 pub(crate) use store::{ContextStore, ContextWatch, LoadedContext};

@@ -39,6 +39,7 @@ use crate::tracking::{
 };
 
 pub(crate) use auth::hash_key;
+pub(crate) use edge::{BodyProblem, check_json_rpc};
 pub(crate) use metrics::Metrics;
 
 /// Everything a request needs, as cheap clones.

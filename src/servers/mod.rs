@@ -12,9 +12,11 @@ use std::sync::Arc;
 
 use rmcp::model::{Tool, ToolAnnotations};
 use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
 
 use crate::config::Principal;
-use crate::tool::Verb;
+use crate::tool::{ToolError, Verb, parse_arguments};
 
 /// How a server that depends on a remote service shows in `list_servers`: its status (`running`,
 /// or why it cannot serve) and, once known, a description naming what it is connected to. The
@@ -25,17 +27,23 @@ pub(crate) struct Presence {
     pub(crate) description: Option<String>,
 }
 
+/// Decodes a tool's arguments into its parameter type, keeping only whether that worked.
+pub(crate) type DecodeArguments = fn(Option<Map<String, Value>>) -> Result<(), ToolError>;
+
 /// A tool as its server declares it.
 #[derive(Debug, Clone)]
 pub(crate) struct ToolSpec {
     pub(crate) tool: Tool,
     /// What the caller must be allowed to do; checked by the gateway before dispatch.
     pub(crate) verb: Verb,
+    /// Decodes arguments into the declared parameter type as the tool's call does (the fuzz
+    /// target of arguments checks it against the published schema).
+    pub(crate) decode: DecodeArguments,
 }
 
 impl ToolSpec {
     /// A tool whose arguments are the JSON form of `P`.
-    pub(crate) fn new<P: JsonSchema + 'static>(
+    pub(crate) fn new<P: JsonSchema + DeserializeOwned + 'static>(
         name: &'static str,
         description: &'static str,
         verb: Verb,
@@ -43,12 +51,22 @@ impl ToolSpec {
     ) -> ToolSpec {
         let schema = rmcp::handler::server::common::schema_for_type::<P>();
         let tool = Tool::new(name, description, Arc::clone(&schema)).annotate(annotations);
-        ToolSpec { tool, verb }
+        ToolSpec { tool, verb, decode: |arguments| parse_arguments::<P>(arguments).map(|_| ()) }
     }
 
     pub(crate) fn name(&self) -> &str {
         &self.tool.name
     }
+}
+
+/// Every internal tool as declared with writes allowed, without building the servers.
+pub(crate) fn declared_tools() -> Vec<ToolSpec> {
+    let mut tools = orca::OrcaServer::declared_tools();
+    tools.extend(postgres::PostgresServer::declared_tools(false));
+    tools.extend(data::DataServer::declared_tools(false));
+    tools.extend(metabase::MetabaseServer::declared_tools(false));
+    tools.extend(weaviate::WeaviateServer::declared_tools(false));
+    tools
 }
 
 /// What a tool may know about the call it serves.

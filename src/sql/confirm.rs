@@ -223,14 +223,47 @@ pub(crate) async fn mint(
     if human {
         return Ok(Minted::Approval { id, expires_at });
     }
-    let signature = secret.sign(id, expires_at.timestamp(), binding);
-    let token = format!(
-        "{TOKEN_PREFIX}_{}_{}_{}",
-        id.simple(),
-        expires_at.timestamp(),
-        hex::encode(signature)
-    );
+    let token = token_text(secret, id, expires_at.timestamp(), binding);
     Ok(Minted::Token { token, expires_at })
+}
+
+/// The text of the token for confirmation `id`, expiring at `expires` (seconds since the epoch),
+/// for `binding`: `orca_ct_<id>_<expires>_<signature>`.
+pub(crate) fn token_text(secret: &Secret, id: Uuid, expires: i64, binding: &Binding<'_>) -> String {
+    let signature = secret.sign(id, expires, binding);
+    format!("{TOKEN_PREFIX}_{}_{expires}_{}", id.simple(), hex::encode(signature))
+}
+
+/// What a token says, and whether its signature is right for a binding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TokenCheck {
+    pub(crate) id: Uuid,
+    pub(crate) expires: i64,
+    pub(crate) signed_for_binding: bool,
+}
+
+/// Read a token and check its signature against `binding`, without the database.
+///
+/// # Errors
+///
+/// `Malformed` when the text is not a token's.
+pub(crate) fn check_token(
+    secret: &Secret,
+    token: &str,
+    binding: &Binding<'_>,
+) -> Result<TokenCheck, ConfirmError> {
+    let parts: Vec<&str> = token.trim().split('_').collect();
+    let [prefix_a, prefix_b, id, expires, signature] = parts.as_slice() else {
+        return Err(ConfirmError::Malformed);
+    };
+    if format!("{prefix_a}_{prefix_b}") != TOKEN_PREFIX {
+        return Err(ConfirmError::Malformed);
+    }
+    let id = Uuid::try_parse(id).map_err(|_| ConfirmError::Malformed)?;
+    let expires: i64 = expires.parse().map_err(|_| ConfirmError::Malformed)?;
+    let signature = hex::decode(signature).map_err(|_| ConfirmError::Malformed)?;
+    let expected = secret.sign(id, expires, binding);
+    Ok(TokenCheck { id, expires, signed_for_binding: constant_time_eq(&expected, &signature) })
 }
 
 /// Redeem a token for `binding`: the signature, the expiry and the binding are checked here,
@@ -245,18 +278,8 @@ pub(crate) async fn redeem_token(
     token: &str,
     binding: &Binding<'_>,
 ) -> Result<ApprovedWrite, ConfirmError> {
-    let parts: Vec<&str> = token.trim().split('_').collect();
-    let [prefix_a, prefix_b, id, expires, signature] = parts.as_slice() else {
-        return Err(ConfirmError::Malformed);
-    };
-    if format!("{prefix_a}_{prefix_b}") != TOKEN_PREFIX {
-        return Err(ConfirmError::Malformed);
-    }
-    let id = Uuid::try_parse(id).map_err(|_| ConfirmError::Malformed)?;
-    let expires: i64 = expires.parse().map_err(|_| ConfirmError::Malformed)?;
-    let signature = hex::decode(signature).map_err(|_| ConfirmError::Malformed)?;
-    let expected = secret.sign(id, expires, binding);
-    if !constant_time_eq(&expected, &signature) {
+    let TokenCheck { id, expires, signed_for_binding } = check_token(secret, token, binding)?;
+    if !signed_for_binding {
         // Either forged, or genuine but for another statement, principal or database: tell
         // which when the token is ours, without revealing anything else.
         let known: Option<(i64,)> = sqlx::query_as(

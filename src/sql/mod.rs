@@ -29,6 +29,7 @@ pub(crate) use confirm::{
     ApprovalRequest, ApproveError, ApprovedWrite, Binding, ConfirmError, Minted, Secret,
     approval_request, approve, mint, pending_approvals, redeem_approval, redeem_token,
 };
+pub(crate) use confirm::{TokenCheck, check_token, token_text};
 pub(crate) use introspect::{DatabaseSchema, introspect};
 pub(crate) use policy::VolatileCall;
 pub(crate) use read::{

@@ -17,6 +17,7 @@ mod eval;
 mod export;
 mod external;
 mod feedback;
+mod fuzz_replay;
 mod gateway_http;
 mod gateway_stdio;
 mod llm_fake_wire;

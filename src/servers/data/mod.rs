@@ -67,10 +67,7 @@ impl DataServer {
                 (id.clone(), MaskingPolicy { id, columns, salt })
             })
             .collect();
-        let mut tools = query::tools();
-        tools.extend(metadata::tools());
-        tools.extend(profile::tools());
-        tools.extend(materialize::tools(settings.read_only));
+        let tools = DataServer::declared_tools(settings.read_only);
         DataServer {
             target,
             secret,
@@ -81,6 +78,15 @@ impl DataServer {
             schema_cache: SchemaCache::default(),
             tools: tools.into(),
         }
+    }
+
+    /// The tools this server declares.
+    pub(crate) fn declared_tools(read_only: bool) -> Vec<ToolSpec> {
+        let mut tools = query::tools();
+        tools.extend(metadata::tools());
+        tools.extend(profile::tools());
+        tools.extend(materialize::tools(read_only));
+        tools
     }
 
     pub(crate) fn tools(&self) -> &[ToolSpec] {

@@ -41,6 +41,11 @@ impl MetabaseServer {
         }
     }
 
+    /// The tools this server declares.
+    pub(crate) fn declared_tools(read_only: bool) -> Vec<ToolSpec> {
+        tools::tools(read_only)
+    }
+
     pub(crate) fn tools(&self) -> &[ToolSpec] {
         &self.tools
     }

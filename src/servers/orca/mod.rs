@@ -81,7 +81,13 @@ impl OrcaServer {
         "orca itself: the servers behind this gateway, and feedback on tool results";
 
     pub(crate) fn new(directory: Directory, pool: PgPool, tracker: Tracker) -> OrcaServer {
-        let tools = vec![
+        let tools = OrcaServer::declared_tools();
+        OrcaServer { directory, pool, tracker, tools: tools.into() }
+    }
+
+    /// The tools this server declares.
+    pub(crate) fn declared_tools() -> Vec<ToolSpec> {
+        vec![
             ToolSpec::new::<ListServersParams>(
                 "list_servers",
                 "List every MCP server behind this gateway, internal and external, with its status, tool count, tool names and capabilities.",
@@ -99,8 +105,7 @@ impl OrcaServer {
                     .idempotent(true)
                     .open_world(false),
             ),
-        ];
-        OrcaServer { directory, pool, tracker, tools: tools.into() }
+        ]
     }
 
     pub(crate) fn tools(&self) -> &[ToolSpec] {

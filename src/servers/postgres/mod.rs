@@ -119,6 +119,22 @@ impl PostgresServer {
         read_only: bool,
         intelligence: Intelligence,
     ) -> PostgresServer {
+        let tools = PostgresServer::declared_tools(read_only);
+        PostgresServer {
+            target,
+            state_pool,
+            secret,
+            config,
+            read_only,
+            schema_cache: SchemaCache::default(),
+            intelligence,
+            analyses: Arc::default(),
+            tools: tools.into(),
+        }
+    }
+
+    /// The tools this server declares.
+    pub(crate) fn declared_tools(read_only: bool) -> Vec<ToolSpec> {
         let mut tools = vec![ToolSpec::new::<GenerateSqlParams>(
             "generate_sql",
             "Write one PostgreSQL statement for a question in plain language. A model gets the live schema and the learned context entries relevant to the question; its SQL is checked (grammar, exactly one statement, EXPLAIN against the database, so unknown tables and columns are caught) and, if wrong, sent back with the database's error for another try (max_retries attempts in all). Returns the SQL (nothing is run), whether it writes, and _meta with provider_used, model_used, attempt and validation. After the last failed attempt the error is EXCEEDED_RETRIES with the last SQL and error in details, to fix by hand and run with execute_sql.",
@@ -151,17 +167,7 @@ impl PostgresServer {
             Verb::Read,
             ToolAnnotations::new().read_only(true).idempotent(true).open_world(false),
         ));
-        PostgresServer {
-            target,
-            state_pool,
-            secret,
-            config,
-            read_only,
-            schema_cache: SchemaCache::default(),
-            intelligence,
-            analyses: Arc::default(),
-            tools: tools.into(),
-        }
+        tools
     }
 
     pub(crate) fn tools(&self) -> &[ToolSpec] {

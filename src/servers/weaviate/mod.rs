@@ -56,9 +56,7 @@ impl WeaviateServer {
     pub(crate) const DESCRIPTION: &str = "Weaviate: collections and their configuration, tenants, object upserts, gets and deletes, hybrid, near-text, near-vector and BM25 search, aggregates";
 
     pub(crate) fn new(config: WeaviateConfig, read_only: bool) -> WeaviateServer {
-        let mut tools = collections::tools(read_only);
-        tools.extend(objects::tools(read_only));
-        tools.extend(query::tools());
+        let tools = WeaviateServer::declared_tools(read_only);
         let server = WeaviateServer {
             client: WeaviateClient::new(&config),
             max_results_bytes: config.max_results_bytes,
@@ -78,6 +76,14 @@ impl WeaviateServer {
             runtime.spawn(async move { probe.probe_forever(config.probe_interval).await });
         }
         server
+    }
+
+    /// The tools this server declares.
+    pub(crate) fn declared_tools(read_only: bool) -> Vec<ToolSpec> {
+        let mut tools = collections::tools(read_only);
+        tools.extend(objects::tools(read_only));
+        tools.extend(query::tools());
+        tools
     }
 
     pub(crate) fn tools(&self) -> &[ToolSpec] {
