@@ -2,6 +2,8 @@
 //!
 //! - `bench_sql classify [seconds]`: statements classified per second on one thread, over a
 //!   corpus of reads, analytics, writes and DDL (`orca::sql::classify`, no database).
+//! - `bench_sql parse [seconds]`: the same corpus through `pg_query::parse` alone (PostgreSQL's
+//!   grammar and the protobuf decode), the bound that classification cannot pass.
 //! - `bench_sql call <url> <tool> <arguments-json> [repeat]`: one tool call over Streamable HTTP
 //!   (stateless) against a running `orca serve --http`, repeated; prints the best and median wall
 //!   time and the result size. Used for the 1,000,000-row encoding and the introspection runs.
@@ -36,6 +38,10 @@ async fn main() {
             let seconds = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5u64).min(120);
             classify(Duration::from_secs(seconds));
         }
+        Some("parse") => {
+            let seconds = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5u64).min(120);
+            parse(Duration::from_secs(seconds));
+        }
         Some("call") => {
             let url = args.get(2).expect("url");
             assert!(
@@ -56,7 +62,7 @@ async fn main() {
             paging(url, table, page_size, target).await;
         }
         _ => panic!(
-            "usage: bench_sql classify [seconds] | call <url> <tool> <json> [repeat] | paging <url> <table> <page_size> <target_page>"
+            "usage: bench_sql classify [seconds] | parse [seconds] | call <url> <tool> <json> [repeat] | paging <url> <table> <page_size> <target_page>"
         ),
     }
 }
@@ -77,6 +83,26 @@ fn classify(window: Duration) {
     let elapsed = started.elapsed().as_secs_f64();
     println!(
         "classify: {statements} statements in {elapsed:.2} s = {:.0} statements/s (one thread, {} shapes)",
+        statements as f64 / elapsed,
+        CORPUS.len()
+    );
+}
+
+fn parse(window: Duration) {
+    for sql in CORPUS {
+        pg_query::parse(sql, 0).expect("the corpus parses");
+    }
+    let started = Instant::now();
+    let mut statements = 0u64;
+    while started.elapsed() < window {
+        for sql in CORPUS {
+            let parsed = pg_query::parse(sql, 0).expect("the corpus parses");
+            statements += parsed.protobuf.stmts.len() as u64;
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    println!(
+        "parse: {statements} statements in {elapsed:.2} s = {:.0} statements/s (one thread, {} shapes)",
         statements as f64 / elapsed,
         CORPUS.len()
     );

@@ -226,15 +226,17 @@ pub(crate) fn tabular_result(result: sql::ReadResult, source: &str) -> Value {
         .collect();
     let truncated = result.truncated.is_some();
     let row_count = if truncated { Value::Null } else { Value::from(result.rows.len()) };
-    json!({
-        "schema": schema,
-        "rows": result.rows,
-        "row_count": row_count,
-        "has_more": truncated,
-        "page_token": null,
-        "source": source,
-        "truncated": truncated,
-    })
+    // The rows move into the value (`json!` would copy them): a large result exists once.
+    let rows: Vec<Value> = result.rows.into_iter().map(Value::Array).collect();
+    let mut value = Map::with_capacity(7);
+    value.insert("schema".into(), Value::Array(schema));
+    value.insert("rows".into(), Value::Array(rows));
+    value.insert("row_count".into(), row_count);
+    value.insert("has_more".into(), Value::Bool(truncated));
+    value.insert("page_token".into(), Value::Null);
+    value.insert("source".into(), Value::from(source));
+    value.insert("truncated".into(), Value::Bool(truncated));
+    Value::Object(value)
 }
 
 /// The providers of the specification's tool definitions, for the input schemas. The value is
