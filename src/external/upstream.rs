@@ -328,9 +328,9 @@ impl Upstream {
                 }
                 let stats = Arc::new(StreamStats::default());
                 let reader = LineLimit::new(stdout, self.config.max_response_bytes, stats.clone());
+                // `LineLimit` bounds the lines already.
                 let transport =
-                    rmcp::transport::async_rw::AsyncRwTransport::new_client(reader, stdin)
-                        .with_max_line_length(usize::MAX);
+                    super::BatchedTransport::<RoleClient, _, _>::new(reader, stdin, usize::MAX);
                 let mut guard = Child { child, pid };
                 match tokio::time::timeout(timeout, handler.serve(transport)).await {
                     Ok(Ok(service)) => Ok(Session { service, child: Some(guard), stats }),
