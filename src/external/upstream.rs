@@ -592,9 +592,12 @@ impl Upstream {
         match tokio::time::timeout(timeout, connection.peer.call_tool_once(params)).await {
             Err(_) => Err(reached(self.timed_out(Some(&tool.upstream_name)))),
             Ok(Ok(CallToolResponse::Complete(result))) => {
-                let size = serde_json::to_vec(&result).map_or(0, |bytes| bytes.len());
-                if size > self.config.max_response_bytes {
-                    return Err(reached(self.too_large(size)));
+                // Over stdio `LineLimit` has bounded the message already; measure the others.
+                if !matches!(self.config.transport, ExternalTransport::Stdio { .. }) {
+                    let size = serde_json::to_vec(&result).map_or(0, |bytes| bytes.len());
+                    if size > self.config.max_response_bytes {
+                        return Err(reached(self.too_large(size)));
+                    }
                 }
                 Ok(result)
             }
