@@ -3,6 +3,7 @@
 //! A change upstream (a restart, `list_changed`) rebuilds the index and, debounced, tells
 //! orca's own clients that the lists changed.
 
+mod batched;
 mod frame;
 mod logs;
 mod names;
@@ -25,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Availability, ExternalServerConfig};
 use crate::servers::orca::{Directory, ServerCapabilitiesSummary, ServerSummary};
 use crate::tool::{ToolError, Verb};
+pub(crate) use batched::BatchedTransport;
 pub(crate) use logs::{ExternalLog, severity};
 pub(crate) use upstream::Attempts;
 use upstream::{Event, ExternalTool, Status, Upstream};

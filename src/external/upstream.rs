@@ -336,9 +336,9 @@ impl Upstream {
                 }
                 let stats = Arc::new(StreamStats::default());
                 let reader = LineLimit::new(stdout, self.config.max_response_bytes, stats.clone());
+                // `LineLimit` bounds the lines already.
                 let transport =
-                    rmcp::transport::async_rw::AsyncRwTransport::new_client(reader, stdin)
-                        .with_max_line_length(usize::MAX);
+                    super::BatchedTransport::<RoleClient, _, _>::new(reader, stdin, usize::MAX);
                 let mut guard = Child { child, pid };
                 match tokio::time::timeout(timeout, handler.serve(transport)).await {
                     Ok(Ok(service)) => Ok(Session { service, child: Some(guard), stats }),
@@ -600,9 +600,12 @@ impl Upstream {
         match tokio::time::timeout(timeout, connection.peer.call_tool_once(params)).await {
             Err(_) => Err(reached(self.timed_out(Some(&tool.upstream_name)))),
             Ok(Ok(CallToolResponse::Complete(result))) => {
-                let size = serde_json::to_vec(&result).map_or(0, |bytes| bytes.len());
-                if size > self.config.max_response_bytes {
-                    return Err(reached(self.too_large(size)));
+                // Over stdio `LineLimit` has bounded the message already; measure the others.
+                if !matches!(self.config.transport, ExternalTransport::Stdio { .. }) {
+                    let size = serde_json::to_vec(&result).map_or(0, |bytes| bytes.len());
+                    if size > self.config.max_response_bytes {
+                        return Err(reached(self.too_large(size)));
+                    }
                 }
                 Ok(result)
             }

@@ -16,7 +16,7 @@ use axum::extract::{ConnectInfo, Request};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use serde_json::{Value, json};
+use serde_json::json;
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -279,8 +279,9 @@ pub(crate) fn check_json_rpc(body: &[u8], max_depth: usize) -> Result<(), BodyPr
             _ => {}
         }
     }
-    match serde_json::from_slice::<Value>(body) {
-        Ok(Value::Array(_)) => Err(BodyProblem::Batch),
+    // Checked for syntax without building a tree (rmcp parses the body next).
+    match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
+        Ok(_) if body.trim_ascii_start().starts_with(b"[") => Err(BodyProblem::Batch),
         Ok(_) => Ok(()),
         Err(error) => Err(BodyProblem::NotJson(error.to_string())),
     }

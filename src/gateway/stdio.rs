@@ -1,12 +1,14 @@
 //! The stdio face of the gateway: MCP over stdin/stdout for clients that start orca themselves
-//! (Claude Desktop, Cursor). stdout carries the protocol only; logs go to stderr.
+//! (Claude Desktop, Cursor). stdout carries the protocol only; logs go to stderr. Replies are
+//! written through `BatchedTransport`, so answers that are ready together leave in one write.
 
 use std::future::Future;
 
 use anyhow::Context;
-use rmcp::ServiceExt;
+use rmcp::{RoleServer, ServiceExt};
 
 use super::{AppState, Gateway, Transport};
+use crate::external::BatchedTransport;
 
 /// stdin and stdout as non-blocking pipes, when both are pipes (as when a client starts orca).
 /// tokio's own stdin and stdout hand every read and write to a blocking thread; on pipes, epoll
@@ -30,9 +32,15 @@ pub(crate) async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let gateway = Gateway::new(state, Transport::Stdio);
+    let limit = rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH;
     let service = match pipes() {
-        Some(pipes) => gateway.serve(pipes).await,
-        None => gateway.serve(rmcp::transport::stdio()).await,
+        Some((stdin, stdout)) => {
+            gateway.serve(BatchedTransport::<RoleServer, _, _>::new(stdin, stdout, limit)).await
+        }
+        None => {
+            let (stdin, stdout) = (tokio::io::stdin(), tokio::io::stdout());
+            gateway.serve(BatchedTransport::<RoleServer, _, _>::new(stdin, stdout, limit)).await
+        }
     }
     .context("MCP handshake on stdio failed")?;
     let cancel = service.cancellation_token();
