@@ -150,7 +150,7 @@ pub(crate) async fn submit_feedback(
         return Ok(row);
     }
     // It may also come from another replica, whose writer this one cannot flush: that writer
-    // batches for up to 20 ms, so a result rated at once elsewhere gets a short grace.
+    // batches for up to 100 ms, so a result rated at once elsewhere gets a short grace.
     for wait in OTHER_REPLICA_GRACE {
         tokio::time::sleep(wait).await;
         if let Some(row) = upsert(pool, input, user_id).await? {
