@@ -70,7 +70,7 @@ pub(crate) enum Error {
 
 impl Error {
     /// A database error from a statement: timeouts and read-only violations by SQLSTATE, lost
-    /// connections as unavailable, everything else with PostgreSQL's own message (which names
+    /// connections and a server shutting down (classes 08 and 57P) as unavailable, everything else with PostgreSQL's own message (which names
     /// objects of the caller's query, never the connection string).
     pub(crate) fn from_query(error: sqlx::Error) -> Error {
         match &error {
@@ -79,6 +79,11 @@ impl Error {
                 match code.as_deref() {
                     Some("57014" | "55P03") => Error::Timeout { after: Duration::ZERO },
                     Some("25006") => Error::ReadOnlyViolation,
+                    // The server shutting down, crashed or still starting, or the connection
+                    // broken: the database is unavailable, not the query wrong.
+                    Some(code) if code.starts_with("08") || code.starts_with("57P") => {
+                        Error::Unavailable(database.message().to_owned())
+                    }
                     _ => {
                         let mut message = database.message().to_owned();
                         if let Some(pg) =

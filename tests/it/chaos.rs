@@ -10,19 +10,17 @@
     reason = "each scenario prints its recovery figures on the test's own stderr (RELIABILITY.md)"
 )]
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use orca::embedded::EmbeddedPostgres;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::{Peer, RoleClient};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::support::fake_llm::{FakeLlm, Reply, Wire};
-use crate::support::{OrcaSetup, TestDatabase, eventually, meta_of, samples};
+use crate::support::{OrcaSetup, PrivateCluster, TestDatabase, eventually, meta_of, samples};
 
 /// One `ORCA_SECRET` for every replica of a test.
 const SECRET: &str = "chaos-replicas-share-this-secret-0123456789";
@@ -118,34 +116,6 @@ async fn check_history(url: &str, history: &[Call]) {
         all - expected
     );
     pool.close().await;
-}
-
-/// A private cluster for one test, so stopping it disturbs no other test.
-struct PrivateCluster {
-    dir: PathBuf,
-}
-
-impl PrivateCluster {
-    fn new() -> PrivateCluster {
-        let dir = PathBuf::from(format!("/tmp/orca-chaos-{}", Uuid::new_v4().simple()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        PrivateCluster { dir }
-    }
-
-    async fn start(&self) -> EmbeddedPostgres {
-        let cluster = EmbeddedPostgres::start(&self.dir.join("pg"), None)
-            .await
-            .expect("cannot start a private cluster");
-        cluster.ensure_database("orca").await.unwrap();
-        cluster
-    }
-}
-
-impl Drop for PrivateCluster {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }
 
 /// The test upstream, built next to orca.

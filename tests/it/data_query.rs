@@ -220,7 +220,7 @@ async fn tampered_expired_and_foreign_page_tokens_are_refused() {
     }
     // The lifetime leaves room for the checks above on a loaded machine; the token is then
     // waited out.
-    tokio::time::sleep(std::time::Duration::from_millis(6100)).await;
+    tokio::time::sleep(std::time::Duration::from_millis(7100)).await;
     let error =
         query_error(&client, json!({"sql": sql, "max_rows": 10, "page_token": token})).await;
     assert_eq!(error["code"], "INVALID_INPUT");

@@ -1,43 +1,14 @@
 //! Tracking through a database outage: calls keep working, records spill to disk, and every
 //! record reaches the database exactly once when it is back, across an orca restart too.
 
-use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
 use std::time::Duration;
 
-use orca::embedded::EmbeddedPostgres;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::support::{OrcaSetup, TestDatabase, call, eventually, meta_of, read, run, wait_for_row};
-
-/// A private cluster for one test, so stopping it disturbs no other test.
-struct PrivateCluster {
-    dir: PathBuf,
-}
-
-impl PrivateCluster {
-    fn new() -> PrivateCluster {
-        let dir = PathBuf::from(format!("/tmp/orca-outage-{}", Uuid::new_v4().simple()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        PrivateCluster { dir }
-    }
-
-    async fn start(&self) -> EmbeddedPostgres {
-        let cluster = EmbeddedPostgres::start(&self.dir.join("pg"), None)
-            .await
-            .expect("cannot start a private cluster");
-        cluster.ensure_database("orca").await.unwrap();
-        cluster
-    }
-}
-
-impl Drop for PrivateCluster {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
+use crate::support::{
+    OrcaSetup, PrivateCluster, TestDatabase, call, eventually, meta_of, read, run, wait_for_row,
+};
 
 async fn count_once(url: &str, ids: &[Uuid]) -> Option<(i64, i64)> {
     let pool = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(url).await.ok()?;

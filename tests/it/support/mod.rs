@@ -14,7 +14,7 @@ use rmcp::service::{RoleClient, RunningService};
 use serde_json::{Map, Value};
 
 pub(crate) use orca::{OrcaSetup, eventually, read, run};
-pub(crate) use pg::TestDatabase;
+pub(crate) use pg::{PrivateCluster, TestDatabase};
 
 /// Call a tool with JSON arguments and optional `_meta`.
 pub(crate) async fn call<H: rmcp::ClientHandler>(

@@ -146,3 +146,34 @@ pub(crate) fn replace_database(url: &str, database: &str) -> String {
 pub(crate) fn admin_url() -> String {
     server().admin_url.clone()
 }
+
+/// A private cluster for one test, so stopping it (an outage, a fault) disturbs no other test;
+/// its directory is removed when it is dropped.
+pub(crate) struct PrivateCluster {
+    dir: PathBuf,
+}
+
+impl PrivateCluster {
+    pub(crate) fn new() -> PrivateCluster {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = PathBuf::from(format!("/tmp/orca-private-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        PrivateCluster { dir }
+    }
+
+    /// Start (or start again) the cluster, with an `orca` database.
+    pub(crate) async fn start(&self) -> EmbeddedPostgres {
+        let cluster = EmbeddedPostgres::start(&self.dir.join("pg"), None)
+            .await
+            .expect("cannot start a private cluster");
+        cluster.ensure_database("orca").await.unwrap();
+        cluster
+    }
+}
+
+impl Drop for PrivateCluster {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
