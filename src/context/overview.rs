@@ -243,6 +243,22 @@ pub(crate) fn marker_outside(
     [pair.start, pair.end].iter().find(|marker| !inside(marker)).map(|marker| marker.line)
 }
 
+/// The line of a marker of `pair` that the markdown parser reads as text: inside a code block
+/// (`true` in `blocks`, an indented one may begin on the marker's line) or inside an HTML block
+/// that began before the marker's line (one beginning on it is the marker itself).
+pub(crate) fn marker_inside(
+    pair: &MarkerPair,
+    blocks: &[(std::ops::Range<usize>, bool)],
+) -> Option<usize> {
+    let inside = |marker: &MarkerLine| {
+        blocks.iter().any(|(block, code)| {
+            (block.start < marker.start || (*code && block.start < marker.end))
+                && marker.start < block.end
+        })
+    };
+    [pair.start, pair.end].iter().find(|marker| inside(marker)).map(|marker| marker.line)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

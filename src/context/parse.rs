@@ -136,6 +136,10 @@ pub(crate) enum ParseError {
         "line {line}: the schema markers must be inside the `## Database Schema Overview` section"
     )]
     MisplacedMarker { line: usize },
+    #[error(
+        "line {line}: the schema marker is inside a code block or an HTML block; close the block before the marker"
+    )]
+    MarkerInBlock { line: usize },
 }
 
 /// One entry (or one chunk of a split entry) of a section.
@@ -314,7 +318,14 @@ pub(crate) fn parse(text: &str) -> Result<ContextDoc, ParseError> {
     let mut depth = 0usize;
     let mut in_top_list = false;
     let mut heading: Option<(HeadingLevel, Range<usize>, String)> = None;
+    // Code and HTML blocks, where a marker line is text rather than a marker.
+    let mut blocks: Vec<(Range<usize>, bool)> = Vec::new();
     for (event, range) in Parser::new_ext(text, markdown_options()).into_offset_iter() {
+        match &event {
+            Event::Start(Tag::CodeBlock(_)) => blocks.push((range.clone(), true)),
+            Event::Start(Tag::HtmlBlock) => blocks.push((range.clone(), false)),
+            _ => {}
+        }
         match event {
             Event::Start(Tag::Heading { level, .. }) if depth == 0 && level <= HeadingLevel::H3 => {
                 heading = Some((level, range, String::new()));
@@ -360,7 +371,7 @@ pub(crate) fn parse(text: &str) -> Result<ContextDoc, ParseError> {
             _ => {}
         }
     }
-    builder.finish()
+    builder.finish(&blocks)
 }
 
 /// A block of an entry's body: a top-level block, or an item of a top-level list.
@@ -530,8 +541,9 @@ impl<'t> Builder<'t> {
         });
     }
 
-    /// The parsed document, once the markers and sections are checked.
-    fn finish(mut self) -> Result<ContextDoc, ParseError> {
+    /// The parsed document, once the markers and sections are checked (`blocks`: the code and
+    /// HTML blocks of the text, `true` for code).
+    fn finish(mut self, blocks: &[(Range<usize>, bool)]) -> Result<ContextDoc, ParseError> {
         self.flush();
         self.close_schema_range(self.text.len());
         if !self.sections.iter().any(|(section, _)| section.is_known()) {
@@ -542,6 +554,12 @@ impl<'t> Builder<'t> {
             Some(pair) => {
                 if let Some(line) = overview::marker_outside(&pair, self.schema_range.clone()) {
                     return Err(ParseError::MisplacedMarker { line });
+                }
+                // A marker line inside a code block (or an HTML block opened before it) is read
+                // as text by the markdown parser: the sections would then not be where the
+                // markers say, and replacing the overview would change other entries.
+                if let Some(line) = overview::marker_inside(&pair, blocks) {
+                    return Err(ParseError::MarkerInBlock { line });
                 }
                 pair.overview(self.text).map(str::to_owned)
             }
@@ -810,6 +828,16 @@ mod tests {
             (
                 "## Database Schema Overview\n<!-- orca:schema:start -->\n## Successful Query Patterns\n<!-- orca:schema:end -->\n",
                 "line 4: the schema markers must be inside the `## Database Schema Overview` section",
+            ),
+            (
+                // Found by fuzzing: a code block opened between the markers and closed after
+                // the end marker (fuzz/regressions/context_file/).
+                "## Database Schema Overview\n<!-- orca:schema:start -->\n```sql\nSELECT 1;\n<!-- orca:schema:end -->\n```\n## Successful Query Patterns\n",
+                "line 5: the schema marker is inside a code block or an HTML block; close the block before the marker",
+            ),
+            (
+                "## Database Schema Overview\n    <!-- orca:schema:start -->\n<!-- orca:schema:end -->\n",
+                "line 2: the schema marker is inside a code block or an HTML block; close the block before the marker",
             ),
         ];
         for (text, expected) in cases {

@@ -279,11 +279,56 @@ pub(crate) fn check_json_rpc(body: &[u8], max_depth: usize) -> Result<(), BodyPr
             _ => {}
         }
     }
-    // Checked for syntax without building a tree (rmcp parses the body next).
-    match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
+    // Checked for syntax without building a tree (rmcp parses the body next), numbers included:
+    // `IgnoredAny` would skip a number like `1e999` that rmcp's parser then refuses.
+    match serde_json::from_slice::<Checked>(body) {
         Ok(_) if body.trim_ascii_start().starts_with(b"[") => Err(BodyProblem::Batch),
         Ok(_) => Ok(()),
         Err(error) => Err(BodyProblem::NotJson(error.to_string())),
+    }
+}
+
+/// Any JSON value, checked as a parser into `serde_json::Value` checks it (every number in
+/// range) without building it.
+struct Checked;
+
+impl<'de> serde::Deserialize<'de> for Checked {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Checked, D::Error> {
+        deserializer.deserialize_any(Checked)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Checked {
+    type Value = Checked;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_unit<E>(self) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut items: A) -> Result<Checked, A::Error> {
+        while items.next_element::<Checked>()?.is_some() {}
+        Ok(Checked)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut entries: A) -> Result<Checked, A::Error> {
+        while entries.next_entry::<serde::de::IgnoredAny, Checked>()?.is_some() {}
+        Ok(Checked)
     }
 }
 
@@ -319,6 +364,11 @@ mod tests {
         assert_eq!(check_json_rpc(br#"{"a":"\"[[[[[[["}"#, 2), Ok(()));
         assert_eq!(check_json_rpc(br#"[{"jsonrpc":"2.0"}]"#, 8), Err(BodyProblem::Batch));
         assert!(matches!(check_json_rpc(b"{nope", 8), Err(BodyProblem::NotJson(_))));
+        // A number out of range is refused here, as the parser behind the edge would refuse it
+        // (found by fuzzing: fuzz/regressions/http_body/).
+        let huge = br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"n":2e222222222222}}"#;
+        assert!(matches!(check_json_rpc(huge, 8), Err(BodyProblem::NotJson(_))));
+        assert!(matches!(check_json_rpc(b"2e222222222222", 8), Err(BodyProblem::NotJson(_))));
     }
 
     #[test]
