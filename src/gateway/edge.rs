@@ -301,7 +301,7 @@ impl<'de> serde::Deserialize<'de> for Checked {
 impl<'de> serde::de::Visitor<'de> for Checked {
     type Value = Checked;
 
-    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+    fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter.write_str("a JSON value")
     }
     fn visit_bool<E>(self, _: bool) -> Result<Checked, E> {
