@@ -307,7 +307,9 @@ async fn a_tracking_database_stopped_under_load_loses_and_repeats_nothing() {
     .await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     cluster.stop().await.unwrap();
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Longer than the pool's 5 s wait for a connection, so that reads made during the outage
+    // are refused rather than served late once it ends.
+    tokio::time::sleep(Duration::from_secs(6)).await;
     let cluster = private.start().await;
     let restarted = Instant::now();
     let history = join(workers).await;
