@@ -378,50 +378,38 @@ impl SeqWalk<'_> {
         self.items += 1;
         Ok(())
     }
-}
 
-impl ser::SerializeSeq for SeqWalk<'_> {
-    type Ok = Seen;
-    type Error = WalkError;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), WalkError> {
-        self.item(value)
+    fn items(self) -> Seen {
+        Seen::Items(self.items)
     }
-    fn end(self) -> Result<Seen, WalkError> {
-        Ok(Seen::Items(self.items))
+
+    fn present(self) -> Seen {
+        Seen::Present
     }
 }
 
-impl ser::SerializeTuple for SeqWalk<'_> {
-    type Ok = Seen;
-    type Error = WalkError;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), WalkError> {
-        self.item(value)
-    }
-    fn end(self) -> Result<Seen, WalkError> {
-        Ok(Seen::Items(self.items))
-    }
+/// The sequence-like compound serializers: each element is walked; `end` reports how many
+/// there were (or only that the value is present, for a tuple variant).
+macro_rules! seq_walk {
+    ($($trait:ident::$method:ident => $end:ident;)*) => {$(
+        impl ser::$trait for SeqWalk<'_> {
+            type Ok = Seen;
+            type Error = WalkError;
+            fn $method<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), WalkError> {
+                self.item(value)
+            }
+            fn end(self) -> Result<Seen, WalkError> {
+                Ok(self.$end())
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeTupleStruct for SeqWalk<'_> {
-    type Ok = Seen;
-    type Error = WalkError;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), WalkError> {
-        self.item(value)
-    }
-    fn end(self) -> Result<Seen, WalkError> {
-        Ok(Seen::Items(self.items))
-    }
-}
-
-impl ser::SerializeTupleVariant for SeqWalk<'_> {
-    type Ok = Seen;
-    type Error = WalkError;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), WalkError> {
-        self.item(value)
-    }
-    fn end(self) -> Result<Seen, WalkError> {
-        Ok(Seen::Present)
-    }
+seq_walk! {
+    SerializeSeq::serialize_element => items;
+    SerializeTuple::serialize_element => items;
+    SerializeTupleStruct::serialize_field => items;
+    SerializeTupleVariant::serialize_field => present;
 }
 
 /// Maps do not occur in parse trees; their keys and values are walked so that nothing inside
@@ -605,35 +593,27 @@ impl StructWalk<'_> {
     }
 }
 
-impl ser::SerializeStruct for StructWalk<'_> {
-    type Ok = Seen;
-    type Error = WalkError;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), WalkError> {
-        self.field(key, value)
-    }
-    fn end(self) -> Result<Seen, WalkError> {
-        Ok(StructWalk::end(self))
-    }
+/// Structs and struct variants: each field is walked by name.
+macro_rules! struct_walk {
+    ($($trait:ident),*) => {$(
+        impl ser::$trait for StructWalk<'_> {
+            type Ok = Seen;
+            type Error = WalkError;
+            fn serialize_field<T: Serialize + ?Sized>(
+                &mut self,
+                key: &'static str,
+                value: &T,
+            ) -> Result<(), WalkError> {
+                self.field(key, value)
+            }
+            fn end(self) -> Result<Seen, WalkError> {
+                Ok(StructWalk::end(self))
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeStructVariant for StructWalk<'_> {
-    type Ok = Seen;
-    type Error = WalkError;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), WalkError> {
-        self.field(key, value)
-    }
-    fn end(self) -> Result<Seen, WalkError> {
-        Ok(StructWalk::end(self))
-    }
-}
+struct_walk!(SerializeStruct, SerializeStructVariant);
 
 #[cfg(test)]
 mod tests {
