@@ -165,7 +165,7 @@ async fn refresh_schema(config: &Config, path: &Path) -> anyhow::Result<ExitCode
     let outcome = async {
         let url =
             databases.target_url.as_ref().context("no database to describe: set DATABASE_URL")?;
-        let pool = crate::sql::connect_target(url.expose_secret())?;
+        let pool = crate::sql::connect_target(url.expose_secret(), &config.database)?;
         let schema = crate::sql::introspect(&pool).await.context("cannot read the schema")?;
         pool.close().await;
         anyhow::Ok(schema)
@@ -246,7 +246,7 @@ async fn suggest(config: &Config, args: SuggestArgs) -> anyhow::Result<ExitCode>
         context::parse(&current).with_context(|| format!("{} is malformed", path.display()))?;
 
     let databases = Databases::open(config, false).await?;
-    let pool = tracking::connect(databases.state_url.expose_secret())?;
+    let pool = tracking::connect(databases.state_url.expose_secret(), &config.database)?;
     let lessons =
         tracking::recent_lessons(&pool, range, i64::from(args.limit.max(1)), args.include_eval)
             .await;

@@ -148,14 +148,14 @@ pub(super) async fn run(config: Config, args: EvalArgs) -> anyhow::Result<ExitCo
                 context_file.display()
             );
         }
-        let state_pool = tracking::connect(databases.state_url.expose_secret())?;
+        let state_pool = tracking::connect(databases.state_url.expose_secret(), &config.database)?;
         tracking::migrate(&state_pool).await?;
         let tracker = if config.tracking.enabled {
             Tracker::start(state_pool.clone(), &config.tracking, config.spill_file())
         } else {
             Tracker::disabled()
         };
-        let target_pool = crate::sql::connect_target(target_url.expose_secret())?;
+        let target_pool = crate::sql::connect_target(target_url.expose_secret(), &config.database)?;
         let secret = crate::sql::Secret::load(config.secret.as_ref(), &config.home)?;
         let server = PostgresServer::new(
             Target::new(target_pool.clone()),

@@ -287,8 +287,9 @@ impl Running {
         load_sample: bool,
     ) -> anyhow::Result<Running> {
         let databases = Databases::open(&config, load_sample).await?;
-        let state_pool = tracking::connect(databases.state_url.expose_secret())?;
+        let state_pool = tracking::connect(databases.state_url.expose_secret(), &config.database)?;
         tracking::migrate(&state_pool).await?;
+        crate::sql::open_minimum(&state_pool, &config.database);
         let tracker = if config.tracking.enabled {
             Tracker::start(state_pool.clone(), &config.tracking, config.spill_file())
         } else {
@@ -296,7 +297,11 @@ impl Running {
         };
         let enabled = servers.or_else(|| config.servers.clone());
         let target_pool = match &databases.target_url {
-            Some(url) => Some(crate::sql::connect_target(url.expose_secret())?),
+            Some(url) => {
+                let pool = crate::sql::connect_target(url.expose_secret(), &config.database)?;
+                crate::sql::open_minimum(&pool, &config.database);
+                Some(pool)
+            }
             None => None,
         };
         let secret = crate::sql::Secret::load(config.secret.as_ref(), &config.home)?;
@@ -459,7 +464,7 @@ async fn demo(mut config: Config, args: DemoArgs) -> anyhow::Result<ExitCode> {
 
 async fn migrate(config: Config) -> anyhow::Result<ExitCode> {
     let databases = Databases::open(&config, false).await?;
-    let pool = tracking::connect(databases.state_url.expose_secret())?;
+    let pool = tracking::connect(databases.state_url.expose_secret(), &config.database)?;
     let result = tracking::migrate(&pool).await;
     pool.close().await;
     databases.close().await?;
@@ -481,7 +486,7 @@ fn databases_state_url_text(config: &Config) -> String {
 async fn export_feedback(config: Config, args: ExportArgs) -> anyhow::Result<ExitCode> {
     let range = ExportRange::parse(&args.since, args.until.as_deref(), chrono::Utc::now())?;
     let databases = Databases::open(&config, false).await?;
-    let pool = tracking::connect(databases.state_url.expose_secret())?;
+    let pool = tracking::connect(databases.state_url.expose_secret(), &config.database)?;
     let result = async {
         sqlx::query("SELECT 1").execute(&pool).await.context("cannot reach the state database")?;
         tracking::export(&pool, range, &args.out, args.include_eval).await
@@ -535,7 +540,7 @@ async fn doctor(config: Config) -> anyhow::Result<ExitCode> {
     match Databases::open(&config, false).await {
         Err(error) => check(&mut report, "databases", Err(format!("{error:#}"))),
         Ok(databases) => {
-            let pool = tracking::connect(databases.state_url.expose_secret())?;
+            let pool = tracking::connect(databases.state_url.expose_secret(), &config.database)?;
             let state = async {
                 let version: String = sqlx::query_scalar("SHOW server_version").fetch_one(&pool).await.map_err(|error| error.to_string())?;
                 let table: Option<String> = sqlx::query_scalar("SELECT to_regclass('orca._sqlx_migrations')::text")
@@ -560,7 +565,7 @@ async fn doctor(config: Config) -> anyhow::Result<ExitCode> {
             check(&mut report, "state database", state);
             pool.close().await;
             if let Some(target) = &databases.target_url {
-                let target_pool = tracking::connect(target.expose_secret())?;
+                let target_pool = tracking::connect(target.expose_secret(), &config.database)?;
                 let outcome = sqlx::query_scalar::<_, String>("SELECT current_database()")
                     .fetch_one(&target_pool)
                     .await
@@ -634,7 +639,7 @@ async fn shutdown_signal() {
 
 async fn approve(config: Config, args: ApproveArgs, env: &Env) -> anyhow::Result<ExitCode> {
     let databases = Databases::open(&config, false).await?;
-    let state_pool = tracking::connect(databases.state_url.expose_secret())?;
+    let state_pool = tracking::connect(databases.state_url.expose_secret(), &config.database)?;
     tracking::migrate(&state_pool).await?;
     let outcome = approve_with(&state_pool, args, env).await;
     state_pool.close().await;

@@ -5,6 +5,7 @@
 mod external;
 mod llm;
 mod metabase;
+mod pool;
 mod raw;
 #[cfg(test)]
 mod tests;
@@ -25,6 +26,7 @@ use crate::tool::Verb;
 pub(crate) use external::{Availability, ExternalConfig, ExternalServerConfig, ExternalTransport};
 pub(crate) use llm::{LlmConfig, LlmTool, provider_names};
 pub(crate) use metabase::{MetabaseAuth, MetabaseConfig};
+pub(crate) use pool::PoolConfig;
 use raw::{RawApiKey, RawAuth, RawData, RawHttp, RawPrincipal, RawSql, RawTracking};
 pub(crate) use weaviate::WeaviateConfig;
 
@@ -137,6 +139,8 @@ pub(crate) struct Config {
     pub(crate) database_url: Option<SecretString>,
     /// orca's own state: tracking, feedback, tokens (`ORCA_DATABASE_URL`).
     pub(crate) state_database_url: Option<SecretString>,
+    /// The size of each connection pool (`database:`).
+    pub(crate) database: PoolConfig,
     /// Internal servers enabled by `orca.yaml` (`None`: all of them).
     pub(crate) servers: Option<Vec<ServerKind>>,
     pub(crate) auth: AuthConfig,
@@ -538,6 +542,11 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
         Some(kinds)
     });
 
+    let database = sections
+        .database
+        .and_then(|value| section::<pool::RawDatabase>(value, "database", &file_label, &mut errors))
+        .unwrap_or_default()
+        .validate(&file_label, &mut errors);
     let raw_auth: RawAuth = sections
         .auth
         .and_then(|value| section(value, "auth", &file_label, &mut errors))
@@ -723,6 +732,7 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
         pg_bindir,
         database_url: target_database_url,
         state_database_url,
+        database,
         servers,
         auth,
         http,
@@ -833,6 +843,7 @@ fn parse_yaml(text: &str, path: &Path, errors: &mut Vec<String>) -> Value {
 /// The top-level sections of `orca.yaml`. Unknown section names are errors.
 struct Sections<'a> {
     servers: Option<&'a Value>,
+    database: Option<&'a Value>,
     auth: Option<&'a Value>,
     http: Option<&'a Value>,
     tracking: Option<&'a Value>,
@@ -846,8 +857,9 @@ struct Sections<'a> {
 }
 
 impl<'a> Sections<'a> {
-    const KNOWN: [&'static str; 11] = [
+    const KNOWN: [&'static str; 12] = [
         "servers",
+        "database",
         "auth",
         "http",
         "tracking",
@@ -863,6 +875,7 @@ impl<'a> Sections<'a> {
     fn split(document: &'a Value, file: &str, errors: &mut Vec<String>) -> Sections<'a> {
         let empty = Sections {
             servers: None,
+            database: None,
             auth: None,
             http: None,
             tracking: None,
@@ -885,6 +898,7 @@ impl<'a> Sections<'a> {
         }
         Sections {
             servers: map.get("servers"),
+            database: map.get("database"),
             auth: map.get("auth"),
             http: map.get("http"),
             tracking: map.get("tracking"),

@@ -228,3 +228,26 @@ fn metabase_settings_come_from_the_environment_or_the_file_and_are_checked() {
         &["between 1 and 10000"],
     );
 }
+
+#[test]
+fn pools_are_lazy_by_default_and_can_be_given_a_fixed_size() {
+    let config = check("", &[("HOME", "/home/ana")], &[]).unwrap();
+    assert_eq!(config.database, PoolConfig { max_connections: 8, min_connections: 0 });
+    let config =
+        check("database: {max_connections: 4, min_connections: 4}\n", &[("HOME", "/h")], &[])
+            .unwrap();
+    assert_eq!(config.database, PoolConfig { max_connections: 4, min_connections: 4 });
+    check(
+        "database: {max_connections: 0, min_connections: 9, pool: 3}\n",
+        &[("HOME", "/h")],
+        &["database.pool: unknown field `pool`"],
+    );
+    check(
+        "database: {max_connections: 0, min_connections: 9}\n",
+        &[("HOME", "/h")],
+        &[
+            "database.max_connections: 0 is out of range; give 1 to 1000",
+            "database.min_connections: 9 is more than database.max_connections (8)",
+        ],
+    );
+}

@@ -22,6 +22,8 @@ mod write;
 
 use std::time::Duration;
 
+use crate::config::PoolConfig;
+
 pub use classify::{
     Classification, Effect, ParseError, QualifiedName, Statement, StatementKind, classify,
 };
@@ -134,18 +136,53 @@ impl Error {
     }
 }
 
-/// A lazy pool on the target database. Connections identify as `orca`.
+/// A lazy pool on the target database, of the size `database:` gives. Connections identify as
+/// `orca`.
 ///
 /// # Errors
 ///
 /// When the URL is not a PostgreSQL URL (the message never repeats the URL).
-pub(crate) fn connect_target(url: &str) -> anyhow::Result<sqlx::PgPool> {
+pub(crate) fn connect_target(url: &str, size: &PoolConfig) -> anyhow::Result<sqlx::PgPool> {
     use anyhow::Context;
     let options: sqlx::postgres::PgConnectOptions = url.parse().context("invalid DATABASE_URL")?;
-    Ok(sqlx::postgres::PgPoolOptions::new()
-        .max_connections(8)
-        .min_connections(0)
-        .acquire_timeout(Duration::from_secs(5))
-        .idle_timeout(Duration::from_secs(300))
+    Ok(pool_options(size, Duration::from_secs(5))
         .connect_lazy_with(options.application_name("orca")))
+}
+
+/// The options of every pool orca opens: at most `size.max_connections`, idle ones closed after
+/// five minutes down to `size.min_connections`.
+pub(crate) fn pool_options(
+    size: &PoolConfig,
+    acquire_timeout: Duration,
+) -> sqlx::postgres::PgPoolOptions {
+    sqlx::postgres::PgPoolOptions::new()
+        .max_connections(size.max_connections)
+        .min_connections(size.min_connections)
+        .acquire_timeout(acquire_timeout)
+        .idle_timeout(Duration::from_secs(300))
+}
+
+/// Open `size.min_connections` connections of a lazy pool in the background, so that a pool
+/// meant to be of fixed size is at that size from the start instead of growing with the load's
+/// peaks. (sqlx keeps the minimum once it is reached, but a lazy pool does not reach it by
+/// itself.) A database that is down is not an error here: the first calls find it down.
+pub(crate) fn open_minimum(pool: &sqlx::PgPool, size: &PoolConfig) {
+    let wanted = size.min_connections;
+    if wanted == 0 {
+        return;
+    }
+    let pool = pool.clone();
+    tokio::spawn(async move {
+        // Each connection is held until all are open, so the pool cannot hand one out twice.
+        let mut held = Vec::with_capacity(wanted as usize);
+        for _ in 0..wanted {
+            match pool.acquire().await {
+                Ok(connection) => held.push(connection),
+                Err(error) => {
+                    tracing::debug!(%error, "could not open the pool's minimum of connections");
+                    break;
+                }
+            }
+        }
+    });
 }

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use sqlx::PgPool;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::postgres::PgConnectOptions;
+
+use crate::config::PoolConfig;
 
 use super::copy;
 use super::record::{Execution, Failure};
@@ -16,15 +18,10 @@ use super::record::{Execution, Failure};
 /// # Errors
 ///
 /// When the URL cannot be parsed.
-pub(crate) fn connect(url: &str) -> anyhow::Result<PgPool> {
+pub(crate) fn connect(url: &str, size: &PoolConfig) -> anyhow::Result<PgPool> {
     let options: PgConnectOptions = url.parse().context("invalid state database URL")?;
     let options = options.application_name("orca");
-    Ok(PgPoolOptions::new()
-        .max_connections(8)
-        .min_connections(0)
-        .acquire_timeout(Duration::from_secs(3))
-        .idle_timeout(Duration::from_secs(300))
-        .connect_lazy_with(options))
+    Ok(crate::sql::pool_options(size, Duration::from_secs(3)).connect_lazy_with(options))
 }
 
 /// Create schema `orca` and bring its tables up to date. The migration history lives in

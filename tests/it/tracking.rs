@@ -279,3 +279,52 @@ async fn records_stored_before_the_payload_migration_keep_their_values_and_feedb
             .unwrap();
     assert_eq!(rated, 1);
 }
+
+/// orca's connections to `url`'s database, open or idle.
+async fn orca_connections(url: &str) -> i64 {
+    let pool = sqlx::PgPool::connect(url).await.unwrap();
+    let count: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity \
+         WHERE datname = current_database() AND application_name = 'orca'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    count
+}
+
+#[tokio::test]
+async fn fixed_size_pools_open_at_start_and_do_not_grow_under_load() {
+    let private = PrivateCluster::new();
+    let cluster = private.start().await;
+    let url = cluster.url("orca");
+    let setup = OrcaSetup::new(&url)
+        .with_config("database:\n  max_connections: 3\n  min_connections: 3\n");
+    let server = setup.http_server(&[]);
+    // Both pools (the target's and the state's, here on one database) reach their size before
+    // any call.
+    eventually("both pools to open their three connections", Duration::from_secs(20), || async {
+        orca_connections(&url).await == 6
+    })
+    .await;
+    let client = server.client(None).await;
+    let calls = (0..24).map(|index| {
+        let client = &client;
+        async move {
+            let (tool, arguments) = if index % 2 == 0 {
+                ("list_servers", json!({}))
+            } else {
+                ("query_sql", json!({"sql": "SELECT pg_sleep(0.05)"}))
+            };
+            call(client, tool, arguments, None).await.unwrap()
+        }
+    });
+    for result in futures::future::join_all(calls).await {
+        assert_ne!(result.is_error, Some(true), "{result:?}");
+    }
+    assert_eq!(orca_connections(&url).await, 6, "the pools stay at their fixed size");
+    client.cancel().await.unwrap();
+    assert!(server.stop().success());
+    cluster.stop().await.unwrap();
+}

@@ -1,0 +1,59 @@
+//! `database:` in `orca.yaml`: the size of orca's two connection pools, the one on the target
+//! database (`DATABASE_URL`) and the one on orca's own state (`ORCA_DATABASE_URL`).
+
+use serde::Deserialize;
+
+/// The largest pool a setting may ask for: PostgreSQL's own default `max_connections` is 100.
+const MOST: u64 = 1_000;
+
+/// The size of each pool. A pool opens connections on demand up to `max_connections` and closes
+/// those idle for five minutes, but never goes below `min_connections`, which it opens at start:
+/// `min_connections` equal to `max_connections` gives a fixed-size pool, whose connection count
+/// does not creep up with the load's rare peaks (what a long-running replica wants; a desktop
+/// client's `serve --stdio` is better served by the lazy default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PoolConfig {
+    pub(crate) max_connections: u32,
+    pub(crate) min_connections: u32,
+}
+
+impl Default for PoolConfig {
+    fn default() -> PoolConfig {
+        PoolConfig { max_connections: 8, min_connections: 0 }
+    }
+}
+
+/// `database:` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDatabase {
+    max_connections: Option<u64>,
+    min_connections: Option<u64>,
+}
+
+impl RawDatabase {
+    pub(super) fn validate(self, file: &str, errors: &mut Vec<String>) -> PoolConfig {
+        let default = PoolConfig::default();
+        let max_connections = match self.max_connections {
+            None => default.max_connections,
+            Some(count @ 1..=MOST) => count as u32,
+            Some(count) => {
+                errors.push(format!(
+                    "{file}: database.max_connections: {count} is out of range; give 1 to {MOST}"
+                ));
+                default.max_connections
+            }
+        };
+        let min_connections = match self.min_connections {
+            None => default.min_connections,
+            Some(count) if count <= u64::from(max_connections) => count as u32,
+            Some(count) => {
+                errors.push(format!(
+                    "{file}: database.min_connections: {count} is more than database.max_connections ({max_connections})"
+                ));
+                default.min_connections.min(max_connections)
+            }
+        };
+        PoolConfig { max_connections, min_connections }
+    }
+}
