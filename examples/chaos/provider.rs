@@ -144,7 +144,7 @@ fn check(key: &str, headers: &HeaderMap, body: &[u8]) -> Option<(u16, String)> {
     if let Some(field) = object.keys().find(|field| !FIELDS.contains(&field.as_str())) {
         return Some((400, format!("Unrecognized request argument supplied: {field}")));
     }
-    if !body["model"].as_str().is_some_and(|model| !model.is_empty()) {
+    if body["model"].as_str().is_none_or(str::is_empty) {
         return Some((400, "you must provide a model parameter".to_owned()));
     }
     let Some(messages) = body["messages"].as_array().filter(|messages| !messages.is_empty()) else {
