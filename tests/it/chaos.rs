@@ -482,7 +482,7 @@ async fn a_failing_provider_under_load_ends_every_generate_sql_within_its_timeou
         .0
     };
     // Four calls at once per fault, with list_servers calls alongside that must not wait.
-    let faults: [(&str, Vec<Reply>, Option<&str>); 3] = [
+    let faults: [(&str, Vec<Reply>, Option<&str>); 4] = [
         (
             "500",
             vec![Reply::Error { status: 500, retry_after: None }; 8],
@@ -497,7 +497,19 @@ async fn a_failing_provider_under_load_ends_every_generate_sql_within_its_timeou
             .concat(),
             None,
         ),
-        ("hang", vec![Reply::Hang(Duration::from_secs(5)); 8], Some("TIMEOUT")),
+        // A timeout is not retried: one reply per call, none left over for the next fault.
+        ("hang", vec![Reply::Hang(Duration::from_secs(5)); 4], Some("TIMEOUT")),
+        // A retry that meets another failure (as `scripts/chaos --fault llm` saw at its phase
+        // changes): the wait the 429 asked for, then the attempt's timeout, and no more.
+        (
+            "429 Retry-After: 1, then a hang",
+            [
+                vec![Reply::Error { status: 429, retry_after: Some("1".to_owned()) }; 4],
+                vec![Reply::Hang(Duration::from_secs(5)); 4],
+            ]
+            .concat(),
+            Some("TIMEOUT"),
+        ),
     ];
     let mut history = Vec::new();
     for (name, replies, expected) in faults {
@@ -515,6 +527,9 @@ async fn a_failing_provider_under_load_ends_every_generate_sql_within_its_timeou
             assert_eq!(call.code.as_deref(), expected, "{name}: {call:?}");
             // Two attempts of at most 500 ms, a backoff of at most 1.5 s, and the validation.
             assert!(call.took < Duration::from_secs(5), "{name}: ended late: {call:?}");
+            if name.ends_with("then a hang") {
+                assert!(call.took >= Duration::from_secs(1), "{name}: waited as asked: {call:?}");
+            }
         }
         for other in &others {
             assert_eq!(other.code, None, "{name}: {other:?}");
