@@ -130,6 +130,7 @@ struct ProviderArgs {
     #[arg(long, default_value = "SELECT count(*) AS tables FROM pg_catalog.pg_tables")]
     sql: String,
 }
+
 #[derive(Debug, clap::Args)]
 struct ReplicaArgs {
     /// Replica A's `/mcp` URL.
@@ -479,13 +480,9 @@ async fn load(args: LoadArgs) -> anyhow::Result<()> {
     }
     let elapsed = started.elapsed();
     print_summary(&calls, elapsed);
-    if let Some(extra) = args.extra_history.as_ref().filter(|path| path.exists()) {
-        let extra = read_history(extra)?;
-        println!(
-            "checked with them: {} calls of {}",
-            extra.len(),
-            args.extra_history.as_ref().map_or(String::new(), |path| path.display().to_string())
-        );
+    if let Some(path) = args.extra_history.as_ref().filter(|path| path.exists()) {
+        let extra = read_history(path)?;
+        println!("checked with them: {} calls of {}", extra.len(), path.display());
         calls.extend(extra);
     }
     if let Some(db) = &args.db {
