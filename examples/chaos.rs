@@ -6,7 +6,11 @@
 //! `chaos load` is the load, `chaos replicas` the two-replica scenarios (a dry run confirmed on
 //! the other replica, a page token and a feedback token carried over, one confirmation token
 //! sent 50 times at once), `chaos check` checks a history file again, `chaos plot` draws the
-//! soak's samples. `scripts/chaos` builds this and runs the faults around it. Loopback only.
+//! soak's samples, `chaos inflight` sends slow proxied calls that are still running when the
+//! upstream is killed, `chaos provider` is a fake OpenAI-compatible model provider whose
+//! failures the script switches (500, 429 with `Retry-After`, a hang, recovered), and
+//! `chaos phases` reports a history phase by phase. `scripts/chaos` builds this and runs the
+//! faults around it. Loopback only.
 
 #![allow(clippy::print_stdout, reason = "the report is this program's output")]
 #![allow(clippy::print_stderr, reason = "progress goes to stderr")]
@@ -46,6 +50,19 @@ enum Command {
     },
     /// Draw the soak's samples (CSV) as a PNG.
     Plot { csv: PathBuf, png: PathBuf },
+    /// Send slow proxied calls at once and keep their history (they are in flight at a kill).
+    Inflight(InflightArgs),
+    /// A fake OpenAI-compatible provider (`POST /v1/chat/completions`) with switchable faults.
+    Provider(ProviderArgs),
+    /// A history's calls by the phases of a fault (lines `name start_ms` in a file).
+    Phases {
+        history: PathBuf,
+        /// The phases: one `name start_ms` line each, in order; the last one ends the run.
+        phases: PathBuf,
+        /// The tool whose calls are reported per code; the others are counted as bystanders.
+        #[arg(long, default_value = "generate_sql")]
+        tool: String,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -63,7 +80,7 @@ struct LoadArgs {
     #[arg(long, default_value_t = 0.0)]
     rate: f64,
     /// The mix, comma-separated: list_servers, query_sql, write (a dry run, then its
-    /// confirmation), fx_echo.
+    /// confirmation), fx_echo, generate_sql.
     #[arg(long, default_value = "list_servers,query_sql,write,fx_echo")]
     mix: String,
     /// The client's timeout per call, in milliseconds.
@@ -75,6 +92,43 @@ struct LoadArgs {
     /// The tracking database, to check the history against (and to create the write table).
     #[arg(long)]
     db: Option<String>,
+    /// Another history (JSON lines) written meanwhile, by `chaos inflight`, checked with this
+    /// one, when it exists.
+    #[arg(long)]
+    extra_history: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+struct InflightArgs {
+    /// orca's `/mcp` URL.
+    #[arg(long)]
+    url: String,
+    /// The calls and their arguments: `tool=json`, repeated (for example
+    /// `fx_slow={"ms":3000}` or `fx_hang={}`).
+    #[arg(long = "call", required = true)]
+    calls: Vec<String>,
+    /// How many times each call is sent, all at once.
+    #[arg(long, default_value_t = 4)]
+    count: usize,
+    /// The client's timeout per call, in milliseconds.
+    #[arg(long, default_value_t = 30_000)]
+    timeout_ms: u64,
+    /// Where to write their history (JSON lines).
+    #[arg(long)]
+    history: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+struct ProviderArgs {
+    /// Where to listen (loopback).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: String,
+    /// The key it accepts (`Authorization: Bearer ...`).
+    #[arg(long, env = "CHAOS_PROVIDER_KEY")]
+    key: String,
+    /// The SQL its successes answer with (in a fenced block, as models write it).
+    #[arg(long, default_value = "SELECT count(*) AS tables FROM pg_catalog.pg_tables")]
+    sql: String,
 }
 
 #[derive(Debug, clap::Args)]
@@ -261,6 +315,9 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Plot { csv, png } => plot(&csv, &png),
+        Command::Inflight(args) => inflight(args).await,
+        Command::Provider(args) => provider::serve(args).await,
+        Command::Phases { history, phases, tool } => report_phases(&history, &phases, &tool),
     }
 }
 
@@ -345,6 +402,12 @@ async fn client_loop(
                 let answer = client.call(url, &label, "fx_echo", json!({"text": label})).await;
                 record(answer.call, &mut calls);
             }
+            "generate_sql" => {
+                let arguments = json!({"prompt": format!("how many tables are there ({label})"),
+                    "max_retries": 1});
+                let answer = client.call(url, &label, "generate_sql", arguments).await;
+                record(answer.call, &mut calls);
+            }
             "write" => {
                 let sql = format!("INSERT INTO public.{WRITE_TABLE} (marker) VALUES ('{label}')");
                 let dry = client
@@ -417,6 +480,11 @@ async fn load(args: LoadArgs) -> anyhow::Result<()> {
     }
     let elapsed = started.elapsed();
     print_summary(&calls, elapsed);
+    if let Some(path) = args.extra_history.as_ref().filter(|path| path.exists()) {
+        let extra = read_history(path)?;
+        println!("checked with them: {} calls of {}", extra.len(), path.display());
+        calls.extend(extra);
+    }
     if let Some(db) = &args.db {
         let report = check_history(db, &calls).await?;
         println!("{report}");
@@ -761,3 +829,74 @@ fn plot(csv_path: &PathBuf, png: &PathBuf) -> anyhow::Result<()> {
     writer.finish()?;
     Ok(())
 }
+
+/// Send every `--call` `--count` times at once, keep their history, print what each got.
+async fn inflight(args: InflightArgs) -> anyhow::Result<()> {
+    loopback_only(&args.url)?;
+    let client = Client::new(Duration::from_millis(args.timeout_ms))?;
+    let mut sends = Vec::new();
+    for call in &args.calls {
+        let (tool, arguments) = call.split_once('=').context("a --call is tool=json")?;
+        let arguments: Value = serde_json::from_str(arguments).context("a --call's arguments")?;
+        for index in 0..args.count {
+            let (client, url, tool) = (client.clone(), args.url.clone(), tool.to_owned());
+            let (arguments, label) = (arguments.clone(), format!("inflight-{tool}-{index}"));
+            sends.push(tokio::spawn(async move {
+                client.call(&url, &label, &tool, arguments).await.call
+            }));
+        }
+    }
+    let mut file = std::fs::File::create(&args.history)
+        .with_context(|| format!("cannot write {}", args.history.display()))?;
+    for send in sends {
+        let call = send.await?;
+        writeln!(file, "{}", serde_json::to_string(&call)?)?;
+        println!(
+            "  in flight: {} {} -> {} {} after {} ms{}",
+            call.id,
+            call.tool,
+            call.outcome,
+            call.code.as_deref().unwrap_or("-"),
+            call.latency().as_millis(),
+            call.message.as_deref().map(|text| format!(": {text}")).unwrap_or_default()
+        );
+    }
+    Ok(())
+}
+
+/// Each phase's calls of `tool` (by the phase their call started in): how many, their codes
+/// and the slowest; and how the other tools fared meanwhile.
+fn report_phases(history: &PathBuf, phases: &PathBuf, tool: &str) -> anyhow::Result<()> {
+    let calls = read_history(history)?;
+    let text = std::fs::read_to_string(phases)
+        .with_context(|| format!("cannot read {}", phases.display()))?;
+    let mut marks: Vec<(String, u64)> = Vec::new();
+    for line in text.lines().filter(|line| !line.trim().is_empty()) {
+        let (name, at) = line.split_once(' ').context("a phase line is `name start_ms`")?;
+        marks.push((name.to_owned(), at.trim().parse().context("a phase's start_ms")?));
+    }
+    let end = calls.iter().map(|call| call.end_ms).max().unwrap_or(0);
+    for (index, (name, start)) in marks.iter().enumerate() {
+        let until = marks.get(index + 1).map_or(end + 1, |(_, at)| *at);
+        let in_phase: Vec<&Call> =
+            calls.iter().filter(|call| call.start_ms >= *start && call.start_ms < until).collect();
+        let (own, others): (Vec<&Call>, Vec<&Call>) =
+            in_phase.into_iter().partition(|call| call.tool == tool);
+        let mut codes: BTreeMap<String, usize> = BTreeMap::new();
+        for call in &own {
+            *codes.entry(call.code.clone().unwrap_or_else(|| "ok".to_owned())).or_default() += 1;
+        }
+        let slowest = own.iter().map(|call| call.latency().as_millis()).max().unwrap_or(0);
+        let others_ok = others.iter().filter(|call| call.outcome == "ok").count();
+        println!(
+            "phase {name} ({:.1} s): {tool} calls={} codes={codes:?} slowest_ms={slowest}; other tools {others_ok}/{} ok",
+            until.saturating_sub(*start) as f64 / 1000.0,
+            own.len(),
+            others.len()
+        );
+    }
+    Ok(())
+}
+
+#[path = "chaos/provider.rs"]
+mod provider;

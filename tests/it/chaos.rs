@@ -345,9 +345,16 @@ async fn a_tracking_database_stopped_under_load_loses_and_repeats_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn an_upstream_killed_under_load_is_restarted_and_leaves_no_orphan() {
+async fn an_upstream_killed_with_calls_in_flight_fails_them_clearly_retries_reads_and_leaves_no_orphan()
+ {
     let database = TestDatabase::create().await;
-    let setup = OrcaSetup::new(&database.url).with_external(&fixture_yaml("5s"));
+    let calls_log = tempfile::NamedTempFile::new().unwrap();
+    let yaml = format!(
+        "{}    env:\n      FIXTURE_CALL_LOG: {}\n",
+        fixture_yaml("5s"),
+        calls_log.path().display()
+    );
+    let setup = OrcaSetup::new(&database.url).with_external(&yaml);
     let server = setup.http_server(&[]);
     let client = server.client(None).await;
     let peer = client.peer().clone();
@@ -366,10 +373,33 @@ async fn an_upstream_killed_under_load_is_restarted_and_leaves_no_orphan() {
         vec![call(&peer, tool, arguments).await.0]
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Calls in flight at the kill: three of the read-only `slow` (1.5 s) and three of `hang`
+    // (not read-only), sent at once; the kill comes once the upstream has logged them all.
+    let logged = |name: &str| {
+        std::fs::read_to_string(calls_log.path())
+            .unwrap_or_default()
+            .lines()
+            .filter(|line| *line == name)
+            .count()
+    };
+    let (slow_before, hang_before) = (logged("slow"), logged("hang"));
+    let in_flight: Vec<_> = [("fx_slow", json!({"ms": 1500})), ("fx_hang", json!({}))]
+        .into_iter()
+        .flat_map(|(tool, arguments)| std::iter::repeat_n((tool, arguments), 3))
+        .map(|(tool, arguments)| {
+            let peer = peer.clone();
+            tokio::spawn(async move { call(&peer, tool, arguments).await.0 })
+        })
+        .collect();
+    eventually("the six calls reached the upstream", Duration::from_secs(10), || async {
+        logged("slow") >= slow_before + 3 && logged("hang") >= hang_before + 3
+    })
+    .await;
     let killed = Instant::now();
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(old as i32), nix::sys::signal::SIGKILL)
         .unwrap();
+    let slow_at_kill = logged("slow");
     let mut recovered = None;
     while recovered.is_none() && killed.elapsed() < Duration::from_secs(10) {
         let (probe, _) = call(&peer, "fx_echo", json!({"text": "probe"})).await;
@@ -380,13 +410,48 @@ async fn an_upstream_killed_under_load_is_restarted_and_leaves_no_orphan() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let recovered = recovered.expect("fx_echo succeeds again after the restart");
+    let mut ended = Vec::new();
+    for handle in in_flight {
+        // A call that hangs fails here rather than holding the test.
+        let call = tokio::time::timeout(Duration::from_secs(15), handle)
+            .await
+            .expect("a call in flight at the kill never ended")
+            .unwrap();
+        ended.push(call);
+    }
+    for call in &ended {
+        assert!(call.took < Duration::from_secs(10), "within the timeout and a retry: {call:?}");
+        match call.tool.as_str() {
+            // Read-only: retried on the new process, which really runs it (1.5 s again).
+            "fx_slow" => {
+                assert_eq!(call.code, None, "the retried read succeeds: {call:?}");
+                assert!(call.took > Duration::from_millis(1500), "it ran again: {call:?}");
+            }
+            // Not safe to repeat: a clear error saying it may or may not have run.
+            _ => {
+                assert_eq!(call.code.as_deref(), Some("UPSTREAM_UNAVAILABLE"), "{call:?}");
+                assert!(call.message.contains("closed before it answered"), "{call:?}");
+                assert!(call.feedback_token.is_some(), "an answer, recorded: {call:?}");
+            }
+        }
+    }
+    assert!(
+        logged("slow") >= slow_at_kill + 3,
+        "the new process ran the three retried reads: {} slow calls logged after the kill",
+        logged("slow") - slow_at_kill
+    );
+    history.extend(ended);
     history.extend(join(workers).await);
     let failed: Vec<&Call> = history.iter().filter(|call| call.code.is_some()).collect();
     for call in &failed {
         assert_eq!(call.code.as_deref(), Some("UPSTREAM_UNAVAILABLE"), "{call:?}");
         assert!(call.took < Duration::from_secs(5), "no call outlives its timeout: {call:?}");
     }
-    eprintln!("calls={} failed={} recovered after {recovered:?}", history.len(), failed.len());
+    eprintln!(
+        "calls={} failed={} (3 fx_hang in flight) recovered after {recovered:?}",
+        history.len(),
+        failed.len()
+    );
     let (last, value) = call(&peer, "fx_pid", json!({})).await;
     let new: u32 = value.as_str().unwrap().parse().unwrap();
     assert_ne!(new, old, "the supervisor started a new process");
@@ -417,7 +482,7 @@ async fn a_failing_provider_under_load_ends_every_generate_sql_within_its_timeou
         .0
     };
     // Four calls at once per fault, with list_servers calls alongside that must not wait.
-    let faults: [(&str, Vec<Reply>, Option<&str>); 3] = [
+    let faults: [(&str, Vec<Reply>, Option<&str>); 4] = [
         (
             "500",
             vec![Reply::Error { status: 500, retry_after: None }; 8],
@@ -432,7 +497,19 @@ async fn a_failing_provider_under_load_ends_every_generate_sql_within_its_timeou
             .concat(),
             None,
         ),
-        ("hang", vec![Reply::Hang(Duration::from_secs(5)); 8], Some("TIMEOUT")),
+        // A timeout is not retried: one reply per call, none left over for the next fault.
+        ("hang", vec![Reply::Hang(Duration::from_secs(5)); 4], Some("TIMEOUT")),
+        // A retry that meets another failure (as `scripts/chaos --fault llm` saw at its phase
+        // changes): the wait the 429 asked for, then the attempt's timeout, and no more.
+        (
+            "429 Retry-After: 1, then a hang",
+            [
+                vec![Reply::Error { status: 429, retry_after: Some("1".to_owned()) }; 4],
+                vec![Reply::Hang(Duration::from_secs(5)); 4],
+            ]
+            .concat(),
+            Some("TIMEOUT"),
+        ),
     ];
     let mut history = Vec::new();
     for (name, replies, expected) in faults {
@@ -450,6 +527,9 @@ async fn a_failing_provider_under_load_ends_every_generate_sql_within_its_timeou
             assert_eq!(call.code.as_deref(), expected, "{name}: {call:?}");
             // Two attempts of at most 500 ms, a backoff of at most 1.5 s, and the validation.
             assert!(call.took < Duration::from_secs(5), "{name}: ended late: {call:?}");
+            if name.ends_with("then a hang") {
+                assert!(call.took >= Duration::from_secs(1), "{name}: waited as asked: {call:?}");
+            }
         }
         for other in &others {
             assert_eq!(other.code, None, "{name}: {other:?}");
