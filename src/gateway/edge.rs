@@ -69,11 +69,6 @@ pub(crate) async fn serve_connections(
             tokio::spawn(refuse(stream));
             continue;
         };
-        // An answer sent in pieces (the events of an SSE stream, a chunked body's end) goes out
-        // at once rather than waiting for the client's acknowledgement of the piece before it.
-        if let Err(error) = stream.set_nodelay(true) {
-            tracing::debug!(%error, "TCP_NODELAY could not be set");
-        }
         let router = app.clone();
         let service =
             hyper::service::service_fn(move |mut request: Request<hyper::body::Incoming>| {
