@@ -2,6 +2,11 @@
 
 use std::process::ExitCode;
 
+/// mimalloc instead of the system allocator: a gateway call makes hundreds of small allocations
+/// on tokio's worker threads (BENCHMARKS.md, "Allocator").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     orca::cli::main()
 }

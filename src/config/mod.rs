@@ -285,6 +285,25 @@ impl Config {
             format!("{} [{}]", self.auth.anonymous.name, verbs_text(&self.auth.anonymous.verbs)),
         );
         out.insert("http.max_body_bytes", self.http.max_body_bytes.to_string());
+        let http = &self.http;
+        out.insert(
+            "http.limits",
+            format!(
+                "max_connections={} header_timeout_ms={} max_json_depth={} auth_failures_per_minute={} drain_timeout_ms={}",
+                http.max_connections,
+                http.header_timeout.as_millis(),
+                http.max_json_depth,
+                http.auth_failures_per_minute,
+                http.drain_timeout.as_millis()
+            ),
+        );
+        out.insert(
+            "database",
+            format!(
+                "max_connections={} min_connections={} (each of the target's and the state's pools)",
+                self.database.max_connections, self.database.min_connections
+            ),
+        );
         out.insert(
             "http.allowed_hosts",
             self.http

@@ -237,6 +237,9 @@ fn pools_are_lazy_by_default_and_can_be_given_a_fixed_size() {
         check("database: {max_connections: 4, min_connections: 4}\n", &[("HOME", "/h")], &[])
             .unwrap();
     assert_eq!(config.database, PoolConfig { max_connections: 4, min_connections: 4 });
+    let described = config.describe();
+    assert!(described["database"].starts_with("max_connections=4 min_connections=4"));
+    assert!(described["http.limits"].contains("drain_timeout_ms=10000"), "{described:?}");
     check(
         "database: {max_connections: 0, min_connections: 9, pool: 3}\n",
         &[("HOME", "/h")],

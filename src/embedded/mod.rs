@@ -118,6 +118,7 @@ impl EmbeddedPostgres {
         let mut connection = sqlx::PgConnection::connect(&self.url("postgres"))
             .await
             .context("cannot connect to the embedded PostgreSQL")?;
+        lock_setup(&mut connection).await?;
         if !database_exists(&mut connection, name).await? {
             let statement = format!("CREATE DATABASE {}", quote_identifier(name));
             sqlx::raw_sql(sqlx::AssertSqlSafe(statement))
@@ -125,6 +126,7 @@ impl EmbeddedPostgres {
                 .await
                 .with_context(|| format!("cannot create database {name}"))?;
         }
+        connection.close().await?;
         Ok(())
     }
 
@@ -352,6 +354,7 @@ async fn load_chinook(cluster: &EmbeddedPostgres, name: &str) -> anyhow::Result<
     let mut admin = sqlx::PgConnection::connect(&cluster.url("postgres"))
         .await
         .context("cannot connect to load the sample database")?;
+    lock_setup(&mut admin).await?;
     if database_exists(&mut admin, name).await? {
         return Ok(false);
     }
@@ -383,6 +386,21 @@ async fn load_chinook(cluster: &EmbeddedPostgres, name: &str) -> anyhow::Result<
     admin.close().await?;
     tracing::info!(database = name, "loaded the Chinook sample database");
     Ok(true)
+}
+
+/// The advisory lock that orca processes sharing one embedded cluster hold while they create its
+/// databases, so that two first starts at once (two MCP clients launching orca together) do not
+/// both create, or both load, the same database. The file lock of [`EmbeddedPostgres::start`]
+/// covers starting the server only. It is a session lock: it goes with the connection.
+const SETUP_LOCK: i64 = 0x6f72_6361_7365_7475;
+
+async fn lock_setup(connection: &mut sqlx::PgConnection) -> anyhow::Result<()> {
+    sqlx::query("SELECT pg_advisory_lock($1)")
+        .bind(SETUP_LOCK)
+        .execute(connection)
+        .await
+        .context("cannot take the embedded cluster's setup lock")?;
+    Ok(())
 }
 
 async fn database_exists(

@@ -518,6 +518,13 @@ impl Upstream {
         wait: Duration,
         broken: Option<&Arc<Connection>>,
     ) -> Result<Arc<Connection>, ToolError> {
+        // The common case, a live connection, is answered without a subscription or a timer.
+        if let Status::Running(connection) = &*self.status.borrow()
+            && !connection.peer.is_transport_closed()
+            && broken.is_none_or(|broken| !Arc::ptr_eq(broken, connection))
+        {
+            return Ok(Arc::clone(connection));
+        }
         let mut receiver = self.status.subscribe();
         let settled = tokio::time::timeout(
             wait.min(MAX_START_WAIT),
@@ -560,8 +567,11 @@ impl Upstream {
         let mut failed: Attempts = Vec::new();
         let attempts = 1 + self.config.retries;
         let mut broken: Option<Arc<Connection>> = None;
+        let mut arguments = arguments;
         for attempt in 1..=attempts {
-            let failure = match self.attempt(tool, arguments.clone(), broken.as_ref()).await {
+            // Only an attempt that may be followed by another needs its own copy.
+            let these = if attempt < attempts { arguments.clone() } else { arguments.take() };
+            let failure = match self.attempt(tool, these, broken.as_ref()).await {
                 Ok(result) => return (Ok(result), failed),
                 Err(failure) => failure,
             };

@@ -81,11 +81,14 @@ pub(crate) async fn serve_connections(
         let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
         let cut_off = cut_off.clone();
         tokio::spawn(async move {
+            // The cut-off is looked at first: once the drain is over, a call that ends meanwhile
+            // (its upstream stopped at shutdown) is not answered on a connection being dropped.
             tokio::select! {
+                biased;
+                () = cut_off.cancelled() => {}
                 ended = connection => if let Err(error) = ended {
                     tracing::debug!(%error, "an HTTP connection ended with an error");
                 },
-                () = cut_off.cancelled() => {}
             }
             drop(slot);
         });

@@ -14,7 +14,8 @@ pub(super) fn success(
     meta: Map<String, Value>,
 ) -> CallToolResult {
     use base64::Engine;
-    let mut result = CallToolResult::structured(value);
+    let mut result = CallToolResult::success(vec![ContentBlock::text(json_text(&value))]);
+    result.structured_content = Some(value);
     for png in png_images {
         let data = base64::engine::general_purpose::STANDARD.encode(png);
         result.content.push(ContentBlock::image(data, "image/png"));
@@ -27,7 +28,17 @@ pub(super) fn failure(
     trace_id: &str,
     meta: Map<String, Value>,
 ) -> CallToolResult {
-    CallToolResult::structured_error(error.to_json(trace_id)).with_meta(Some(MetaObject(meta)))
+    let value = error.to_json(trace_id);
+    let mut result = CallToolResult::error(vec![ContentBlock::text(json_text(&value))]);
+    result.structured_content = Some(value);
+    result.with_meta(Some(MetaObject(meta)))
+}
+
+/// The text block of a structured result: the same JSON, written straight into a buffer.
+/// (`Value::to_string`, which rmcp's `CallToolResult::structured` uses, goes through
+/// `fmt::Write` a token at a time: 2.7 to 2.9 times as long for a 2.4 kB `list_servers` result.)
+fn json_text(value: &Value) -> String {
+    serde_json::to_string(value).expect("a JSON value always serializes")
 }
 
 /// The same answer for a tool that does not exist and one the caller may not use, so that
@@ -56,13 +67,13 @@ pub(super) fn first_text(result: &CallToolResult) -> String {
     text.chars().take(500).collect()
 }
 
-/// What tracking stores of a passed-through result: its content, without `_meta`.
-pub(super) fn stored_form(result: &CallToolResult) -> Value {
-    let mut value = serde_json::to_value(result).unwrap_or(Value::Null);
-    if let Value::Object(map) = &mut value {
-        map.remove("_meta");
-    }
-    value
+/// What tracking stores of a passed-through result: its content without `_meta`, serialized
+/// straight from the result.
+pub(super) fn stored_text(result: &mut CallToolResult) -> String {
+    let meta = result.meta.take();
+    let text = serde_json::to_string(result).expect("a tool result always serializes");
+    result.meta = meta;
+    text
 }
 
 /// A failure of a protocol request (prompts, resources) that has no `isError` form: a JSON-RPC

@@ -35,7 +35,7 @@ use crate::registry::{Registry, Route};
 use crate::servers::CallContext;
 use crate::tool::{ErrorCode, ToolError, Verb};
 use crate::tracking::{
-    Execution, ExecutionStatus, Failure, Tracker, redact_object, stored_response,
+    Execution, ExecutionStatus, Failure, Tracker, cut_text, redact_object, stored_response,
 };
 
 pub(crate) use auth::hash_key;
@@ -567,7 +567,7 @@ impl ServerHandler for Gateway {
         meta.insert("execution_id".into(), Value::from(execution_id.to_string()));
         meta.insert("feedback_token".into(), Value::from(feedback_token.to_string()));
         meta.insert("trace_id".into(), Value::from(trace_id.clone()));
-        let Dispatched { result, status, llm, error, retried, upstream_error } =
+        let Dispatched { mut result, status, llm, error, retried, upstream_error } =
             self.dispatch(&route, arguments, &call_context, &trace_id, meta).await;
         let elapsed = started.elapsed();
         self.state.metrics.observe(&tool_name, status.as_str(), elapsed);
@@ -576,11 +576,18 @@ impl ServerHandler for Gateway {
             let now = Utc::now();
             let max_bytes = self.state.config.tracking.max_response_bytes;
             let (response_data, response_bytes) = match &route {
+                // The first text block of an internal result is its structured content
+                // serialized (`error::success` and `error::failure` make it so).
                 Route::Internal(_) => stored_response(
                     result.structured_content.as_ref().unwrap_or(&Value::Null),
+                    result
+                        .content
+                        .first()
+                        .and_then(|block| block.as_text())
+                        .map(|text| text.text.as_str()),
                     max_bytes,
                 ),
-                Route::External(_) => stored_response(&error::stored_form(&result), max_bytes),
+                Route::External(_) => cut_text(error::stored_text(&mut result), max_bytes),
             };
             let mut failures = Failure::for_attempts(&retried, error.as_ref(), &trace_id, now);
             if let Some(text) = &upstream_error {

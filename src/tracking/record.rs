@@ -90,7 +90,7 @@ pub(crate) struct Payload(String);
 
 impl Payload {
     pub(crate) fn of(value: &Value) -> Payload {
-        Payload(value.to_string())
+        Payload(json_text(value))
     }
 
     pub(crate) fn as_str(&self) -> &str {
@@ -193,13 +193,20 @@ pub(crate) fn redact_response(value: Value) -> Value {
 }
 
 /// A tool result as stored by the gateway: redacted like [`redact_response`] and cut like
-/// [`cut_response`], serialized straight from the result rather than from a copy of it.
-pub(crate) fn stored_response(value: &Value, max_bytes: usize) -> (Payload, i64) {
-    match value {
-        Value::Object(map) if map.keys().any(|key| is_secret_key(key)) => {
+/// [`cut_response`], serialized straight from the result rather than from a copy of it. `text`,
+/// when given, must be `value` serialized (the text block the gateway made of it): it is stored
+/// as it is when nothing needs redacting, so that the result is not serialized a second time.
+pub(crate) fn stored_response(
+    value: &Value,
+    text: Option<&str>,
+    max_bytes: usize,
+) -> (Payload, i64) {
+    match (value, text) {
+        (Value::Object(map), _) if map.keys().any(|key| is_secret_key(key)) => {
             cut_response(&redact_object(map), max_bytes)
         }
-        _ => cut_response(value, max_bytes),
+        (_, Some(text)) => cut_text(text.to_owned(), max_bytes),
+        (_, None) => cut_response(value, max_bytes),
     }
 }
 
@@ -218,10 +225,13 @@ pub(crate) fn redact_object(map: &Map<String, Value>) -> Value {
 }
 
 /// A response as stored: whole when it fits in `max_bytes`, otherwise a preview of its start.
-/// Returns the stored text and the full serialized size. The response is serialized once; the
-/// stored text is that serialization, not a copy of the value.
+/// Returns the stored text and the full serialized size.
 pub(crate) fn cut_response(value: &Value, max_bytes: usize) -> (Payload, i64) {
-    let text = value.to_string();
+    cut_text(json_text(value), max_bytes)
+}
+
+/// [`cut_response`] of a response already serialized to `text`.
+pub(crate) fn cut_text(text: String, max_bytes: usize) -> (Payload, i64) {
     let size = i64::try_from(text.len()).unwrap_or(i64::MAX);
     if text.len() <= max_bytes {
         return (Payload(text), size);
@@ -233,6 +243,12 @@ pub(crate) fn cut_response(value: &Value, max_bytes: usize) -> (Payload, i64) {
     let preview =
         serde_json::json!({ "truncated": true, "size_bytes": size, "preview": &text[..end] });
     (Payload::of(&preview), size)
+}
+
+/// A JSON value's text, written straight into a buffer (`Value::to_string` goes through
+/// `fmt::Write` a token at a time).
+fn json_text(value: &Value) -> String {
+    serde_json::to_string(value).expect("a JSON value always serializes")
 }
 
 #[cfg(test)]
@@ -275,12 +291,22 @@ mod tests {
     #[test]
     fn a_stored_response_is_redacted_and_cut_like_a_copy_would_be() {
         let value = json!({"confirmation_token": "secret", "rows": [1, 2, 3]});
-        let (stored, size) = stored_response(&value, 10_000);
-        let expected = redact_response(value.clone());
-        assert_eq!(stored.as_str(), expected.to_string());
-        assert_eq!(size, expected.to_string().len() as i64);
+        let text = value.to_string();
+        for serialized in [None, Some(text.as_str())] {
+            // The text block, when given, is never stored over a redaction.
+            let (stored, size) = stored_response(&value, serialized, 10_000);
+            let expected = redact_response(value.clone());
+            assert_eq!(stored.as_str(), expected.to_string());
+            assert_eq!(size, expected.to_string().len() as i64);
+        }
         let plain = json!({"rows": "x".repeat(100)});
-        assert_eq!(stored_response(&plain, 50), cut_response(&plain, 50));
+        let plain_text = plain.to_string();
+        assert_eq!(stored_response(&plain, None, 50), cut_response(&plain, 50));
+        assert_eq!(stored_response(&plain, Some(&plain_text), 50), cut_response(&plain, 50));
+        assert_eq!(
+            stored_response(&plain, Some(&plain_text), 10_000),
+            cut_response(&plain, 10_000)
+        );
     }
 
     #[test]

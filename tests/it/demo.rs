@@ -77,6 +77,45 @@ async fn demo_loads_chinook_once_serves_http_and_stops_its_cluster() {
     assert!(again.stop().success());
 }
 
+#[tokio::test]
+async fn two_first_starts_at_once_share_the_cluster_and_load_chinook_once() {
+    let setup = OrcaSetup::embedded();
+    // Two MCP clients launching orca together on a fresh home: one creates and starts the
+    // cluster, the other reuses it; both create `orca` and want Chinook at the same moment.
+    let (first, second) = std::thread::scope(|scope| {
+        let first = scope.spawn(|| setup.http_command(&["demo", "--addr", "127.0.0.1:0"]));
+        let second = scope.spawn(|| setup.http_command(&["demo", "--addr", "127.0.0.1:0"]));
+        (first.join().unwrap(), second.join().unwrap())
+    });
+    for server in [&first, &second] {
+        let client = server.client(None).await;
+        let result = call(
+            &client,
+            "execute_sql",
+            json!({"sql": "SELECT count(*) AS artists FROM artist", "dry_run": false}),
+            None,
+        )
+        .await
+        .unwrap();
+        let rows = result.structured_content.unwrap()["rows"].clone();
+        assert_eq!(rows[0], json!([275]), "{rows}\n{}", server.log_text());
+        client.cancel().await.unwrap();
+    }
+    let loads = [&first, &second]
+        .iter()
+        .filter(|server| server.log_text().contains("loaded the Chinook sample database"))
+        .count();
+    assert_eq!(loads, 1, "{}\n---\n{}", first.log_text(), second.log_text());
+    // The one that reused the cluster goes first; the one that started it stops it.
+    let (reuser, starter) = if second.log_text().contains("reusing the embedded PostgreSQL") {
+        (second, first)
+    } else {
+        (first, second)
+    };
+    assert!(reuser.stop().success());
+    assert!(starter.stop().success());
+}
+
 #[test]
 fn missing_server_binaries_name_the_package_to_install() {
     let mut setup = OrcaSetup::embedded();

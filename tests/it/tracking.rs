@@ -299,8 +299,8 @@ async fn fixed_size_pools_open_at_start_and_do_not_grow_under_load() {
     let private = PrivateCluster::new();
     let cluster = private.start().await;
     let url = cluster.url("orca");
-    let setup = OrcaSetup::new(&url)
-        .with_config("database:\n  max_connections: 3\n  min_connections: 3\n");
+    let setup =
+        OrcaSetup::new(&url).with_config("database:\n  max_connections: 3\n  min_connections: 3\n");
     let server = setup.http_server(&[]);
     // Both pools (the target's and the state's, here on one database) reach their size before
     // any call.

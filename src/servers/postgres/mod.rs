@@ -296,7 +296,7 @@ pub(crate) struct FormatResultsParams {
     data: Value,
     /// table, chart, summary, csv or json.
     #[schemars(with = "FormatName")]
-    format: Value,
+    format: format::OutputFormat,
     /// LLM provider for a written summary (anthropic, openai, google).
     #[schemars(with = "Option<ProviderName>")]
     llm_provider: Option<String>,
@@ -307,7 +307,7 @@ pub(crate) struct FormatResultsParams {
 /// The formats of `format_results`, for the input schema.
 #[derive(JsonSchema)]
 #[serde(rename_all = "lowercase")]
-#[allow(dead_code, reason = "documents the schema; the value is parsed by format::OutputFormat")]
+#[allow(dead_code, reason = "documents the schema; the value is read as format::OutputFormat")]
 enum FormatName {
     Table,
     Chart,
@@ -451,13 +451,7 @@ impl PostgresServer {
         arguments: Option<Map<String, Value>>,
     ) -> Result<ToolOutput, ToolError> {
         let params: FormatResultsParams = parse_arguments(arguments)?;
-        let format: format::OutputFormat =
-            serde_json::from_value(params.format.clone()).map_err(|_| {
-                ToolError::invalid_input(format!(
-                    "format `{}` is not one of: table, chart, summary, csv, json",
-                    params.format.as_str().unwrap_or(&params.format.to_string())
-                ))
-            })?;
+        let format = params.format;
         let invalid = |error: format::FormatError| {
             ToolError::invalid_input(error.to_string()).with_hint(
                 "pass a TabularResult (schema and rows), an array of objects, or CSV text with a header row",

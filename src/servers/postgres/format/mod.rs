@@ -66,14 +66,35 @@ static DEJAVU_SANS: &[u8] =
 static NULL: Value = Value::Null;
 
 /// The presentations `format_results` offers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum OutputFormat {
     Table,
     Chart,
     Summary,
     Csv,
     Json,
+}
+
+/// A format is one of the five lowercase names; anything else is refused with the names, so that
+/// the argument is refused where the arguments are read, as the tool's input schema says.
+impl<'de> Deserialize<'de> for OutputFormat {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        match value.as_str() {
+            Some("table") => Ok(OutputFormat::Table),
+            Some("chart") => Ok(OutputFormat::Chart),
+            Some("summary") => Ok(OutputFormat::Summary),
+            Some("csv") => Ok(OutputFormat::Csv),
+            Some("json") => Ok(OutputFormat::Json),
+            other => {
+                let shown = other.map_or_else(|| value.to_string(), str::to_owned);
+                let shown: String = shown.chars().take(64).collect();
+                Err(serde::de::Error::custom(format!(
+                    "`{shown}` is not one of: table, chart, summary, csv, json"
+                )))
+            }
+        }
+    }
 }
 
 /// Why result data could not be read or charted; the adapter reports it as `INVALID_INPUT`.
