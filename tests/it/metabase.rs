@@ -267,6 +267,8 @@ async fn arguments_are_checked_before_metabase_is_called() {
     for (tool, arguments, mentions) in [
         ("get_dashboard", json!({}), "id"),
         ("get_dashboard", json!({"id": 0}), "id"),
+        ("get_database_metadata", json!({"id": -3, "verbose": true}), "positive id"),
+        ("create_dashboard", json!({"name": "x", "collection_id": 0}), "collection_id"),
         ("get_card", json!({"id": "seven"}), "id"),
         ("create_dashboard", json!({"name": "  "}), "name"),
         ("create_dashboard", json!({"name": "x", "parameters": {"date": 1}}), "parameters"),

@@ -37,6 +37,7 @@ const MODELS: [&str; 14] = [
 #[serde(deny_unknown_fields)]
 pub(crate) struct IdParams {
     /// The id (search_resources finds ids by name).
+    #[serde(deserialize_with = "positive_id")]
     #[schemars(range(min = 1))]
     id: i64,
 }
@@ -46,6 +47,7 @@ pub(crate) struct IdParams {
 #[serde(deny_unknown_fields)]
 pub(crate) struct MetadataParams {
     /// The id.
+    #[serde(deserialize_with = "positive_id")]
     #[schemars(range(min = 1))]
     id: i64,
     /// Keep field fingerprints, values and other bulk (default false).
@@ -60,6 +62,7 @@ pub(crate) struct CreateDashboardParams {
     name: String,
     description: Option<String>,
     /// The collection to put it in (none: the root collection).
+    #[serde(default, deserialize_with = "optional_positive_id")]
     #[schemars(range(min = 1))]
     collection_id: Option<i64>,
     /// Dashboard filters: an array of parameter objects (`id`, `name`, `slug`, `type`).
@@ -69,6 +72,7 @@ pub(crate) struct CreateDashboardParams {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UpdateDashboardParams {
+    #[serde(deserialize_with = "positive_id")]
     #[schemars(range(min = 1))]
     id: i64,
     name: Option<String>,
@@ -84,14 +88,17 @@ pub(crate) struct UpdateDashboardParams {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct AddCardParams {
+    #[serde(deserialize_with = "positive_id")]
     #[schemars(range(min = 1))]
     dashboard_id: i64,
+    #[serde(deserialize_with = "positive_id")]
     #[schemars(range(min = 1))]
     card_id: i64,
     /// Width in grid columns (1 to 24).
     #[schemars(range(min = 1, max = 24))]
     size_x: i64,
     /// Height in grid rows.
+    #[serde(deserialize_with = "positive_id")]
     #[schemars(range(min = 1))]
     size_y: i64,
     /// Top position (0 is the top).
@@ -101,6 +108,7 @@ pub(crate) struct AddCardParams {
     #[schemars(range(min = 0, max = 23))]
     col: i64,
     /// The tab to put it on, for a dashboard with tabs (default: the first tab).
+    #[serde(default, deserialize_with = "optional_positive_id")]
     #[schemars(range(min = 1))]
     dashboard_tab_id: Option<i64>,
 }
@@ -116,6 +124,7 @@ pub(crate) struct CreateCardParams {
     display: String,
     /// Visualization settings (an object, often empty).
     visualization_settings: Map<String, Value>,
+    #[serde(default, deserialize_with = "optional_positive_id")]
     #[schemars(range(min = 1))]
     collection_id: Option<i64>,
     description: Option<String>,
@@ -124,12 +133,14 @@ pub(crate) struct CreateCardParams {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UpdateCardParams {
+    #[serde(deserialize_with = "positive_id")]
     #[schemars(range(min = 1))]
     id: i64,
     name: Option<String>,
     dataset_query: Option<Map<String, Value>>,
     display: Option<String>,
     visualization_settings: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "optional_positive_id")]
     #[schemars(range(min = 1))]
     collection_id: Option<i64>,
     description: Option<String>,
@@ -138,6 +149,7 @@ pub(crate) struct UpdateCardParams {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ExecuteCardParams {
+    #[serde(deserialize_with = "positive_id")]
     #[schemars(range(min = 1))]
     card_id: i64,
     /// Query parameters: Metabase's array of `{type, target, value}` objects, or an object
@@ -166,6 +178,7 @@ pub(crate) struct CreateCollectionParams {
     name: String,
     description: Option<String>,
     /// The parent collection (none: the root).
+    #[serde(default, deserialize_with = "optional_positive_id")]
     #[schemars(range(min = 1))]
     parent_id: Option<i64>,
 }
@@ -173,10 +186,12 @@ pub(crate) struct CreateCollectionParams {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UpdateCollectionParams {
+    #[serde(deserialize_with = "positive_id")]
     #[schemars(range(min = 1))]
     id: i64,
     name: Option<String>,
     description: Option<String>,
+    #[serde(default, deserialize_with = "optional_positive_id")]
     #[schemars(range(min = 1))]
     parent_id: Option<i64>,
 }
@@ -184,6 +199,7 @@ pub(crate) struct UpdateCollectionParams {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CollectionItemsParams {
+    #[serde(deserialize_with = "positive_id")]
     #[schemars(range(min = 1))]
     id: i64,
     /// Item types to include: card, dataset, metric, dashboard, collection, pulse, snippet,
@@ -214,6 +230,7 @@ pub(crate) struct SearchParams {
 #[serde(deny_unknown_fields)]
 pub(crate) struct DatasetParams {
     /// The database id (list_databases).
+    #[serde(deserialize_with = "positive_id")]
     #[schemars(range(min = 1))]
     database: i64,
     /// For native queries: `{"query": "SELECT ...", "template-tags": {...}}`.
@@ -376,6 +393,32 @@ pub(crate) fn tools(read_only: bool) -> Vec<ToolSpec> {
     tools
 }
 
+/// An id field of the arguments: ids are positive, and anything else is refused where the
+/// arguments are read, as the input schemas (`minimum: 1`) say.
+fn positive_id<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<i64, D::Error> {
+    let value = i64::deserialize(deserializer)?;
+    checked_id(value).map_err(serde::de::Error::custom)
+}
+
+/// [`positive_id`] of an optional id.
+fn optional_positive_id<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<i64>, D::Error> {
+    Option::<i64>::deserialize(deserializer)?
+        .map(checked_id)
+        .transpose()
+        .map_err(serde::de::Error::custom)
+}
+
+fn checked_id(value: i64) -> Result<i64, String> {
+    if value < 1 {
+        return Err(format!(
+            "must be a positive id, found {value} (search_resources finds ids by name)"
+        ));
+    }
+    Ok(value)
+}
+
 fn positive(value: i64, name: &str) -> Result<i64, ToolError> {
     if value < 1 {
         return Err(ToolError::invalid_input(format!(
@@ -384,10 +427,6 @@ fn positive(value: i64, name: &str) -> Result<i64, ToolError> {
         .with_hint("ids are positive integers; search_resources finds them by name"));
     }
     Ok(value)
-}
-
-fn optional_id(value: Option<i64>, name: &str) -> Result<Option<i64>, ToolError> {
-    value.map(|value| positive(value, name)).transpose()
 }
 
 fn non_blank(value: &str, name: &str) -> Result<String, ToolError> {
@@ -526,7 +565,6 @@ pub(crate) async fn call(
     let value = match tool {
         "get_dashboard" => {
             let IdParams { id } = parse_arguments(arguments)?;
-            let id = positive(id, "id")?;
             shape::entity(server.get(&format!("/api/dashboard/{id}"), &[]).await?, false)
         }
         "create_dashboard" => {
@@ -534,10 +572,7 @@ pub(crate) async fn call(
             let body = object(vec![
                 ("name", Some(Value::from(non_blank(&params.name, "name")?))),
                 ("description", params.description.map(Value::from)),
-                (
-                    "collection_id",
-                    optional_id(params.collection_id, "collection_id")?.map(Value::from),
-                ),
+                ("collection_id", params.collection_id.map(Value::from)),
                 ("parameters", Some(maps(params.parameters.unwrap_or_default()))),
             ]);
             server.send(Method::Post, "/api/dashboard", &body).await?
@@ -546,13 +581,11 @@ pub(crate) async fn call(
         "add_card_to_dashboard" => return add_card(server, parse_arguments(arguments)?).await,
         "delete_dashboard" => {
             let IdParams { id } = parse_arguments(arguments)?;
-            let id = positive(id, "id")?;
             server.delete(&format!("/api/dashboard/{id}")).await?;
             json!({ "success": true, "deleted": "dashboard", "id": id })
         }
         "get_card" => {
             let IdParams { id } = parse_arguments(arguments)?;
-            let id = positive(id, "id")?;
             shape::entity(server.get(&format!("/api/card/{id}"), &[]).await?, false)
         }
         "create_card" => {
@@ -565,17 +598,14 @@ pub(crate) async fn call(
                 ),
                 ("display", Some(Value::from(non_blank(&params.display, "display")?))),
                 ("visualization_settings", Some(Value::Object(params.visualization_settings))),
-                (
-                    "collection_id",
-                    optional_id(params.collection_id, "collection_id")?.map(Value::from),
-                ),
+                ("collection_id", params.collection_id.map(Value::from)),
                 ("description", params.description.map(Value::from)),
             ]);
             shape::entity(server.send(Method::Post, "/api/card", &body).await?, false)
         }
         "update_card" => {
             let params: UpdateCardParams = parse_arguments(arguments)?;
-            let id = positive(params.id, "id")?;
+            let id = params.id;
             let body = object(vec![
                 (
                     "name",
@@ -604,10 +634,7 @@ pub(crate) async fn call(
                         .map(Value::from),
                 ),
                 ("visualization_settings", params.visualization_settings.map(Value::Object)),
-                (
-                    "collection_id",
-                    optional_id(params.collection_id, "collection_id")?.map(Value::from),
-                ),
+                ("collection_id", params.collection_id.map(Value::from)),
                 ("description", params.description.map(Value::from)),
             ]);
             nothing_to_change(
@@ -618,7 +645,7 @@ pub(crate) async fn call(
         }
         "execute_card_query" => {
             let params: ExecuteCardParams = parse_arguments(arguments)?;
-            let id = positive(params.card_id, "card_id")?;
+            let id = params.card_id;
             let rows = max_rows(params.max_rows, server.max_rows)?;
             let body =
                 json!({ "parameters": card_parameters(params.parameters)?, "ignore_cache": false });
@@ -627,7 +654,6 @@ pub(crate) async fn call(
         }
         "delete_card" => {
             let IdParams { id } = parse_arguments(arguments)?;
-            let id = positive(id, "id")?;
             server.delete(&format!("/api/card/{id}")).await?;
             json!({ "success": true, "deleted": "card", "id": id })
         }
@@ -644,7 +670,6 @@ pub(crate) async fn call(
         }
         "get_collection" => {
             let IdParams { id } = parse_arguments(arguments)?;
-            let id = positive(id, "id")?;
             server.get(&format!("/api/collection/{id}"), &[]).await?
         }
         "create_collection" => {
@@ -652,13 +677,13 @@ pub(crate) async fn call(
             let body = object(vec![
                 ("name", Some(Value::from(non_blank(&params.name, "name")?))),
                 ("description", params.description.map(Value::from)),
-                ("parent_id", optional_id(params.parent_id, "parent_id")?.map(Value::from)),
+                ("parent_id", params.parent_id.map(Value::from)),
             ]);
             server.send(Method::Post, "/api/collection", &body).await?
         }
         "update_collection" => {
             let params: UpdateCollectionParams = parse_arguments(arguments)?;
-            let id = positive(params.id, "id")?;
+            let id = params.id;
             let body = object(vec![
                 (
                     "name",
@@ -670,14 +695,14 @@ pub(crate) async fn call(
                         .map(Value::from),
                 ),
                 ("description", params.description.map(Value::from)),
-                ("parent_id", optional_id(params.parent_id, "parent_id")?.map(Value::from)),
+                ("parent_id", params.parent_id.map(Value::from)),
             ]);
             nothing_to_change(&body, "name, description, parent_id")?;
             server.send(Method::Put, &format!("/api/collection/{id}"), &body).await?
         }
         "get_collection_items" => {
             let params: CollectionItemsParams = parse_arguments(arguments)?;
-            let id = positive(params.id, "id")?;
+            let id = params.id;
             let query: Vec<(&str, String)> =
                 models(params.models)?.into_iter().map(|model| ("models", model)).collect();
             server.get(&format!("/api/collection/{id}/items"), &query).await?
@@ -697,7 +722,6 @@ pub(crate) async fn call(
         }
         "get_database_metadata" => {
             let MetadataParams { id, verbose } = parse_arguments(arguments)?;
-            let id = positive(id, "id")?;
             shape::metadata(
                 server.get(&format!("/api/database/{id}/metadata"), &[]).await?,
                 verbose,
@@ -705,12 +729,10 @@ pub(crate) async fn call(
         }
         "get_table" => {
             let IdParams { id } = parse_arguments(arguments)?;
-            let id = positive(id, "id")?;
             shape::metadata(server.get(&format!("/api/table/{id}"), &[]).await?, false)
         }
         "get_table_query_metadata" => {
             let MetadataParams { id, verbose } = parse_arguments(arguments)?;
-            let id = positive(id, "id")?;
             shape::metadata(
                 server.get(&format!("/api/table/{id}/query_metadata"), &[]).await?,
                 verbose,
@@ -729,7 +751,7 @@ pub(crate) async fn call(
             let params: DatasetParams = parse_arguments(arguments)?;
             let rows = max_rows(params.max_rows, server.max_rows)?;
             let mut query = Map::new();
-            query.insert("database".into(), Value::from(positive(params.database, "database")?));
+            query.insert("database".into(), Value::from(params.database));
             query.insert(
                 "type".into(),
                 Value::from(params.query_type.unwrap_or_else(|| "native".into())),
@@ -767,7 +789,7 @@ async fn update_dashboard(
     server: &MetabaseServer,
     params: UpdateDashboardParams,
 ) -> Result<ToolOutput, ToolError> {
-    let id = positive(params.id, "id")?;
+    let id = params.id;
     let mut body = Map::new();
     if let Some(name) = params.name {
         body.insert("name".into(), Value::from(non_blank(&name, "name")?));
@@ -828,8 +850,8 @@ async fn update_dashboard(
 }
 
 async fn add_card(server: &MetabaseServer, params: AddCardParams) -> Result<ToolOutput, ToolError> {
-    let dashboard_id = positive(params.dashboard_id, "dashboard_id")?;
-    let card_id = positive(params.card_id, "card_id")?;
+    let dashboard_id = params.dashboard_id;
+    let card_id = params.card_id;
     if !(1..=24).contains(&params.size_x) || params.size_y < 1 {
         return Err(ToolError::invalid_input("`size_x` must be 1 to 24 and `size_y` at least 1"));
     }
@@ -838,7 +860,7 @@ async fn add_card(server: &MetabaseServer, params: AddCardParams) -> Result<Tool
             "`row` must be 0 or more, `col` 0 to 23, and `col + size_x` at most 24 (the grid is 24 wide)",
         ));
     }
-    let tab = optional_id(params.dashboard_tab_id, "dashboard_tab_id")?;
+    let tab = params.dashboard_tab_id;
     let version = server.version().await?;
     let path = format!("/api/dashboard/{dashboard_id}");
     if !version.at_least(47) {
