@@ -168,6 +168,15 @@ where
         .collect()
 }
 
+/// The load of the tracking checks: `list_servers` and a `query_sql` read in turn.
+fn read_mix(round: usize) -> (&'static str, Value) {
+    if round.is_multiple_of(2) {
+        ("list_servers", json!({}))
+    } else {
+        ("query_sql", json!({"sql": "SELECT 1 AS one"}))
+    }
+}
+
 async fn join(workers: Vec<tokio::task::JoinHandle<Vec<Call>>>) -> Vec<Call> {
     let mut history = Vec::new();
     for worker in workers {
@@ -268,11 +277,7 @@ async fn two_replicas_carry_tokens_across_and_redeem_one_confirmation_exactly_on
     // Tracking with both replicas writing: 8 clients over both, then every call's row.
     let deadline = Instant::now() + Duration::from_secs(3);
     let workers = under_load(&[a.clone(), b.clone()], 8, deadline, |peer, round| async move {
-        let (tool, arguments) = if round % 2 == 0 {
-            ("list_servers", json!({}))
-        } else {
-            ("query_sql", json!({"sql": "SELECT 1 AS one"}))
-        };
+        let (tool, arguments) = read_mix(round);
         vec![call(&peer, tool, arguments).await.0]
     })
     .await;
@@ -297,11 +302,7 @@ async fn a_tracking_database_stopped_under_load_loses_and_repeats_nothing() {
     let peers: Vec<_> = clients.iter().map(|client| client.peer().clone()).collect();
     let deadline = Instant::now() + Duration::from_secs(7);
     let workers = under_load(&peers, 4, deadline, |peer, round| async move {
-        let (tool, arguments) = if round % 2 == 0 {
-            ("list_servers", json!({}))
-        } else {
-            ("query_sql", json!({"sql": "SELECT 1 AS one"}))
-        };
+        let (tool, arguments) = read_mix(round);
         vec![call(&peer, tool, arguments).await.0]
     })
     .await;
