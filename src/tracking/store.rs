@@ -63,25 +63,26 @@ async fn copy_batch(pool: &PgPool, executions: &[Execution]) -> Result<(), sqlx:
     let rows = copy::executions(executions);
     let failures = copy::failures(executions);
     let mut transaction = pool.begin().await?;
+    copy_into(&mut transaction, "orca.mcp_executions", copy::EXECUTION_COLUMNS, rows).await?;
+    if let Some(failures) = failures {
+        copy_into(&mut transaction, "orca.mcp_failures", copy::FAILURE_COLUMNS, failures).await?;
+    }
+    transaction.commit().await
+}
+
+/// One binary `COPY` of encoded `rows` into `table`.
+async fn copy_into(
+    transaction: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    table: &str,
+    columns: &str,
+    rows: Vec<u8>,
+) -> Result<(), sqlx::Error> {
     let mut copy_in = transaction
-        .copy_in_raw(&format!(
-            "COPY orca.mcp_executions ({}) FROM STDIN (FORMAT binary)",
-            copy::EXECUTION_COLUMNS
-        ))
+        .copy_in_raw(&format!("COPY {table} ({columns}) FROM STDIN (FORMAT binary)"))
         .await?;
     copy_in.send(rows).await?;
     copy_in.finish().await?;
-    if let Some(failures) = failures {
-        let mut copy_in = transaction
-            .copy_in_raw(&format!(
-                "COPY orca.mcp_failures ({}) FROM STDIN (FORMAT binary)",
-                copy::FAILURE_COLUMNS
-            ))
-            .await?;
-        copy_in.send(failures).await?;
-        copy_in.finish().await?;
-    }
-    transaction.commit().await
+    Ok(())
 }
 
 /// Insert executions and their failures in one transaction. Records already stored (same id)
