@@ -93,14 +93,83 @@ impl Truncation {
     }
 }
 
-/// The rows of a read.
+/// The rows of a read: decoded values by default, or already encoded ([`EncodedRows`]).
 #[derive(Debug, Clone)]
-pub(crate) struct ReadResult {
+pub(crate) struct ReadResult<R = Vec<Vec<Value>>> {
     pub(crate) columns: Vec<ResultColumn>,
-    pub(crate) rows: Vec<Vec<Value>>,
-    /// Approximate JSON size of `rows`.
+    pub(crate) rows: R,
+    /// JSON size of `rows`.
     pub(crate) bytes: usize,
     pub(crate) truncated: Option<Truncation>,
+}
+
+/// Where the rows of a read go as they are decoded.
+pub(crate) trait RowSink: Default + Send {
+    fn push(&mut self, row: Vec<Value>);
+    fn len(&self) -> usize;
+}
+
+impl RowSink for Vec<Vec<Value>> {
+    fn push(&mut self, row: Vec<Value>) {
+        Vec::push(self, row);
+    }
+
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+}
+
+/// How many non-null values of each column the semantic hints look at.
+pub(crate) const HINT_SAMPLES: usize = 50;
+
+/// A value as the semantic hints read it: strings as they are, the rest as JSON.
+pub(crate) fn sample_text(value: &Value) -> Option<String> {
+    match value {
+        Value::Null => None,
+        Value::String(text) => Some(text.clone()),
+        other => Some(other.to_string()),
+    }
+}
+
+/// Rows encoded as they stream in, as one JSON array of arrays (what `serde_json` writes of
+/// the decoded rows), with the first [`HINT_SAMPLES`] non-null values of each column kept for
+/// the semantic hints. A big result then never exists as a `Value` tree.
+#[derive(Debug, Default)]
+pub(crate) struct EncodedRows {
+    json: Vec<u8>,
+    count: usize,
+    pub(crate) samples: Vec<Vec<String>>,
+}
+
+impl EncodedRows {
+    /// The JSON array of the rows.
+    pub(crate) fn into_json(mut self) -> Vec<u8> {
+        if self.count == 0 {
+            self.json.push(b'[');
+        }
+        self.json.push(b']');
+        self.json
+    }
+}
+
+impl RowSink for EncodedRows {
+    fn push(&mut self, row: Vec<Value>) {
+        if self.samples.len() < row.len() {
+            self.samples.resize_with(row.len(), Vec::new);
+        }
+        for (samples, value) in self.samples.iter_mut().zip(&row) {
+            if samples.len() < HINT_SAMPLES {
+                samples.extend(sample_text(value));
+            }
+        }
+        self.json.push(if self.count == 0 { b'[' } else { b',' });
+        serde_json::to_writer(&mut self.json, &row).expect("a JSON value always serializes");
+        self.count += 1;
+    }
+
+    fn len(&self) -> usize {
+        self.count
+    }
 }
 
 /// How one result column is turned into JSON.
@@ -124,6 +193,19 @@ pub(crate) async fn run_read(
     query: &ReadOnlyQuery,
     limits: ReadLimits,
 ) -> Result<ReadResult, Error> {
+    run_read_into(pool, query, limits).await
+}
+
+/// [`run_read`], with the rows going into a sink of the caller's choice.
+///
+/// # Errors
+///
+/// As [`run_read`].
+pub(crate) async fn run_read_into<R: RowSink>(
+    pool: &PgPool,
+    query: &ReadOnlyQuery,
+    limits: ReadLimits,
+) -> Result<ReadResult<R>, Error> {
     let mut connection = pool.acquire().await.map_err(Error::from_connect)?;
     // The statement timeout stops the query inside the database; this one guards against a
     // stalled network, and then the connection is closed rather than reused.
@@ -160,11 +242,11 @@ pub(crate) async fn check_read(
     if calls.is_empty() { Ok(()) } else { Err(Error::Volatile { calls }) }
 }
 
-async fn read_in_transaction(
+async fn read_in_transaction<R: RowSink>(
     connection: &mut PoolConnection<Postgres>,
     query: &ReadOnlyQuery,
     limits: ReadLimits,
-) -> Result<ReadResult, Error> {
+) -> Result<ReadResult<R>, Error> {
     sqlx::query("BEGIN READ ONLY").execute(&mut **connection).await.map_err(Error::from_query)?;
     let outcome = async {
         set_local_timeouts(connection, limits.timeout).await?;
@@ -260,18 +342,18 @@ async fn describe(
     Ok(Described { columns, decoders, origins, type_oids })
 }
 
-async fn fetch_rows(
+async fn fetch_rows<R: RowSink>(
     connection: &mut PoolConnection<Postgres>,
     statement: &Statement,
     limits: ReadLimits,
-) -> Result<ReadResult, Error> {
+) -> Result<ReadResult<R>, Error> {
     let Described { columns, decoders, .. } = describe(connection, statement).await?;
     let sql = if statement.is_cursor_query() {
         wrapped_select(&statement.text, &decoders, limits.max_rows)
     } else {
         statement.text.clone()
     };
-    let mut rows = Vec::new();
+    let mut rows = R::default();
     let mut bytes = 2usize;
     let mut truncated = None;
     {
