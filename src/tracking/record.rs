@@ -185,13 +185,20 @@ pub(crate) fn redact(value: &Value) -> Value {
     }
 }
 
-/// A tool result as stored: secret-looking top-level fields (a confirmation token in a dry run)
-/// are redacted; anything else is kept as it is, without copying large results.
+/// A tool result as stored: when a secret-looking top-level field holds something (a
+/// confirmation token in a dry run, a page token), the result is redacted like arguments;
+/// anything else is kept as it is, without copying large results. (A tabular result's
+/// `page_token` is `null` when there is no next page: nothing to hide, and no copy.)
 pub(crate) fn redact_response(value: Value) -> Value {
     match &value {
-        Value::Object(map) if map.keys().any(|key| is_secret_key(key)) => redact_object(map),
+        Value::Object(map) if holds_secret(map) => redact_object(map),
         _ => value,
     }
+}
+
+/// Whether a result has a secret-looking top-level field that is not `null`.
+fn holds_secret(map: &Map<String, Value>) -> bool {
+    map.iter().any(|(key, value)| !value.is_null() && is_secret_key(key))
 }
 
 /// A tool result as stored by the gateway: redacted like [`redact_response`] and cut like
@@ -209,7 +216,7 @@ pub(crate) fn stored_response(
     max_bytes: usize,
 ) -> (Payload, i64) {
     match (value, text, spliced) {
-        (Value::Object(map), _, _) if map.keys().any(|key| is_secret_key(key)) => {
+        (Value::Object(map), _, _) if holds_secret(map) => {
             let mut redacted = redact_object(map);
             if let (Some((placeholder, raw)), Value::Object(redacted)) = (spliced, &mut redacted) {
                 for member in redacted.values_mut() {
@@ -344,6 +351,19 @@ mod tests {
             assert_eq!(stored.as_str(), expected.to_string());
             assert_eq!(size, expected.to_string().len() as i64);
         }
+        // A secret-looking field that holds nothing hides nothing: the text is stored as it is
+        // (a tabular result's `page_token` on the last page).
+        let tabular = json!({"rows": [["a", 1]], "page_token": null});
+        let tabular_text = tabular.to_string();
+        assert_eq!(
+            stored_response(&tabular, Some(&tabular_text), None, 10_000).0.as_str(),
+            tabular_text
+        );
+        let paged = json!({"rows": [], "page_token": "next"});
+        assert_eq!(
+            stored_response(&paged, Some(&paged.to_string()), None, 10_000).0.as_str(),
+            json!({"rows": [], "page_token": "[REDACTED]"}).to_string()
+        );
         let plain = json!({"rows": "x".repeat(100)});
         let plain_text = plain.to_string();
         assert_eq!(stored_response(&plain, None, None, 50), cut_response(&plain, 50));
