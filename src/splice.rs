@@ -31,25 +31,28 @@ const MAX_AGE: Duration = Duration::from_secs(600);
 /// The size of the escaped pieces written for a text block.
 const ESCAPED_CHUNK: usize = 64 * 1024;
 
-/// One JSON value, already encoded (compact, as `serde_json` writes it).
+/// One JSON value, already encoded (compact, as `serde_json` writes it), in the chunks it was
+/// written in: a growing result is never copied into a bigger buffer.
 #[derive(Debug, Clone)]
-pub(crate) struct RawJson(Bytes);
+pub(crate) struct RawJson(Vec<Bytes>);
 
 impl RawJson {
-    /// `bytes` must be one JSON value as `serde_json` writes it: compact, with every control
-    /// character inside strings escaped (the text block's escaping relies on it).
-    pub(crate) fn new(bytes: Vec<u8>) -> RawJson {
-        RawJson(Bytes::from(bytes))
+    /// `chunks`, joined, must be one JSON value as `serde_json` writes it: compact, with every
+    /// control character inside strings escaped (the text block's escaping relies on it). A
+    /// chunk may end anywhere, even inside a character.
+    pub(crate) fn from_chunks(chunks: Vec<Vec<u8>>) -> RawJson {
+        RawJson(chunks.into_iter().filter(|chunk| !chunk.is_empty()).map(Bytes::from).collect())
     }
 
-    pub(crate) fn as_bytes(&self) -> &[u8] {
-        &self.0
+    /// The value in one buffer, for the rare reader that needs it whole.
+    pub(crate) fn to_vec(&self) -> Vec<u8> {
+        self.0.concat()
     }
 }
 
 /// Where a placeholder's bytes wait for their transport.
 struct Registry {
-    entries: Mutex<HashMap<[u8; ID_LEN], (Bytes, Instant)>>,
+    entries: Mutex<HashMap<[u8; ID_LEN], (RawJson, Instant)>>,
     /// How many entries there are, read without the lock on every message written.
     count: AtomicUsize,
 }
@@ -59,7 +62,7 @@ static REGISTRY: std::sync::LazyLock<Registry> = std::sync::LazyLock::new(|| Reg
     count: AtomicUsize::new(0),
 });
 
-fn entries() -> std::sync::MutexGuard<'static, HashMap<[u8; ID_LEN], (Bytes, Instant)>> {
+fn entries() -> std::sync::MutexGuard<'static, HashMap<[u8; ID_LEN], (RawJson, Instant)>> {
     REGISTRY.entries.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
@@ -71,7 +74,7 @@ pub(crate) fn register(json: &RawJson) -> String {
     let now = Instant::now();
     let mut entries = entries();
     entries.retain(|_, (_, registered)| now.duration_since(*registered) < MAX_AGE);
-    entries.insert(key, (json.0.clone(), now));
+    entries.insert(key, (json.clone(), now));
     REGISTRY.count.store(entries.len(), Ordering::Release);
     format!("{}{id}", std::str::from_utf8(PREFIX).expect("ASCII"))
 }
@@ -87,29 +90,30 @@ pub(crate) enum Part {
     /// Bytes of the message as serialized.
     Plain(Bytes),
     /// A registered value, written as it is (in place of a placeholder string).
-    Raw(Bytes),
+    Raw(RawJson),
     /// A registered value inside a JSON string (the text block), escaped as it is written.
-    Escaped(Bytes),
+    Escaped(RawJson),
 }
 
 impl Part {
-    /// The bytes to write, in order; an escaped part is escaped a chunk at a time, as it is
+    /// The bytes to write, in order; an escaped part is escaped a piece at a time, as it is
     /// asked for.
     pub(crate) fn chunks(self) -> Box<dyn Iterator<Item = Bytes> + Send> {
         match self {
-            Part::Plain(bytes) | Part::Raw(bytes) => Box::new(std::iter::once(bytes)),
-            Part::Escaped(bytes) => {
+            Part::Plain(bytes) => Box::new(std::iter::once(bytes)),
+            Part::Raw(json) => Box::new(json.0.into_iter()),
+            Part::Escaped(json) => Box::new(json.0.into_iter().flat_map(|chunk| {
                 let mut at = 0;
-                Box::new(std::iter::from_fn(move || {
-                    if at >= bytes.len() {
+                std::iter::from_fn(move || {
+                    if at >= chunk.len() {
                         return None;
                     }
-                    let end = (at + ESCAPED_CHUNK).min(bytes.len());
-                    let chunk = escape(&bytes[at..end]);
+                    let end = (at + ESCAPED_CHUNK).min(chunk.len());
+                    let escaped = escape(&chunk[at..end]);
                     at = end;
-                    Some(Bytes::from(chunk))
-                }))
-            }
+                    Some(Bytes::from(escaped))
+                })
+            })),
         }
     }
 }
@@ -185,9 +189,10 @@ pub(crate) fn split(message: &Bytes) -> Option<Vec<Part>> {
 pub(crate) fn resolved<'a>(text: &'a str, placeholder: &str, raw: &'a RawJson) -> Vec<&'a [u8]> {
     let quoted = format!("\"{placeholder}\"");
     match text.find(&quoted) {
-        Some(at) => {
-            vec![&text.as_bytes()[..at], raw.as_bytes(), &text.as_bytes()[at + quoted.len()..]]
-        }
+        Some(at) => std::iter::once(&text.as_bytes()[..at])
+            .chain(raw.0.iter().map(|chunk| &chunk[..]))
+            .chain(std::iter::once(&text.as_bytes()[at + quoted.len()..]))
+            .collect(),
         None => vec![text.as_bytes()],
     }
 }
@@ -201,11 +206,18 @@ mod tests {
     /// How many bytes a part writes.
     fn written_len(part: &Part) -> usize {
         match part {
-            Part::Plain(bytes) | Part::Raw(bytes) => bytes.len(),
-            Part::Escaped(bytes) => {
+            Part::Plain(bytes) => bytes.len(),
+            Part::Raw(json) => json.to_vec().len(),
+            Part::Escaped(json) => {
+                let bytes = json.to_vec();
                 bytes.len() + bytes.iter().filter(|byte| matches!(byte, b'"' | b'\\')).count()
             }
         }
+    }
+
+    /// `bytes` cut into chunks of `size`, even through a character.
+    fn chunked(bytes: Vec<u8>, size: usize) -> RawJson {
+        RawJson::from_chunks(bytes.chunks(size).map(<[u8]>::to_vec).collect())
     }
 
     fn written(parts: Vec<Part>) -> Vec<u8> {
@@ -233,7 +245,8 @@ mod tests {
             [1, "quote \" and backslash \\ and newline \n and tab \t", null],
             [2, "ünïcødé \u{1} \u{2028}", {"nested": ["\"x\""]}],
         ]);
-        let raw = RawJson::new(serde_json::to_vec(&rows).unwrap());
+        // Chunks of 5 bytes: some end inside an escape sequence or a character.
+        let raw = chunked(serde_json::to_vec(&rows).unwrap(), 5);
         let placeholder = register(&raw);
         let serialized = Bytes::from(serde_json::to_vec(&message(&json!(placeholder))).unwrap());
         let parts = split(&serialized).expect("the placeholder is found");
@@ -250,7 +263,7 @@ mod tests {
 
     #[test]
     fn a_placeholder_nobody_registered_is_left_as_it_is() {
-        let raw = RawJson::new(b"[1]".to_vec());
+        let raw = RawJson::from_chunks(vec![b"[1]".to_vec()]);
         let _pending = register(&raw);
         let forged = format!("{}{}", "orca-splice-", "0".repeat(ID_LEN));
         let serialized = Bytes::from(serde_json::to_vec(&message(&json!(forged))).unwrap());
@@ -263,8 +276,9 @@ mod tests {
     fn large_text_is_escaped_in_chunks_that_join_to_the_whole() {
         let rows: Vec<Value> = (0..20_000).map(|n| json!([n, format!("\"row\" {n} \\")])).collect();
         let rows = Value::Array(rows);
-        let raw = RawJson::new(serde_json::to_vec(&rows).unwrap());
-        assert!(raw.as_bytes().len() > 4 * ESCAPED_CHUNK);
+        let bytes = serde_json::to_vec(&rows).unwrap();
+        assert!(bytes.len() > 4 * ESCAPED_CHUNK);
+        let raw = chunked(bytes, 100_000);
         let placeholder = register(&raw);
         let serialized = Bytes::from(serde_json::to_vec(&message(&json!(placeholder))).unwrap());
         let bytes = written(split(&serialized).unwrap());
@@ -273,7 +287,7 @@ mod tests {
 
     #[test]
     fn resolved_text_reads_as_the_value_with_the_bytes_in_place() {
-        let raw = RawJson::new(b"[[1,\"a\"]]".to_vec());
+        let raw = chunked(b"[[1,\"a\"]]".to_vec(), 3);
         let text = r#"{"rows":"orca-splice-x","n":1}"#;
         let pieces = resolved(text, "orca-splice-x", &raw);
         let joined: Vec<u8> = pieces.concat();

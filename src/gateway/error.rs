@@ -24,7 +24,7 @@ pub(super) fn place(
         map.insert(key.to_owned(), Value::from(placeholder.as_str()));
         (value, Some((placeholder, json)))
     } else {
-        let member = serde_json::from_slice(json.as_bytes())
+        let member = serde_json::from_slice(&json.to_vec())
             .expect("pre-encoded JSON was written by serde_json");
         map.insert(key.to_owned(), member);
         (value, None)

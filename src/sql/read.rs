@@ -132,23 +132,29 @@ pub(crate) fn sample_text(value: &Value) -> Option<String> {
 }
 
 /// Rows encoded as they stream in, as one JSON array of arrays (what `serde_json` writes of
-/// the decoded rows), with the first [`HINT_SAMPLES`] non-null values of each column kept for
-/// the semantic hints. A big result then never exists as a `Value` tree.
+/// the decoded rows) in chunks of about [`ENCODED_CHUNK`] bytes, with the first
+/// [`HINT_SAMPLES`] non-null values of each column kept for the semantic hints. A big result
+/// then never exists as a `Value` tree, nor is it copied into bigger buffers as it grows.
 #[derive(Debug, Default)]
 pub(crate) struct EncodedRows {
-    json: Vec<u8>,
+    chunks: Vec<Vec<u8>>,
+    current: Vec<u8>,
     count: usize,
     pub(crate) samples: Vec<Vec<String>>,
 }
 
+/// The size of the chunks rows are encoded into.
+const ENCODED_CHUNK: usize = 1 << 20;
+
 impl EncodedRows {
-    /// The JSON array of the rows.
-    pub(crate) fn into_json(mut self) -> Vec<u8> {
+    /// The JSON array of the rows, in chunks that join to it.
+    pub(crate) fn into_chunks(mut self) -> Vec<Vec<u8>> {
         if self.count == 0 {
-            self.json.push(b'[');
+            self.current.push(b'[');
         }
-        self.json.push(b']');
-        self.json
+        self.current.push(b']');
+        self.chunks.push(self.current);
+        self.chunks
     }
 }
 
@@ -162,8 +168,13 @@ impl RowSink for EncodedRows {
                 samples.extend(sample_text(value));
             }
         }
-        self.json.push(if self.count == 0 { b'[' } else { b',' });
-        serde_json::to_writer(&mut self.json, &row).expect("a JSON value always serializes");
+        // The first chunk grows as small results need; later ones start at their full size.
+        if self.current.len() >= ENCODED_CHUNK {
+            let next = Vec::with_capacity(ENCODED_CHUNK + ENCODED_CHUNK / 4);
+            self.chunks.push(std::mem::replace(&mut self.current, next));
+        }
+        self.current.push(if self.count == 0 { b'[' } else { b',' });
+        serde_json::to_writer(&mut self.current, &row).expect("a JSON value always serializes");
         self.count += 1;
     }
 
@@ -847,4 +858,46 @@ async fn primary_key_columns(
 
 fn quote_identifier(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::{EncodedRows, HINT_SAMPLES, RowSink};
+
+    fn encoded(rows: &[Vec<Value>]) -> EncodedRows {
+        let mut sink = EncodedRows::default();
+        for row in rows {
+            sink.push(row.clone());
+        }
+        sink
+    }
+
+    #[test]
+    fn encoded_rows_join_to_what_serde_json_writes_of_the_rows() {
+        for count in [0usize, 1, 2, 80_000] {
+            let rows: Vec<Vec<Value>> = (0..count)
+                .map(|n| vec![json!(n), json!(format!("row \"{n}\" é")), Value::Null])
+                .collect();
+            let sink = encoded(&rows);
+            assert_eq!(sink.len(), count);
+            let chunks = sink.into_chunks();
+            if count == 80_000 {
+                assert!(chunks.len() > 1, "a result over a chunk is written in several");
+            }
+            assert_eq!(chunks.concat(), serde_json::to_vec(&rows).unwrap(), "{count} rows");
+        }
+    }
+
+    #[test]
+    fn encoded_rows_keep_the_first_non_null_values_of_each_column_for_the_hints() {
+        let rows: Vec<Vec<Value>> = (0..200)
+            .map(|n| vec![if n < 10 { Value::Null } else { json!(n) }, json!(format!("t{n}"))])
+            .collect();
+        let sink = encoded(&rows);
+        assert_eq!(sink.samples[0].len(), HINT_SAMPLES);
+        assert_eq!(sink.samples[0][0], "10");
+        assert_eq!(sink.samples[1][0], "t0");
+    }
 }

@@ -221,7 +221,7 @@ pub(crate) fn stored_response(
             if let (Some((placeholder, raw)), Value::Object(redacted)) = (spliced, &mut redacted) {
                 for member in redacted.values_mut() {
                     if member.as_str() == Some(placeholder) {
-                        let decoded: Value = serde_json::from_slice(raw.as_bytes())
+                        let decoded: Value = serde_json::from_slice(&raw.to_vec())
                             .expect("pre-encoded JSON was written by serde_json");
                         *member = redact(&decoded);
                     }
@@ -377,7 +377,9 @@ mod tests {
     #[test]
     fn a_spliced_response_is_stored_as_the_whole_result_would_be() {
         let rows = json!([[1, "é".repeat(40)], [2, "\"quoted\""]]);
-        let raw = RawJson::new(serde_json::to_vec(&rows).unwrap());
+        let bytes = serde_json::to_vec(&rows).unwrap();
+        // In chunks that end inside characters.
+        let raw = RawJson::from_chunks(bytes.chunks(7).map(<[u8]>::to_vec).collect());
         let whole = json!({"schema": [], "rows": rows, "row_count": 2});
         let placed = json!({"schema": [], "rows": "orca-splice-test", "row_count": 2});
         let text = placed.to_string();

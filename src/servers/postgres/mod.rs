@@ -222,7 +222,7 @@ pub(crate) fn tabular_encoded(
     let samples = std::mem::take(&mut result.rows.samples);
     let value =
         tabular(&result.columns, &samples, Value::Null, row_count, result.truncated, source);
-    (value, crate::splice::RawJson::new(result.rows.into_json()))
+    (value, crate::splice::RawJson::from_chunks(result.rows.into_chunks()))
 }
 
 fn tabular(
