@@ -13,7 +13,7 @@
 //!
 //! The placeholder is unguessable, so a value from a client, an upstream or the database that
 //! looks like one is left as it is; an entry that no transport took within [`MAX_AGE`] (its
-//! connection went away) is dropped at the next registration.
+//! connection went away) is dropped by a sweep once a minute.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -73,10 +73,35 @@ pub(crate) fn register(json: &RawJson) -> String {
     key.copy_from_slice(id.as_bytes());
     let now = Instant::now();
     let mut entries = entries();
-    entries.retain(|_, (_, registered)| now.duration_since(*registered) < MAX_AGE);
+    sweep(&mut entries, now);
     entries.insert(key, (json.clone(), now));
     REGISTRY.count.store(entries.len(), Ordering::Release);
+    drop(entries);
+    start_sweeper();
     format!("{}{id}", std::str::from_utf8(PREFIX).expect("ASCII"))
+}
+
+/// Drop the entries no transport took in time.
+fn sweep(entries: &mut HashMap<[u8; ID_LEN], (RawJson, Instant)>, now: Instant) {
+    entries.retain(|_, (_, registered)| now.duration_since(*registered) < MAX_AGE);
+}
+
+/// Sweep once a minute, so that the bytes of a result whose connection went away do not wait
+/// for the next registration. Started once, on the runtime of the first registration.
+fn start_sweeper() {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+    STARTED.call_once(|| {
+        runtime.spawn(async {
+            let mut ticks = tokio::time::interval(Duration::from_secs(60));
+            loop {
+                ticks.tick().await;
+                let mut entries = entries();
+                sweep(&mut entries, Instant::now());
+                REGISTRY.count.store(entries.len(), Ordering::Release);
+            }
+        });
+    });
 }
 
 /// Whether any placeholder waits for a transport: when not, a message needs no search.
