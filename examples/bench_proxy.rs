@@ -6,6 +6,11 @@
 //! `bench_proxy <seconds> <concurrency> <tool> <arguments-json> -- <command> [args...]`
 //!
 //! Prints one line: calls/s, p50 and p99 of the client-side latency, and the call count.
+//!
+//! `bench_proxy relay -- <command> [args...]` is the floor of any stdio proxy: a process that
+//! starts `command` and copies bytes between its own stdin/stdout and the child's, with a
+//! blocking thread each way, reading nothing of what passes. Put in the middle, it shows what
+//! two more pipe crossings and one more process cost, before any proxy does any work.
 
 #![allow(clippy::print_stdout, reason = "the result line is this program's output")]
 
@@ -16,9 +21,36 @@ use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::TokioChildProcess;
 
-#[tokio::main]
-async fn main() {
+/// Copy bytes both ways between this process and `command` until either side closes.
+fn relay(command: &[String]) {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(&command[0])
+        .args(&command[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("cannot start the server");
+    let mut child_in = child.stdin.take().expect("piped");
+    let mut child_out = child.stdout.take().expect("piped");
+    let down = std::thread::spawn(move || {
+        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut child_in);
+    });
+    let _ = std::io::copy(&mut child_out, &mut std::io::stdout().lock());
+    let _ = down.join();
+    let _ = child.kill();
+}
+
+fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("relay") {
+        let split = args.iter().position(|arg| arg == "--").expect("usage: see the file header");
+        return relay(&args[split + 1..]);
+    }
+    tokio::runtime::Runtime::new().expect("a runtime").block_on(bench(args));
+}
+
+async fn bench(args: Vec<String>) {
     let split = args.iter().position(|arg| arg == "--").expect("usage: see the file header");
     let [seconds, concurrency, tool, arguments] = &args[1..split] else {
         panic!(

@@ -13,6 +13,7 @@
 //! - `llm`: the model providers (OpenAI and compatible servers, Anthropic, Google) behind one request shape.
 //! - `context`: the learned context file: parsed, hot-reloaded, searched for what a question needs.
 //! - [`sql`]: classification, the read check, read execution, writes behind confirmation tokens.
+//! - `splice`: big results encoded once and written into the message at the transport, without a `Value` tree.
 //! - `tool`: what every tool shares: verbs, the error taxonomy, the domain result.
 //! - `tracking`: executions, failures and feedback, written off the request path; the CSV export.
 //! - [`embedded`]: the private PostgreSQL cluster used when no database URL is configured.
@@ -33,6 +34,7 @@ mod gateway;
 mod llm;
 mod registry;
 mod servers;
+mod splice;
 pub mod sql;
 mod tool;
 mod tracking;

@@ -214,6 +214,16 @@ pub(crate) struct ToolOutput {
     pub(crate) png_images: Vec<Vec<u8>>,
     /// Attempts that failed before this result (each becomes one `mcp_failures` row).
     pub(crate) failed_attempts: Vec<ToolError>,
+    /// A member of `value` (a top-level key holding `null`) whose JSON is already encoded:
+    /// a big read's rows, written into the message at the transport (see `splice`).
+    pub(crate) spliced: Option<Spliced>,
+}
+
+/// Already encoded JSON for one top-level member of a tool's result.
+#[derive(Debug, Clone)]
+pub(crate) struct Spliced {
+    pub(crate) key: &'static str,
+    pub(crate) json: crate::splice::RawJson,
 }
 
 impl ToolOutput {
@@ -224,6 +234,7 @@ impl ToolOutput {
             llm: None,
             png_images: Vec::new(),
             failed_attempts: Vec::new(),
+            spliced: None,
         }
     }
 }

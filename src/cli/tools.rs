@@ -152,7 +152,14 @@ pub(super) async fn connect(
     let gateway =
         crate::gateway::Gateway::new(running.state.clone(), crate::gateway::Transport::Stdio);
     let server = tokio::spawn(async move {
-        match gateway.serve(server_side).await {
+        // The stdio transport, which writes pre-encoded results into its messages.
+        let (read, write) = tokio::io::split(server_side);
+        let transport = crate::external::BatchedTransport::<rmcp::RoleServer, _, _>::new(
+            read,
+            write,
+            rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH,
+        );
+        match gateway.serve(transport).await {
             Ok(service) => {
                 let _ = service.waiting().await;
             }

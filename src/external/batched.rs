@@ -3,20 +3,29 @@
 //! first writes every message queued by then in one `write`. Under concurrent calls the pipe then
 //! sees one system call (and the reader one wake-up) for many messages, where rmcp's own
 //! transport writes and flushes each message on its own. Reading is rmcp's.
+//!
+//! A message holding the placeholder of a pre-encoded result (`splice`) is queued in parts and
+//! written part by part, so that a big result is never joined into one buffer.
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
+use bytes::Bytes;
 use rmcp::service::{RxJsonRpcMessage, ServiceRole, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
+use crate::splice::{self, Part};
+
 /// Messages encoded and waiting for the pipe.
 #[derive(Debug, Default)]
 struct Queue {
+    /// Messages with pre-encoded parts (`splice`), and whatever was queued before them; they
+    /// are written before `bytes`.
+    parts: Vec<Part>,
     bytes: Vec<u8>,
     /// How many messages have been queued, ever.
     queued: u64,
@@ -40,6 +49,18 @@ impl<W: AsyncWrite + Unpin> Shared<W> {
         queue.queued
     }
 
+    /// Queue one message in parts (the last ending in a newline); returns its number.
+    fn push_parts(&self, parts: Vec<Part>) -> u64 {
+        let mut queue = self.queue.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if !queue.bytes.is_empty() {
+            let before = Bytes::from(std::mem::take(&mut queue.bytes));
+            queue.parts.push(Part::Plain(before));
+        }
+        queue.parts.extend(parts);
+        queue.queued += 1;
+        queue.queued
+    }
+
     /// Make sure message `number` is written: write the whole queue, unless another send
     /// already did while this one waited for the pipe.
     async fn write_through(&self, number: u64) -> std::io::Result<()> {
@@ -56,11 +77,16 @@ impl<W: AsyncWrite + Unpin> Shared<W> {
                 "the transport is closed",
             ));
         };
-        let (bytes, upto) = {
+        let (parts, bytes, upto) = {
             let mut queue = self.queue.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            (std::mem::take(&mut queue.bytes), queue.queued)
+            (std::mem::take(&mut queue.parts), std::mem::take(&mut queue.bytes), queue.queued)
         };
         let written = async {
+            for part in parts {
+                for chunk in part.chunks() {
+                    pipe.write_all(&chunk).await?;
+                }
+            }
             pipe.write_all(&bytes).await?;
             pipe.flush().await
         }
@@ -164,10 +190,19 @@ where
         &mut self,
         item: TxJsonRpcMessage<Role>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        // Encoded now, so the queue keeps the order in which messages were handed over.
+        // Encoded now, so the queue keeps the order in which messages were handed over. A
+        // result with a pre-encoded member is queued in parts, written without joining them.
         let encoded = serde_json::to_vec(&item).map(|mut bytes| {
             bytes.push(b'\n');
-            self.shared.push(&bytes)
+            if splice::any_pending() {
+                let bytes = Bytes::from(bytes);
+                match splice::split(&bytes) {
+                    Some(parts) => self.shared.push_parts(parts),
+                    None => self.shared.push(&bytes),
+                }
+            } else {
+                self.shared.push(&bytes)
+            }
         });
         let shared = self.shared.clone();
         async move {

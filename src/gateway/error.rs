@@ -6,7 +6,30 @@ use rmcp::ErrorData as McpError;
 use rmcp::model::{CallToolResult, ContentBlock, MetaObject};
 use serde_json::{Map, Value};
 
-use crate::tool::ToolError;
+use crate::splice::{self, RawJson};
+use crate::tool::{Spliced, ToolError};
+
+/// Put a tool's pre-encoded member into its value: a placeholder registered for the transport to
+/// write the bytes in its place (returned, for tracking), or, when this gateway's transport does
+/// not splice, the value decoded back.
+pub(super) fn place(
+    mut value: Value,
+    spliced: Option<Spliced>,
+    splices: bool,
+) -> (Value, Option<(String, RawJson)>) {
+    let Some(Spliced { key, json }) = spliced else { return (value, None) };
+    let Value::Object(map) = &mut value else { return (value, None) };
+    if splices {
+        let placeholder = splice::register(&json);
+        map.insert(key.to_owned(), Value::from(placeholder.as_str()));
+        (value, Some((placeholder, json)))
+    } else {
+        let member = serde_json::from_slice(&json.to_vec())
+            .expect("pre-encoded JSON was written by serde_json");
+        map.insert(key.to_owned(), member);
+        (value, None)
+    }
+}
 
 pub(super) fn success(
     value: Value,

@@ -26,6 +26,7 @@ use super::auth::{AuthFailure, authenticate};
 use super::edge::{self, AuthThrottle};
 use super::{AppState, Gateway, Transport};
 use crate::config::{Config, Principal, is_loopback};
+use crate::splice::{self, Part};
 use crate::tool::{ErrorCode, ToolError};
 use crate::tracking::{FeedbackError, FeedbackInput, submit_feedback};
 
@@ -90,8 +91,14 @@ pub(crate) fn router(
         .disable_allowed_hosts()
         .disable_allowed_origins();
     let factory_state = state.clone();
+    let stateful = options.stateful;
     let mcp = StreamableHttpService::new(
-        move || Ok(Gateway::new(factory_state.clone(), Transport::Http)),
+        move || {
+            let gateway = Gateway::new(factory_state.clone(), Transport::Http);
+            // A session's stream keeps what it sent, to send it again to a client that
+            // reconnects: its messages carry whole results.
+            Ok(if stateful { gateway.without_splicing() } else { gateway })
+        },
         Arc::new(LocalSessionManager::default()),
         mcp_config,
     );
@@ -105,8 +112,14 @@ pub(crate) fn router(
         state: state.clone(),
         throttle: Arc::new(AuthThrottle::new(config.http.auth_failures_per_minute)),
     };
+    let mcp_route = Router::new().route_service("/mcp", mcp);
+    let mcp_route = if stateful {
+        mcp_route
+    } else {
+        mcp_route.route_layer(middleware::map_response(splice_body))
+    };
     let authenticated = Router::new()
-        .route_service("/mcp", mcp)
+        .merge(mcp_route)
         .route("/mcp/feedback", post(feedback))
         .route("/approvals/{id}", post(approve))
         .route("/console/api/executions", get(super::console::executions))
@@ -158,6 +171,31 @@ pub(crate) async fn serve(
     .await;
     cancel.cancel();
     served
+}
+
+/// A response of `/mcp` with the pre-encoded parts of a result written into it (`splice`): the
+/// message as rmcp serialized it, cut at the placeholders, with the bytes (or, in the text block,
+/// their escaping, a chunk at a time) in between. Such a body has no length announced beforehand.
+async fn splice_body(response: Response) -> Response {
+    use axum::body::HttpBody as _;
+    use futures::StreamExt;
+    let (mut parts, body) = response.into_parts();
+    if !splice::any_pending() && body.size_hint().exact().is_some() {
+        return Response::from_parts(parts, body);
+    }
+    let stream = body.into_data_stream().flat_map(|chunk| {
+        type Pieces = Box<dyn Iterator<Item = Result<Bytes, axum::Error>> + Send>;
+        let pieces: Pieces = match chunk {
+            Ok(bytes) => match splice::split(&bytes) {
+                Some(spliced) => Box::new(spliced.into_iter().flat_map(Part::chunks).map(Ok)),
+                None => Box::new(std::iter::once(Ok(bytes))),
+            },
+            Err(error) => Box::new(std::iter::once(Err(error))),
+        };
+        futures::stream::iter(pieces)
+    });
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from_stream(stream))
 }
 
 pub(super) fn error_response(

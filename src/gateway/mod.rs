@@ -75,11 +75,23 @@ pub(crate) struct Gateway {
     transport: Transport,
     /// The session's `logging/setLevel`.
     log_level: logging::SessionLevel,
+    /// Whether the transport writes pre-encoded results into the message (`splice`); when not,
+    /// they are decoded back into the result.
+    splices: bool,
 }
 
 impl Gateway {
+    /// A gateway whose transport splices pre-encoded results (`splice::split`) into every
+    /// message it writes.
     pub(crate) fn new(state: AppState, transport: Transport) -> Gateway {
-        Gateway { state, transport, log_level: logging::SessionLevel::new() }
+        Gateway { state, transport, log_level: logging::SessionLevel::new(), splices: true }
+    }
+
+    /// A gateway whose transport writes messages as rmcp serializes them: the sessions of
+    /// stateful HTTP, whose streams keep messages to replay them to a client that reconnects.
+    pub(crate) fn without_splicing(mut self) -> Gateway {
+        self.splices = false;
+        self
     }
 
     /// The caller: the configured stdio principal, or the one the HTTP auth layer attached.
@@ -204,6 +216,8 @@ struct Dispatched {
     retried: Vec<ToolError>,
     /// The final upstream `isError` text, when an external tool reported failure itself.
     upstream_error: Option<String>,
+    /// The placeholder in `result` and the bytes the transport writes in its place.
+    spliced: Option<(String, crate::splice::RawJson)>,
 }
 
 impl Gateway {
@@ -222,13 +236,16 @@ impl Gateway {
                         for (key, value) in output.meta {
                             meta.entry(key).or_insert(value);
                         }
+                        let (value, spliced) =
+                            error::place(output.value, output.spliced, self.splices);
                         Dispatched {
-                            result: error::success(output.value, output.png_images, meta),
+                            result: error::success(value, output.png_images, meta),
                             status: ExecutionStatus::Success,
                             llm: output.llm,
                             error: None,
                             retried: output.failed_attempts,
                             upstream_error: None,
+                            spliced,
                         }
                     }
                     Err(mut tool_error) => {
@@ -249,6 +266,7 @@ impl Gateway {
                             error: Some(tool_error),
                             retried,
                             upstream_error: None,
+                            spliced: None,
                         }
                     }
                 }
@@ -281,6 +299,7 @@ impl Gateway {
                             error: None,
                             retried,
                             upstream_error,
+                            spliced: None,
                         }
                     }
                     Err(tool_error) => Dispatched {
@@ -290,6 +309,7 @@ impl Gateway {
                         error: Some(tool_error),
                         retried,
                         upstream_error: None,
+                        spliced: None,
                     },
                 }
             }
@@ -567,7 +587,7 @@ impl ServerHandler for Gateway {
         meta.insert("execution_id".into(), Value::from(execution_id.to_string()));
         meta.insert("feedback_token".into(), Value::from(feedback_token.to_string()));
         meta.insert("trace_id".into(), Value::from(trace_id.clone()));
-        let Dispatched { mut result, status, llm, error, retried, upstream_error } =
+        let Dispatched { mut result, status, llm, error, retried, upstream_error, spliced } =
             self.dispatch(&route, arguments, &call_context, &trace_id, meta).await;
         let elapsed = started.elapsed();
         self.state.metrics.observe(&tool_name, status.as_str(), elapsed);
@@ -577,7 +597,8 @@ impl ServerHandler for Gateway {
             let max_bytes = self.state.config.tracking.max_response_bytes;
             let (response_data, response_bytes) = match &route {
                 // The first text block of an internal result is its structured content
-                // serialized (`error::success` and `error::failure` make it so).
+                // serialized (`error::success` and `error::failure` make it so), with the
+                // placeholder of its pre-encoded member, if any.
                 Route::Internal(_) => stored_response(
                     result.structured_content.as_ref().unwrap_or(&Value::Null),
                     result
@@ -585,6 +606,7 @@ impl ServerHandler for Gateway {
                         .first()
                         .and_then(|block| block.as_text())
                         .map(|text| text.text.as_str()),
+                    spliced.as_ref().map(|(placeholder, raw)| (placeholder.as_str(), raw)),
                     max_bytes,
                 ),
                 Route::External(_) => cut_text(error::stored_text(&mut result), max_bytes),

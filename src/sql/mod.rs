@@ -35,8 +35,9 @@ pub(crate) use confirm::{TokenCheck, check_token, token_text};
 pub(crate) use introspect::{DatabaseSchema, introspect};
 pub(crate) use policy::VolatileCall;
 pub(crate) use read::{
-    PageRequest, Paging, ReadLimits, ReadOnlyQuery, ReadResult, TimeFilter, check_read,
-    run_paged_read, run_read, single_statement,
+    EncodedRows, HINT_SAMPLES, PageRequest, Paging, ReadLimits, ReadOnlyQuery, ReadResult,
+    ResultColumn, RowSink, TimeFilter, Truncation, check_read, run_paged_read, run_read,
+    run_read_into, sample_text, single_statement,
 };
 pub(crate) use validate::{Validated, validate};
 pub(crate) use write::{explain, explain_read, explainable, run_write};

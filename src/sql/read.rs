@@ -93,14 +93,94 @@ impl Truncation {
     }
 }
 
-/// The rows of a read.
+/// The rows of a read: decoded values by default, or already encoded ([`EncodedRows`]).
 #[derive(Debug, Clone)]
-pub(crate) struct ReadResult {
+pub(crate) struct ReadResult<R = Vec<Vec<Value>>> {
     pub(crate) columns: Vec<ResultColumn>,
-    pub(crate) rows: Vec<Vec<Value>>,
-    /// Approximate JSON size of `rows`.
+    pub(crate) rows: R,
+    /// JSON size of `rows`.
     pub(crate) bytes: usize,
     pub(crate) truncated: Option<Truncation>,
+}
+
+/// Where the rows of a read go as they are decoded.
+pub(crate) trait RowSink: Default + Send {
+    fn push(&mut self, row: Vec<Value>);
+    fn len(&self) -> usize;
+}
+
+impl RowSink for Vec<Vec<Value>> {
+    fn push(&mut self, row: Vec<Value>) {
+        Vec::push(self, row);
+    }
+
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+}
+
+/// How many non-null values of each column the semantic hints look at.
+pub(crate) const HINT_SAMPLES: usize = 50;
+
+/// A value as the semantic hints read it: strings as they are, the rest as JSON.
+pub(crate) fn sample_text(value: &Value) -> Option<String> {
+    match value {
+        Value::Null => None,
+        Value::String(text) => Some(text.clone()),
+        other => Some(other.to_string()),
+    }
+}
+
+/// Rows encoded as they stream in, as one JSON array of arrays (what `serde_json` writes of
+/// the decoded rows) in chunks of about [`ENCODED_CHUNK`] bytes, with the first
+/// [`HINT_SAMPLES`] non-null values of each column kept for the semantic hints. A big result
+/// then never exists as a `Value` tree, nor is it copied into bigger buffers as it grows.
+#[derive(Debug, Default)]
+pub(crate) struct EncodedRows {
+    chunks: Vec<Vec<u8>>,
+    current: Vec<u8>,
+    count: usize,
+    pub(crate) samples: Vec<Vec<String>>,
+}
+
+/// The size of the chunks rows are encoded into.
+const ENCODED_CHUNK: usize = 1 << 20;
+
+impl EncodedRows {
+    /// The JSON array of the rows, in chunks that join to it.
+    pub(crate) fn into_chunks(mut self) -> Vec<Vec<u8>> {
+        if self.count == 0 {
+            self.current.push(b'[');
+        }
+        self.current.push(b']');
+        self.chunks.push(self.current);
+        self.chunks
+    }
+}
+
+impl RowSink for EncodedRows {
+    fn push(&mut self, row: Vec<Value>) {
+        if self.samples.len() < row.len() {
+            self.samples.resize_with(row.len(), Vec::new);
+        }
+        for (samples, value) in self.samples.iter_mut().zip(&row) {
+            if samples.len() < HINT_SAMPLES {
+                samples.extend(sample_text(value));
+            }
+        }
+        // The first chunk grows as small results need; later ones start at their full size.
+        if self.current.len() >= ENCODED_CHUNK {
+            let next = Vec::with_capacity(ENCODED_CHUNK + ENCODED_CHUNK / 4);
+            self.chunks.push(std::mem::replace(&mut self.current, next));
+        }
+        self.current.push(if self.count == 0 { b'[' } else { b',' });
+        serde_json::to_writer(&mut self.current, &row).expect("a JSON value always serializes");
+        self.count += 1;
+    }
+
+    fn len(&self) -> usize {
+        self.count
+    }
 }
 
 /// How one result column is turned into JSON.
@@ -124,6 +204,19 @@ pub(crate) async fn run_read(
     query: &ReadOnlyQuery,
     limits: ReadLimits,
 ) -> Result<ReadResult, Error> {
+    run_read_into(pool, query, limits).await
+}
+
+/// [`run_read`], with the rows going into a sink of the caller's choice.
+///
+/// # Errors
+///
+/// As [`run_read`].
+pub(crate) async fn run_read_into<R: RowSink>(
+    pool: &PgPool,
+    query: &ReadOnlyQuery,
+    limits: ReadLimits,
+) -> Result<ReadResult<R>, Error> {
     let mut connection = pool.acquire().await.map_err(Error::from_connect)?;
     // The statement timeout stops the query inside the database; this one guards against a
     // stalled network, and then the connection is closed rather than reused.
@@ -160,11 +253,11 @@ pub(crate) async fn check_read(
     if calls.is_empty() { Ok(()) } else { Err(Error::Volatile { calls }) }
 }
 
-async fn read_in_transaction(
+async fn read_in_transaction<R: RowSink>(
     connection: &mut PoolConnection<Postgres>,
     query: &ReadOnlyQuery,
     limits: ReadLimits,
-) -> Result<ReadResult, Error> {
+) -> Result<ReadResult<R>, Error> {
     sqlx::query("BEGIN READ ONLY").execute(&mut **connection).await.map_err(Error::from_query)?;
     let outcome = async {
         set_local_timeouts(connection, limits.timeout).await?;
@@ -260,18 +353,18 @@ async fn describe(
     Ok(Described { columns, decoders, origins, type_oids })
 }
 
-async fn fetch_rows(
+async fn fetch_rows<R: RowSink>(
     connection: &mut PoolConnection<Postgres>,
     statement: &Statement,
     limits: ReadLimits,
-) -> Result<ReadResult, Error> {
+) -> Result<ReadResult<R>, Error> {
     let Described { columns, decoders, .. } = describe(connection, statement).await?;
     let sql = if statement.is_cursor_query() {
         wrapped_select(&statement.text, &decoders, limits.max_rows)
     } else {
         statement.text.clone()
     };
-    let mut rows = Vec::new();
+    let mut rows = R::default();
     let mut bytes = 2usize;
     let mut truncated = None;
     {
@@ -765,4 +858,46 @@ async fn primary_key_columns(
 
 fn quote_identifier(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::{EncodedRows, HINT_SAMPLES, RowSink};
+
+    fn encoded(rows: &[Vec<Value>]) -> EncodedRows {
+        let mut sink = EncodedRows::default();
+        for row in rows {
+            sink.push(row.clone());
+        }
+        sink
+    }
+
+    #[test]
+    fn encoded_rows_join_to_what_serde_json_writes_of_the_rows() {
+        for count in [0usize, 1, 2, 80_000] {
+            let rows: Vec<Vec<Value>> = (0..count)
+                .map(|n| vec![json!(n), json!(format!("row \"{n}\" é")), Value::Null])
+                .collect();
+            let sink = encoded(&rows);
+            assert_eq!(sink.len(), count);
+            let chunks = sink.into_chunks();
+            if count == 80_000 {
+                assert!(chunks.len() > 1, "a result over a chunk is written in several");
+            }
+            assert_eq!(chunks.concat(), serde_json::to_vec(&rows).unwrap(), "{count} rows");
+        }
+    }
+
+    #[test]
+    fn encoded_rows_keep_the_first_non_null_values_of_each_column_for_the_hints() {
+        let rows: Vec<Vec<Value>> = (0..200)
+            .map(|n| vec![if n < 10 { Value::Null } else { json!(n) }, json!(format!("t{n}"))])
+            .collect();
+        let sink = encoded(&rows);
+        assert_eq!(sink.samples[0].len(), HINT_SAMPLES);
+        assert_eq!(sink.samples[0][0], "10");
+        assert_eq!(sink.samples[1][0], "t0");
+    }
 }

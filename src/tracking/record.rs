@@ -6,6 +6,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
+use crate::splice::{self, RawJson};
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum ExecutionStatus {
@@ -183,31 +185,81 @@ pub(crate) fn redact(value: &Value) -> Value {
     }
 }
 
-/// A tool result as stored: secret-looking top-level fields (a confirmation token in a dry run)
-/// are redacted; anything else is kept as it is, without copying large results.
+/// A tool result as stored: when a secret-looking top-level field holds something (a
+/// confirmation token in a dry run, a page token), the result is redacted like arguments;
+/// anything else is kept as it is, without copying large results. (A tabular result's
+/// `page_token` is `null` when there is no next page: nothing to hide, and no copy.)
 pub(crate) fn redact_response(value: Value) -> Value {
     match &value {
-        Value::Object(map) if map.keys().any(|key| is_secret_key(key)) => redact_object(map),
+        Value::Object(map) if holds_secret(map) => redact_object(map),
         _ => value,
     }
+}
+
+/// Whether a result has a secret-looking top-level field that is not `null`.
+fn holds_secret(map: &Map<String, Value>) -> bool {
+    map.iter().any(|(key, value)| !value.is_null() && is_secret_key(key))
 }
 
 /// A tool result as stored by the gateway: redacted like [`redact_response`] and cut like
 /// [`cut_response`], serialized straight from the result rather than from a copy of it. `text`,
 /// when given, must be `value` serialized (the text block the gateway made of it): it is stored
 /// as it is when nothing needs redacting, so that the result is not serialized a second time.
+///
+/// `spliced`, when given, is the placeholder that stands in `value` and `text` for a member
+/// encoded beforehand, and its bytes (see `splice`): what is stored is the result with those
+/// bytes in place, cut without being put together whole.
 pub(crate) fn stored_response(
     value: &Value,
     text: Option<&str>,
+    spliced: Option<(&str, &RawJson)>,
     max_bytes: usize,
 ) -> (Payload, i64) {
-    match (value, text) {
-        (Value::Object(map), _) if map.keys().any(|key| is_secret_key(key)) => {
-            cut_response(&redact_object(map), max_bytes)
+    match (value, text, spliced) {
+        (Value::Object(map), _, _) if holds_secret(map) => {
+            let mut redacted = redact_object(map);
+            if let (Some((placeholder, raw)), Value::Object(redacted)) = (spliced, &mut redacted) {
+                for member in redacted.values_mut() {
+                    if member.as_str() == Some(placeholder) {
+                        let decoded: Value = serde_json::from_slice(&raw.to_vec())
+                            .expect("pre-encoded JSON was written by serde_json");
+                        *member = redact(&decoded);
+                    }
+                }
+            }
+            cut_response(&redacted, max_bytes)
         }
-        (_, Some(text)) => cut_text(text.to_owned(), max_bytes),
-        (_, None) => cut_response(value, max_bytes),
+        (_, Some(text), Some((placeholder, raw))) => {
+            cut_pieces(&splice::resolved(text, placeholder, raw), max_bytes)
+        }
+        (_, Some(text), None) => cut_text(text.to_owned(), max_bytes),
+        (_, None, _) => cut_response(value, max_bytes),
     }
+}
+
+/// [`cut_text`] of the text made of `pieces` (UTF-8 once joined, each piece too), joined only
+/// as far as it is stored.
+fn cut_pieces(pieces: &[&[u8]], max_bytes: usize) -> (Payload, i64) {
+    let total: usize = pieces.iter().map(|piece| piece.len()).sum();
+    let size = i64::try_from(total).unwrap_or(i64::MAX);
+    let mut kept = Vec::with_capacity(total.min(max_bytes));
+    for piece in pieces {
+        let room = max_bytes.min(total) - kept.len();
+        kept.extend_from_slice(&piece[..piece.len().min(room)]);
+    }
+    // The pieces are whole UTF-8: only a cut at the end can split a character, and then the
+    // text stops before it.
+    let text = String::from_utf8(kept).unwrap_or_else(|error| {
+        let valid = error.utf8_error().valid_up_to();
+        let mut bytes = error.into_bytes();
+        bytes.truncate(valid);
+        String::from_utf8(bytes).expect("valid up to here")
+    });
+    if total <= max_bytes {
+        return (Payload(text), size);
+    }
+    let preview = serde_json::json!({ "truncated": true, "size_bytes": size, "preview": text });
+    (Payload::of(&preview), size)
 }
 
 /// An argument object as stored, redacted like [`redact`].
@@ -294,18 +346,58 @@ mod tests {
         let text = value.to_string();
         for serialized in [None, Some(text.as_str())] {
             // The text block, when given, is never stored over a redaction.
-            let (stored, size) = stored_response(&value, serialized, 10_000);
+            let (stored, size) = stored_response(&value, serialized, None, 10_000);
             let expected = redact_response(value.clone());
             assert_eq!(stored.as_str(), expected.to_string());
             assert_eq!(size, expected.to_string().len() as i64);
         }
+        // A secret-looking field that holds nothing hides nothing: the text is stored as it is
+        // (a tabular result's `page_token` on the last page).
+        let tabular = json!({"rows": [["a", 1]], "page_token": null});
+        let tabular_text = tabular.to_string();
+        assert_eq!(
+            stored_response(&tabular, Some(&tabular_text), None, 10_000).0.as_str(),
+            tabular_text
+        );
+        let paged = json!({"rows": [], "page_token": "next"});
+        assert_eq!(
+            stored_response(&paged, Some(&paged.to_string()), None, 10_000).0.as_str(),
+            json!({"rows": [], "page_token": "[REDACTED]"}).to_string()
+        );
         let plain = json!({"rows": "x".repeat(100)});
         let plain_text = plain.to_string();
-        assert_eq!(stored_response(&plain, None, 50), cut_response(&plain, 50));
-        assert_eq!(stored_response(&plain, Some(&plain_text), 50), cut_response(&plain, 50));
+        assert_eq!(stored_response(&plain, None, None, 50), cut_response(&plain, 50));
+        assert_eq!(stored_response(&plain, Some(&plain_text), None, 50), cut_response(&plain, 50));
         assert_eq!(
-            stored_response(&plain, Some(&plain_text), 10_000),
+            stored_response(&plain, Some(&plain_text), None, 10_000),
             cut_response(&plain, 10_000)
+        );
+    }
+
+    #[test]
+    fn a_spliced_response_is_stored_as_the_whole_result_would_be() {
+        let rows = json!([[1, "é".repeat(40)], [2, "\"quoted\""]]);
+        let bytes = serde_json::to_vec(&rows).unwrap();
+        // In chunks that end inside characters.
+        let raw = RawJson::from_chunks(bytes.chunks(7).map(<[u8]>::to_vec).collect());
+        let whole = json!({"schema": [], "rows": rows, "row_count": 2});
+        let placed = json!({"schema": [], "rows": "orca-splice-test", "row_count": 2});
+        let text = placed.to_string();
+        let spliced = Some(("orca-splice-test", &raw));
+        // Whole, and cut at every length, even through a character.
+        for max in [10_000, 60, 41, 40, 39, 20, 0] {
+            assert_eq!(
+                stored_response(&placed, Some(&text), spliced, max),
+                cut_response(&whole, max),
+                "cut at {max}"
+            );
+        }
+        // Redacted: the bytes go back in place in the copy that is stored.
+        let secret = json!({"password": "x", "rows": "orca-splice-test"});
+        let (stored, _) = stored_response(&secret, Some(&secret.to_string()), spliced, 10_000);
+        assert_eq!(
+            stored.as_str(),
+            redact_response(json!({"password": "x", "rows": rows})).to_string()
         );
     }
 

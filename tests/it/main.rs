@@ -2,6 +2,7 @@
 //! `orca` binary driven over stdio and HTTP by rmcp's client.
 
 mod auth;
+mod big_results;
 mod chaos;
 mod client_cli;
 mod client_sdk;

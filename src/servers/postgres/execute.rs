@@ -8,11 +8,11 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::{PostgresServer, tabular_result};
+use super::{PostgresServer, tabular_encoded};
 use crate::config::WriteConfirmation;
 use crate::servers::CallContext;
 use crate::sql::{self, Effect, Statement, StatementKind};
-use crate::tool::{ErrorCode, ToolError, ToolOutput, Verb, parse_arguments};
+use crate::tool::{ErrorCode, Spliced, ToolError, ToolOutput, Verb, parse_arguments};
 
 fn yes() -> bool {
     true
@@ -209,10 +209,15 @@ impl PostgresServer {
         max_rows: usize,
     ) -> Result<ToolOutput, ToolError> {
         let limits = sql::ReadLimits { max_rows, max_bytes: self.config.max_result_bytes, timeout };
-        let result = sql::run_read(&self.target.pool, query, limits).await.map_err(sql_error)?;
+        // Rows are encoded as they stream in and reach the wire without a `Value` tree.
+        let result = sql::run_read_into::<sql::EncodedRows>(&self.target.pool, query, limits)
+            .await
+            .map_err(sql_error)?;
         let truncated = result.truncated;
         let bytes = result.bytes;
-        let mut output = ToolOutput::new(tabular_result(result, &self.target.source));
+        let (value, rows) = tabular_encoded(result, &self.target.source);
+        let mut output = ToolOutput::new(value);
+        output.spliced = Some(Spliced { key: "rows", json: rows });
         output.meta.insert("result_bytes".into(), Value::from(bytes));
         if let Some(truncation) = truncated {
             output.meta.insert("truncated_by".into(), Value::from(truncation.as_str()));

@@ -195,23 +195,53 @@ impl PostgresServer {
 
 /// A read result as the TabularResult of the data-provider specification.
 pub(crate) fn tabular_result(result: sql::ReadResult, source: &str) -> Value {
-    let schema: Vec<Value> = result
-        .columns
+    let samples: Vec<Vec<String>> = (0..result.columns.len())
+        .map(|index| {
+            result
+                .rows
+                .iter()
+                .filter_map(|row| row.get(index).and_then(sql::sample_text))
+                .take(sql::HINT_SAMPLES)
+                .collect()
+        })
+        .collect();
+    let row_count = result.rows.len();
+    // The rows move into the value (`json!` would copy them): a large result exists once.
+    let rows: Vec<Value> = result.rows.into_iter().map(Value::Array).collect();
+    tabular(&result.columns, &samples, Value::Array(rows), row_count, result.truncated, source)
+}
+
+/// A read whose rows were encoded as they streamed in, as the TabularResult: the value holds
+/// `rows: null`, to be replaced by the returned bytes (see `splice`).
+pub(crate) fn tabular_encoded(
+    mut result: sql::ReadResult<sql::EncodedRows>,
+    source: &str,
+) -> (Value, crate::splice::RawJson) {
+    use sql::RowSink as _;
+    let row_count = result.rows.len();
+    let samples = std::mem::take(&mut result.rows.samples);
+    let value =
+        tabular(&result.columns, &samples, Value::Null, row_count, result.truncated, source);
+    (value, crate::splice::RawJson::from_chunks(result.rows.into_chunks()))
+}
+
+fn tabular(
+    columns: &[sql::ResultColumn],
+    samples: &[Vec<String>],
+    rows: Value,
+    row_count: usize,
+    truncated: Option<sql::Truncation>,
+    source: &str,
+) -> Value {
+    let schema: Vec<Value> = columns
         .iter()
         .enumerate()
         .map(|(index, column)| {
             // Semantic hints from the name, the type and up to 50 values of this result.
-            let samples: Vec<String> = result
-                .rows
-                .iter()
-                .filter_map(|row| match row.get(index) {
-                    None | Some(Value::Null) => None,
-                    Some(Value::String(text)) => Some(text.clone()),
-                    Some(other) => Some(other.to_string()),
-                })
-                .take(50)
-                .collect();
-            let samples: Vec<&str> = samples.iter().map(String::as_str).collect();
+            let samples: Vec<&str> = samples
+                .get(index)
+                .map(|samples| samples.iter().map(String::as_str).collect())
+                .unwrap_or_default();
             let hints = match sql::hints::semantic_hint(&column.name, &column.type_name, &samples) {
                 Some(semantic) => json!({"semantic": semantic.as_str()}),
                 None => json!({}),
@@ -224,13 +254,11 @@ pub(crate) fn tabular_result(result: sql::ReadResult, source: &str) -> Value {
             })
         })
         .collect();
-    let truncated = result.truncated.is_some();
-    let row_count = if truncated { Value::Null } else { Value::from(result.rows.len()) };
-    // The rows move into the value (`json!` would copy them): a large result exists once.
-    let rows: Vec<Value> = result.rows.into_iter().map(Value::Array).collect();
+    let truncated = truncated.is_some();
+    let row_count = if truncated { Value::Null } else { Value::from(row_count) };
     let mut value = Map::with_capacity(7);
     value.insert("schema".into(), Value::Array(schema));
-    value.insert("rows".into(), Value::Array(rows));
+    value.insert("rows".into(), rows);
     value.insert("row_count".into(), row_count);
     value.insert("has_more".into(), Value::Bool(truncated));
     value.insert("page_token".into(), Value::Null);
