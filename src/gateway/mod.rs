@@ -231,7 +231,10 @@ impl Gateway {
     ) -> Dispatched {
         match route {
             Route::Internal(tool) => {
-                match self.state.registry.call(*tool, arguments, call_context).await {
+                // Boxed: the internal servers' futures are large (the biggest of them sets the
+                // size of every call's future, which rmcp moves when it spawns the request), so
+                // a proxied call does not carry them.
+                match Box::pin(self.state.registry.call(*tool, arguments, call_context)).await {
                     Ok(output) => {
                         for (key, value) in output.meta {
                             meta.entry(key).or_insert(value);
