@@ -39,6 +39,7 @@ fn relay(command: &[String]) {
     let _ = std::io::copy(&mut child_out, &mut std::io::stdout().lock());
     let _ = down.join();
     let _ = child.kill();
+    let _ = child.wait();
 }
 
 fn main() {
