@@ -194,7 +194,9 @@ where
         // result with a pre-encoded member is queued in parts, written without joining them.
         let encoded = serde_json::to_vec(&item).map(|mut bytes| {
             bytes.push(b'\n');
-            if splice::any_pending() {
+            // Only a server's answers carry results; what orca sends to an upstream is never
+            // searched for placeholders.
+            if !Role::IS_CLIENT && splice::any_pending() {
                 let bytes = Bytes::from(bytes);
                 match splice::split(&bytes) {
                     Some(parts) => self.shared.push_parts(parts),
@@ -276,6 +278,48 @@ mod tests {
         transport.close().await.unwrap();
         let ids = reader.await.unwrap();
         assert_eq!(ids, (0..2000).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn a_servers_answer_is_spliced_and_a_request_to_an_upstream_never_is() {
+        let rows = serde_json::json!([[1, "a \"quoted\" row"], [2, null]]);
+        let raw = crate::splice::RawJson::from_chunks(vec![serde_json::to_vec(&rows).unwrap()]);
+        let placeholder = crate::splice::register(&raw);
+        // To an upstream: the placeholder, even one that is registered, goes as it is.
+        let (write, read) = tokio::io::duplex(1 << 16);
+        let (_unused, idle) = tokio::io::duplex(64);
+        let mut client = BatchedTransport::<RoleClient, _, _>::new(idle, write, usize::MAX);
+        let to_upstream: ClientJsonRpcMessage = serde_json::from_value(serde_json::json!({
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"text": placeholder}},
+        }))
+        .unwrap();
+        client.send(to_upstream).await.unwrap();
+        client.close().await.unwrap();
+        let mut lines = tokio::io::BufReader::new(read).lines();
+        let line: serde_json::Value =
+            serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        assert_eq!(line["params"]["arguments"]["text"], placeholder.as_str());
+        // From orca as a server: the rows in place, in structured content and in the text.
+        let structured = serde_json::json!({"rows": placeholder, "row_count": 2});
+        let answer: ServerJsonRpcMessage = serde_json::from_value(serde_json::json!({
+            "jsonrpc": "2.0", "id": 2, "result": {
+                "content": [{"type": "text", "text": structured.to_string()}],
+                "structuredContent": structured,
+            },
+        }))
+        .unwrap();
+        let (write, read) = tokio::io::duplex(1 << 16);
+        let (_unused, idle) = tokio::io::duplex(64);
+        let mut server = BatchedTransport::<RoleServer, _, _>::new(idle, write, usize::MAX);
+        server.send(answer).await.unwrap();
+        server.close().await.unwrap();
+        let mut lines = tokio::io::BufReader::new(read).lines();
+        let line: serde_json::Value =
+            serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        let expected = serde_json::json!({"rows": rows, "row_count": 2});
+        assert_eq!(line["result"]["structuredContent"], expected);
+        assert_eq!(line["result"]["content"][0]["text"], expected.to_string());
     }
 
     #[tokio::test]
