@@ -224,6 +224,7 @@ pub(crate) fn resolved<'a>(text: &'a str, placeholder: &str, raw: &'a RawJson) -
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
     use serde_json::{Value, json};
 
     use super::*;
@@ -308,6 +309,53 @@ mod tests {
         let serialized = Bytes::from(serde_json::to_vec(&message(&json!(placeholder))).unwrap());
         let bytes = written(split(&serialized).unwrap());
         assert_eq!(bytes, serde_json::to_vec(&message(&rows)).unwrap());
+    }
+
+    /// Strings made to confuse the search: quotes, backslashes, the prefix with and without an
+    /// id, a placeholder nobody registered, and any characters.
+    fn tricky_string() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            Just("orca-splice-".to_owned()),
+            Just(format!("orca-splice-{}", "a".repeat(ID_LEN))),
+            Just("\\\"".to_owned()),
+            Just("\\".to_owned()),
+            Just("\"".to_owned()),
+            "[0-9a-f]{0,40}",
+            any::<String>(),
+        ];
+        prop::collection::vec(piece, 0..6).prop_map(|pieces| pieces.concat())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+
+        #[test]
+        fn whatever_surrounds_a_placeholder_the_message_is_written_as_with_the_value_in_place(
+            before in tricky_string(),
+            after in tricky_string(),
+            cells in prop::collection::vec(tricky_string(), 0..8),
+            chunk in 1usize..64,
+        ) {
+            let rows = Value::from(cells);
+            let raw = RawJson::from_chunks(
+                serde_json::to_vec(&rows).unwrap().chunks(chunk).map(<[u8]>::to_vec).collect(),
+            );
+            let placeholder = register(&raw);
+            let message = |rows: &Value| {
+                let structured = json!({"before": before, "rows": rows, "after": after});
+                json!({
+                    "jsonrpc": "2.0", "id": 1,
+                    "result": {
+                        "content": [{"type": "text", "text": serde_json::to_string(&structured).unwrap()}],
+                        "structuredContent": structured,
+                        "_meta": {"note": format!("{before}{after}")},
+                    }
+                })
+            };
+            let serialized = Bytes::from(serde_json::to_vec(&message(&json!(placeholder))).unwrap());
+            let bytes = written(split(&serialized).expect("the placeholder is found"));
+            prop_assert_eq!(bytes, serde_json::to_vec(&message(&rows)).unwrap());
+        }
     }
 
     #[test]
