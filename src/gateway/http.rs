@@ -542,6 +542,41 @@ async fn metrics(State(state): State<AppState>) -> Response {
 mod tests {
     use super::*;
 
+    #[tokio::test]
+    async fn an_event_stream_answer_is_spliced_event_by_event() {
+        let rows = json!([[1, "\"x\""], [2, null]]);
+        let raw = splice::RawJson::from_chunks(vec![serde_json::to_vec(&rows).unwrap()]);
+        let placeholder = splice::register(&raw);
+        let structured = json!({"rows": placeholder});
+        let message = |structured: &Value| {
+            json!({"jsonrpc": "2.0", "id": 3, "result": {
+                "content": [{"type": "text", "text": structured.to_string()}],
+                "structuredContent": structured,
+            }})
+        };
+        // rmcp's SSE body: one frame per event, a notification first, then the answer.
+        let events = vec![
+            Ok::<_, std::convert::Infallible>(Bytes::from(format!(
+                "data: {}\n\n",
+                json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                       "params": {"progressToken": 1, "progress": 1}})
+            ))),
+            Ok(Bytes::from(format!("data: {}\n\n", message(&structured)))),
+        ];
+        let body = axum::body::Body::from_stream(futures::stream::iter(events));
+        let response = Response::builder()
+            .header(header::CONTENT_TYPE, "text/event-stream")
+            .body(body)
+            .unwrap();
+        let spliced = splice_body(response).await;
+        let bytes = axum::body::to_bytes(spliced.into_body(), usize::MAX).await.unwrap();
+        let text = std::str::from_utf8(&bytes).unwrap();
+        let answer = text.split("\n\n").nth(1).unwrap().strip_prefix("data: ").unwrap();
+        let expected = message(&json!({"rows": rows}));
+        assert_eq!(serde_json::from_str::<Value>(answer).unwrap(), expected);
+        assert!(!text.contains("orca-splice-"), "{text}");
+    }
+
     #[test]
     fn host_names_lose_ports_and_brackets() {
         assert_eq!(host_name("LocalHost:9000"), "localhost");
