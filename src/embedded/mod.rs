@@ -1,6 +1,6 @@
 //! The embedded PostgreSQL: a private cluster under `ORCA_HOME/pg`, started from the local
-//! server binaries when no database URL is configured, reused across runs, and stopped on exit
-//! by the process that started it.
+//! server binaries when no database URL is configured, reused across runs and by every orca
+//! process of the same home, and stopped on exit by the last of them.
 //!
 //! As root, PostgreSQL refuses to run, so every server command runs as the `postgres` user
 //! through `runuser`, and the cluster directory is owned by that user.
@@ -24,7 +24,8 @@ const INSTALL_HINT: &str = "install the PostgreSQL server binaries (Debian/Ubunt
 or point ORCA_DATABASE_URL and DATABASE_URL at an existing server";
 
 /// A running private cluster. Stopping it is explicit ([`EmbeddedPostgres::stop`]); dropping one
-/// that this process started stops it too, so no server is left behind on an error path.
+/// stops it too, so no server is left behind on an error path. Either way the server stops only
+/// when no other orca process uses it: each holds a shared lock on `<root>.users` while it does.
 #[derive(Debug)]
 pub struct EmbeddedPostgres {
     root: PathBuf,
@@ -32,8 +33,21 @@ pub struct EmbeddedPostgres {
     port: u16,
     password: String,
     as_postgres_user: bool,
-    /// Only the process that started the server stops it; a second orca reuses it as is.
-    started_here: bool,
+    /// The shared lock on `<root>.users` this process holds while it uses the cluster; `None`
+    /// once it has let go.
+    users: Option<std::fs::File>,
+    /// `<root>.lock`, held while the server is started, joined or stopped.
+    start_lock: PathBuf,
+}
+
+/// Open (creating it) a file that serves as a lock.
+fn lock_file(path: &Path) -> anyhow::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .with_context(|| format!("cannot open the lock {}", path.display()))
 }
 
 impl EmbeddedPostgres {
@@ -49,13 +63,11 @@ impl EmbeddedPostgres {
         let as_postgres_user = crate::config::running_as_root();
         std::fs::create_dir_all(root)
             .with_context(|| format!("cannot create {}", root.display()))?;
-        // Two orca processes starting at once must not both run initdb or pg_ctl start.
-        let lock = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(root.with_extension("lock"))
-            .with_context(|| format!("cannot open the lock next to {}", root.display()))?;
+        // Two orca processes starting at once must not both run initdb or pg_ctl start, nor
+        // may one join the server while another stops it.
+        let start_lock = root.with_extension("lock");
+        let users_lock = root.with_extension("users");
+        let lock = lock_file(&start_lock)?;
         lock.lock().with_context(|| format!("cannot lock {}", root.display()))?;
         let root =
             root.canonicalize().with_context(|| format!("cannot resolve {}", root.display()))?;
@@ -71,7 +83,8 @@ impl EmbeddedPostgres {
             port: 0,
             password: String::new(),
             as_postgres_user,
-            started_here: false,
+            users: None,
+            start_lock,
         };
         cluster.init_if_needed().await?;
         cluster.password = std::fs::read_to_string(cluster.password_file())
@@ -93,8 +106,13 @@ impl EmbeddedPostgres {
         } else {
             cluster.port = cluster.choose_port().await?;
             cluster.start_server().await?;
-            cluster.started_here = true;
         }
+        // From here on the server is stopped, on error or on exit, only if no one else uses it
+        // (which `leave` decides under the start lock, so it is let go of first).
+        let users = lock_file(&users_lock)?;
+        users.lock_shared().with_context(|| format!("cannot lock {}", users_lock.display()))?;
+        cluster.users = Some(users);
+        drop(lock);
         cluster.wait_until_ready().await?;
         Ok(cluster)
     }
@@ -147,10 +165,9 @@ impl EmbeddedPostgres {
     ///
     /// When `pg_ctl stop` fails.
     pub async fn stop(mut self) -> anyhow::Result<()> {
-        if !self.started_here {
+        let Some(_last) = self.leave()? else {
             return Ok(());
-        }
-        self.started_here = false;
+        };
         let output = self
             .pg_command("pg_ctl")
             .arg("-D")
@@ -164,6 +181,25 @@ impl EmbeddedPostgres {
         }
         tracing::info!("embedded PostgreSQL stopped");
         Ok(())
+    }
+
+    /// Let go of the cluster. When this process was its last user, returns the locks to hold
+    /// while the server is stopped (no orca can start or join it meanwhile); `None` when another
+    /// process still uses it, or this one already let go.
+    fn leave(&mut self) -> anyhow::Result<Option<(std::fs::File, std::fs::File)>> {
+        let Some(users) = self.users.take() else { return Ok(None) };
+        let lock = lock_file(&self.start_lock)?;
+        lock.lock().with_context(|| format!("cannot lock {}", self.start_lock.display()))?;
+        match users.try_lock() {
+            Ok(()) => Ok(Some((users, lock))),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                tracing::info!("the embedded PostgreSQL stays up: another orca process uses it");
+                Ok(None)
+            }
+            Err(std::fs::TryLockError::Error(error)) => {
+                Err(error).context("cannot tell whether another orca uses the embedded PostgreSQL")
+            }
+        }
     }
 
     fn data_dir(&self) -> PathBuf {
@@ -326,9 +362,9 @@ impl EmbeddedPostgres {
 
 impl Drop for EmbeddedPostgres {
     fn drop(&mut self) {
-        if !self.started_here {
+        let Ok(Some(_last)) = self.leave() else {
             return;
-        }
+        };
         let binary = self.bindir.join("pg_ctl");
         let mut command = if self.as_postgres_user {
             let mut command = std::process::Command::new("runuser");

@@ -106,14 +106,53 @@ async fn two_first_starts_at_once_share_the_cluster_and_load_chinook_once() {
         .filter(|server| server.log_text().contains("loaded the Chinook sample database"))
         .count();
     assert_eq!(loads, 1, "{}\n---\n{}", first.log_text(), second.log_text());
-    // The one that reused the cluster goes first; the one that started it stops it.
-    let (reuser, starter) = if second.log_text().contains("reusing the embedded PostgreSQL") {
-        (second, first)
-    } else {
-        (first, second)
+    assert!(first.stop().success());
+    assert!(second.stop().success());
+}
+
+#[tokio::test]
+async fn the_embedded_cluster_stays_up_until_the_last_orca_using_it_exits() {
+    let setup = OrcaSetup::embedded();
+    // Two desktop clients, each with its own orca on the same home: the first starts the
+    // cluster, the second joins it.
+    let first = setup.http_command(&["demo", "--addr", "127.0.0.1:0"]);
+    let second = setup.http_command(&["demo", "--addr", "127.0.0.1:0"]);
+    assert!(second.log_text().contains("reusing the embedded PostgreSQL"), "{}", second.log_text());
+    let postmaster = setup.home.path().join("pg/data/postmaster.pid");
+    assert!(postmaster.exists());
+    // The one that started it exits first: the other keeps its database.
+    let first_log = first.log.clone();
+    assert!(first.stop().success());
+    let said = |log: &std::sync::Mutex<Vec<String>>| {
+        log.lock()
+            .unwrap()
+            .iter()
+            .any(|line| line.contains("stays up: another orca process uses it"))
     };
-    assert!(reuser.stop().success());
-    assert!(starter.stop().success());
+    // Its last lines may still be on their way from the pipe.
+    for _ in 0..50 {
+        if said(&first_log) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(said(&first_log), "{}", first_log.lock().unwrap().join("\n"));
+    assert!(postmaster.exists(), "the cluster is still running");
+    let client = second.client(None).await;
+    let result = call(
+        &client,
+        "execute_sql",
+        json!({"sql": "SELECT count(*) AS artists FROM artist", "dry_run": false}),
+        None,
+    )
+    .await
+    .unwrap();
+    let rows = result.structured_content.unwrap()["rows"].clone();
+    assert_eq!(rows[0], json!([275]), "{rows}\n{}", second.log_text());
+    client.cancel().await.unwrap();
+    // The last one out stops it.
+    assert!(second.stop().success());
+    assert!(!postmaster.exists(), "the last orca to exit stops the cluster");
 }
 
 #[test]
