@@ -1,10 +1,27 @@
 //! `orca demo` on the embedded PostgreSQL: the cluster is created under ORCA_HOME, Chinook is
-//! loaded once, HTTP is served, and the cluster stops when orca does.
+//! loaded once, HTTP is served, and the cluster stops when the last orca using it does.
 
 use serde_json::json;
 use sqlx::Connection;
 
+use crate::support::orca::HttpServer;
 use crate::support::{OrcaSetup, call, read, run};
+
+/// `server` answers `execute_sql` from the Chinook database: its 275 artists.
+async fn assert_serves_chinook(server: &HttpServer) {
+    let client = server.client(None).await;
+    let result = call(
+        &client,
+        "execute_sql",
+        json!({"sql": "SELECT count(*) AS artists FROM artist", "dry_run": false}),
+        None,
+    )
+    .await
+    .unwrap();
+    let rows = result.structured_content.unwrap()["rows"].clone();
+    assert_eq!(rows[0], json!([275]), "{rows}\n{}", server.log_text());
+    client.cancel().await.unwrap();
+}
 
 fn embedded_url(setup: &OrcaSetup, database: &str) -> String {
     let pg = setup.home.path().join("pg");
@@ -88,18 +105,7 @@ async fn two_first_starts_at_once_share_the_cluster_and_load_chinook_once() {
         (first.join().unwrap(), second.join().unwrap())
     });
     for server in [&first, &second] {
-        let client = server.client(None).await;
-        let result = call(
-            &client,
-            "execute_sql",
-            json!({"sql": "SELECT count(*) AS artists FROM artist", "dry_run": false}),
-            None,
-        )
-        .await
-        .unwrap();
-        let rows = result.structured_content.unwrap()["rows"].clone();
-        assert_eq!(rows[0], json!([275]), "{rows}\n{}", server.log_text());
-        client.cancel().await.unwrap();
+        assert_serves_chinook(server).await;
     }
     let loads = [&first, &second]
         .iter()
@@ -138,18 +144,7 @@ async fn the_embedded_cluster_stays_up_until_the_last_orca_using_it_exits() {
     }
     assert!(said(&first_log), "{}", first_log.lock().unwrap().join("\n"));
     assert!(postmaster.exists(), "the cluster is still running");
-    let client = second.client(None).await;
-    let result = call(
-        &client,
-        "execute_sql",
-        json!({"sql": "SELECT count(*) AS artists FROM artist", "dry_run": false}),
-        None,
-    )
-    .await
-    .unwrap();
-    let rows = result.structured_content.unwrap()["rows"].clone();
-    assert_eq!(rows[0], json!([275]), "{rows}\n{}", second.log_text());
-    client.cancel().await.unwrap();
+    assert_serves_chinook(&second).await;
     // The last one out stops it.
     assert!(second.stop().success());
     assert!(!postmaster.exists(), "the last orca to exit stops the cluster");
