@@ -165,7 +165,7 @@ async fn refresh_schema(config: &Config, path: &Path) -> anyhow::Result<ExitCode
     let outcome = async {
         let url =
             databases.target_url.as_ref().context("no database to describe: set DATABASE_URL")?;
-        let pool = crate::sql::connect_target(url.expose_secret(), &config.database)?;
+        let pool = crate::sql::connect_target(url.expose_secret(), config.database.size())?;
         let schema = crate::sql::introspect(&pool).await.context("cannot read the schema")?;
         pool.close().await;
         anyhow::Ok(schema)

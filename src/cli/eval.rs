@@ -18,7 +18,8 @@ use super::output::{print, print_error, progress};
 use crate::config::{Config, LlmTool};
 use crate::eval::{self, Comparison, Item, Outcome, Report, Runner};
 use crate::llm::Llm;
-use crate::servers::postgres::{Intelligence, PostgresServer, Target};
+use crate::servers::postgres::{Intelligence, PostgresServer};
+use crate::servers::sql_common::Target;
 use crate::tracking::{self, Tracker};
 
 pub(super) const LONG_ABOUT: &str = "\
@@ -155,7 +156,8 @@ pub(super) async fn run(config: Config, args: EvalArgs) -> anyhow::Result<ExitCo
         } else {
             Tracker::disabled()
         };
-        let target_pool = crate::sql::connect_target(target_url.expose_secret(), &config.database)?;
+        let target_pool =
+            crate::sql::connect_target(target_url.expose_secret(), config.database.size())?;
         let secret = crate::sql::Secret::load(config.secret.as_ref(), &config.home)?;
         let server = PostgresServer::new(
             Target::new(target_pool.clone()),

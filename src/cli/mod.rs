@@ -289,7 +289,7 @@ impl Running {
         let databases = Databases::open(&config, load_sample).await?;
         let state_pool = tracking::connect(databases.state_url.expose_secret(), &config.database)?;
         tracking::migrate(&state_pool).await?;
-        crate::sql::open_minimum(&state_pool, &config.database);
+        crate::sql::open_minimum(&state_pool, config.database.size());
         let tracker = if config.tracking.enabled {
             Tracker::start(state_pool.clone(), &config.tracking, config.spill_file())
         } else {
@@ -298,8 +298,8 @@ impl Running {
         let enabled = servers.or_else(|| config.servers.clone());
         let target_pool = match &databases.target_url {
             Some(url) => {
-                let pool = crate::sql::connect_target(url.expose_secret(), &config.database)?;
-                crate::sql::open_minimum(&pool, &config.database);
+                let pool = crate::sql::connect_target(url.expose_secret(), config.database.size())?;
+                crate::sql::open_minimum(&pool, config.database.size());
                 Some(pool)
             }
             None => None,

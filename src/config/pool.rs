@@ -17,6 +17,13 @@ pub(crate) struct PoolConfig {
     pub(crate) min_connections: u32,
 }
 
+impl PoolConfig {
+    /// The numbers `sql` builds a pool from.
+    pub(crate) fn size(&self) -> crate::sql::PoolSize {
+        crate::sql::PoolSize { max: self.max_connections, min: self.min_connections }
+    }
+}
+
 impl Default for PoolConfig {
     fn default() -> PoolConfig {
         PoolConfig { max_connections: 8, min_connections: 0 }

@@ -4,6 +4,8 @@
 //! searched (BM25) for the entries most relevant to a question within a token budget.
 //! Knows nothing of MCP or SQL execution.
 //!
+//! - `syntax`: what parsing and the overview share: the known sections, the two markers, the
+//!   markdown options and `ParseError`.
 //! - `parse`: the file's `##` sections and their `###` entries, each with its exact source
 //!   markdown; large entries split into chunks; the errors a person can act on.
 //! - `overview`: the generated schema overview between `<!-- orca:schema:start -->` and
@@ -28,6 +30,7 @@ mod parse;
 mod select;
 mod store;
 pub(crate) mod suggest;
+mod syntax;
 
 #[cfg(test)]
 mod shipped;

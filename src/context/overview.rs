@@ -7,13 +7,7 @@
 
 use pulldown_cmark::{Event, HeadingLevel, Parser, Tag, TagEnd};
 
-use super::parse::{ParseError, Section, markdown_options};
-
-/// The line that opens the generated schema overview.
-pub(crate) const SCHEMA_START: &str = "<!-- orca:schema:start -->";
-
-/// The line that closes the generated schema overview.
-pub(crate) const SCHEMA_END: &str = "<!-- orca:schema:end -->";
+use super::syntax::{ParseError, SCHEMA_END, SCHEMA_START, Section, markdown_options};
 
 /// Which marker a line holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,7 +3,8 @@
 //! (BM25, see [`super::bm25`]), within a token budget.
 
 use super::bm25;
-use super::parse::{ContextDoc, Entry, Section, estimate_tokens};
+use super::parse::{ContextDoc, Entry, estimate_tokens};
+use super::syntax::Section;
 
 /// The sections whose entries are ranked against the question.
 const SEARCHED: [Section; 3] =

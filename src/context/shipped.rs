@@ -7,8 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use pulldown_cmark::{CodeBlockKind, Event, Parser, Tag, TagEnd};
 use serde_json::Value;
 
-use super::parse::{MAX_ENTRY_TOKENS, Section, estimate_tokens, markdown_options};
+use super::parse::{MAX_ENTRY_TOKENS, estimate_tokens};
 use super::select::model_notes;
+use super::syntax::{Section, markdown_options};
 use super::{ContextDoc, parse, replace_schema_overview, select};
 
 /// The shipped context file.

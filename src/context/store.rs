@@ -16,7 +16,8 @@ use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::{Mutex, mpsc, watch};
 use tokio::task::JoinHandle;
 
-use super::parse::{ContextDoc, ParseError, Section, parse};
+use super::parse::{ContextDoc, parse};
+use super::syntax::{ParseError, Section};
 
 /// How long the file must stay quiet before it is reread. Short: a saved change must reach the
 /// next call within 500 ms, and an editor's save is a burst of events well inside this.

@@ -6,6 +6,7 @@ pub(crate) mod data;
 pub(crate) mod metabase;
 pub(crate) mod orca;
 pub(crate) mod postgres;
+pub(crate) mod sql_common;
 pub(crate) mod weaviate;
 
 use std::sync::Arc;

@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use super::classify::Statement;
+use super::statement::Statement;
 
 const TOKEN_PREFIX: &str = "orca_ct";
 

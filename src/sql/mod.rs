@@ -14,6 +14,7 @@ pub mod pii;
 mod policy;
 mod read;
 pub(crate) mod records;
+mod statement;
 pub mod substrait;
 pub mod time_range;
 mod tree;
@@ -22,11 +23,7 @@ mod write;
 
 use std::time::Duration;
 
-use crate::config::PoolConfig;
-
-pub use classify::{
-    Classification, Effect, ParseError, QualifiedName, Statement, StatementKind, classify,
-};
+pub use classify::classify;
 pub(crate) use confirm::{
     ApprovalRequest, ApproveError, ApprovedWrite, Binding, ConfirmError, Minted, Secret,
     approval_request, approve, mint, pending_approvals, redeem_approval, redeem_token,
@@ -39,6 +36,7 @@ pub(crate) use read::{
     ResultColumn, RowSink, TimeFilter, Truncation, check_read, run_paged_read, run_read,
     run_read_into, sample_text, single_statement,
 };
+pub use statement::{Classification, Effect, ParseError, QualifiedName, Statement, StatementKind};
 pub(crate) use validate::{Validated, validate};
 pub(crate) use write::{explain, explain_read, explainable, run_write};
 
@@ -137,38 +135,45 @@ impl Error {
     }
 }
 
+/// The size of a connection pool: at most `max` connections, never fewer than `min` once opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PoolSize {
+    pub(crate) max: u32,
+    pub(crate) min: u32,
+}
+
 /// A lazy pool on the target database, of the size `database:` gives. Connections identify as
 /// `orca`.
 ///
 /// # Errors
 ///
 /// When the URL is not a PostgreSQL URL (the message never repeats the URL).
-pub(crate) fn connect_target(url: &str, size: &PoolConfig) -> anyhow::Result<sqlx::PgPool> {
+pub(crate) fn connect_target(url: &str, size: PoolSize) -> anyhow::Result<sqlx::PgPool> {
     use anyhow::Context;
     let options: sqlx::postgres::PgConnectOptions = url.parse().context("invalid DATABASE_URL")?;
     Ok(pool_options(size, Duration::from_secs(5))
         .connect_lazy_with(options.application_name("orca")))
 }
 
-/// The options of every pool orca opens: at most `size.max_connections`, idle ones closed after
-/// five minutes down to `size.min_connections`.
+/// The options of every pool orca opens: at most `size.max`, idle ones closed after five minutes
+/// down to `size.min`.
 pub(crate) fn pool_options(
-    size: &PoolConfig,
+    size: PoolSize,
     acquire_timeout: Duration,
 ) -> sqlx::postgres::PgPoolOptions {
     sqlx::postgres::PgPoolOptions::new()
-        .max_connections(size.max_connections)
-        .min_connections(size.min_connections)
+        .max_connections(size.max)
+        .min_connections(size.min)
         .acquire_timeout(acquire_timeout)
         .idle_timeout(Duration::from_secs(300))
 }
 
-/// Open `size.min_connections` connections of a lazy pool in the background, so that a pool
+/// Open `size.min` connections of a lazy pool in the background, so that a pool
 /// meant to be of fixed size is at that size from the start instead of growing with the load's
 /// peaks. (sqlx keeps the minimum once it is reached, but a lazy pool does not reach it by
 /// itself.) A database that is down is not an error here: the first calls find it down.
-pub(crate) fn open_minimum(pool: &sqlx::PgPool, size: &PoolConfig) {
-    let wanted = size.min_connections;
+pub(crate) fn open_minimum(pool: &sqlx::PgPool, size: PoolSize) {
+    let wanted = size.min;
     if wanted == 0 {
         return;
     }

@@ -5,7 +5,7 @@
 
 use sqlx::PgConnection;
 
-use super::classify::{QualifiedName, Statement};
+use super::statement::{QualifiedName, Statement};
 
 /// Functions orca never calls, in any statement, whatever schema they live in.
 const DENIED_FUNCTIONS: &[&str] = &[

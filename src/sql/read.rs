@@ -11,9 +11,10 @@ use sqlx::postgres::{PgRow, PgTypeKind};
 use sqlx::{Column, PgPool, Postgres, Row, TypeInfo, ValueRef};
 
 use super::Error;
-use super::classify::{Statement, classify};
+use super::classify::classify;
 use super::encode;
 use super::policy;
+use super::statement::Statement;
 
 /// Bounds on one read.
 #[derive(Debug, Clone, Copy)]

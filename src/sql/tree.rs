@@ -15,8 +15,8 @@ use std::mem;
 
 use serde::ser::{self, Serialize};
 
-use super::classify::{Effect, QualifiedName};
 use super::policy;
+use super::statement::{Effect, QualifiedName};
 
 /// What a walk found in one statement.
 #[derive(Debug, Default)]

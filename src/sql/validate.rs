@@ -8,8 +8,8 @@ use std::time::Duration;
 use sqlx::PgPool;
 
 use super::Error;
-use super::classify::{Statement, StatementKind};
 use super::read::{ReadOnlyQuery, check_read, single_statement};
+use super::statement::{Statement, StatementKind};
 use super::write::{explain, explainable};
 
 /// A statement that passed every check.

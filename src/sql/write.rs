@@ -8,9 +8,9 @@ use serde_json::Value;
 use sqlx::PgPool;
 
 use super::Error;
-use super::classify::{Statement, StatementKind};
 use super::confirm::ApprovedWrite;
 use super::read::{roll_back, set_local_timeouts};
+use super::statement::{Statement, StatementKind};
 
 /// `explain_sql`'s answer: the plan in the asked format, and the planner's estimates.
 #[derive(Debug, Clone)]

@@ -21,7 +21,7 @@ use super::record::{Execution, Failure};
 pub(crate) fn connect(url: &str, size: &PoolConfig) -> anyhow::Result<PgPool> {
     let options: PgConnectOptions = url.parse().context("invalid state database URL")?;
     let options = options.application_name("orca");
-    Ok(crate::sql::pool_options(size, Duration::from_secs(3)).connect_lazy_with(options))
+    Ok(crate::sql::pool_options(size.size(), Duration::from_secs(3)).connect_lazy_with(options))
 }
 
 /// Create schema `orca` and bring its tables up to date. The migration history lives in

@@ -80,6 +80,7 @@ fn modules_depend_on_each_other_only_in_the_documented_direction() {
         (
             "src/sql",
             &[
+                "crate::config",
                 "crate::gateway",
                 "crate::registry",
                 "crate::servers",
@@ -126,6 +127,26 @@ fn modules_depend_on_each_other_only_in_the_documented_direction() {
                     "{} uses {module}, against the dependency direction",
                     path.display()
                 );
+            }
+        }
+    }
+    // Servers never import each other: what two of them share lives a floor down (`sql`) or in
+    // a module of `src/servers/` that belongs to no server (`sql_common.rs`).
+    let servers = ["data", "metabase", "orca", "postgres", "weaviate"];
+    for server in servers {
+        for (path, text) in sources(&format!("src/servers/{server}")) {
+            for other in servers.iter().filter(|other| **other != server) {
+                for module in [
+                    format!("servers::{other}"),
+                    format!("super::{other}"),
+                    format!("super::super::{other}"),
+                ] {
+                    assert!(
+                        !text.contains(&module),
+                        "{} uses {module}: servers do not import each other",
+                        path.display()
+                    );
+                }
             }
         }
     }

@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::query::{check_dialect, read_only_query};
 use super::{DataServer, TableRef};
-use crate::servers::postgres::execute::sql_error;
+use crate::servers::sql_common::sql_error;
 use crate::servers::{CallContext, ToolSpec};
 use crate::sql::materialize::{Materialization, MaterializeMode, materialize};
 use crate::tool::{ToolError, ToolOutput, Verb, parse_arguments};

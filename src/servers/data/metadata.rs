@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 
 use super::DataServer;
 use super::table::{TableRef, quote};
-use crate::servers::postgres::execute::sql_error;
+use crate::servers::sql_common::sql_error;
 use crate::servers::{CallContext, ToolSpec};
 use crate::sql::introspect::{Column, Relation, RelationKind};
 use crate::sql::{self, DatabaseSchema, ReadLimits, ReadOnlyQuery, ReadResult};
@@ -996,7 +996,7 @@ async fn sample_table(
         }
     };
     let returned = result.rows.len();
-    let mut value = crate::servers::postgres::tabular_result(result, &server.target.source);
+    let mut value = crate::servers::sql_common::tabular_result(result, &server.target.source);
     value["row_count"] = json!(returned);
     value["has_more"] = json!(false);
     value["page_token"] = Value::Null;

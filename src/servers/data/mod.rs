@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use super::postgres::{SchemaCache, Target};
+use super::sql_common::{SchemaCache, Target};
 use super::{CallContext, ToolSpec};
 use crate::config::{DataConfig, SqlConfig};
 use crate::sql;

@@ -17,7 +17,7 @@ use serde_json::{Map, Value, json};
 
 use super::DataServer;
 use super::table::{ResolvedTable, TableRef, quote};
-use crate::servers::postgres::execute::sql_error;
+use crate::servers::sql_common::sql_error;
 use crate::servers::{CallContext, ToolSpec};
 use crate::sql::introspect::{Column, Relation, RelationKind};
 use crate::sql::mask::MaskingPolicy;
@@ -850,7 +850,7 @@ impl DataServer {
         // Masked here, before anything of the rows is returned or recorded.
         let masked = policy.apply(&names, &mut result.rows);
         let missing = missing_columns(policy, &names);
-        let mut value = crate::servers::postgres::tabular_result(result, &self.target.source);
+        let mut value = crate::servers::sql_common::tabular_result(result, &self.target.source);
         value["policy_applied"] = json!({
             "policy_id": policy.id,
             "columns": masked,

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::{DIALECTS, DataServer};
-use crate::servers::postgres::execute::sql_error;
+use crate::servers::sql_common::sql_error;
 use crate::servers::{CallContext, ToolSpec};
 use crate::sql::page::{PageToken, fingerprint};
 use crate::sql::{self, PageRequest, Paging, ReadLimits, ReadOnlyQuery, TimeFilter};
@@ -309,7 +309,8 @@ impl DataServer {
         let row_count = if has_more { Value::Null } else { Value::from(returned) };
         let columns: Vec<String> =
             paged.result.columns.iter().map(|column| column.name.clone()).collect();
-        let mut value = crate::servers::postgres::tabular_result(paged.result, &self.target.source);
+        let mut value =
+            crate::servers::sql_common::tabular_result(paged.result, &self.target.source);
         value["row_count"] = row_count;
         value["has_more"] = Value::from(has_more);
         value["page_token"] = next_token.map_or(Value::Null, Value::from);

@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 use super::DataServer;
 use super::table::TableRef;
 use crate::servers::CallContext;
-use crate::servers::postgres::execute::sql_error;
+use crate::servers::sql_common::sql_error;
 use crate::sql;
 use crate::tool::ToolError;
 

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::DataServer;
-use crate::servers::postgres::execute::sql_error;
+use crate::servers::sql_common::sql_error;
 use crate::sql::{self, DatabaseSchema};
 use crate::tool::ToolError;
 

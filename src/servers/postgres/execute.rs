@@ -8,9 +8,10 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::{PostgresServer, tabular_encoded};
+use super::PostgresServer;
 use crate::config::WriteConfirmation;
 use crate::servers::CallContext;
+use crate::servers::sql_common::{sql_error, tabular_encoded};
 use crate::sql::{self, Effect, Statement, StatementKind};
 use crate::tool::{ErrorCode, Spliced, ToolError, ToolOutput, Verb, parse_arguments};
 
@@ -387,39 +388,6 @@ fn refuse_unsupported_kind(statement: &Statement) -> Result<(), ToolError> {
         statement.kind
     ))
     .with_hint(hint))
-}
-
-/// The tool error for an SQL error.
-pub(crate) fn sql_error(error: sql::Error) -> ToolError {
-    let message = error.to_string();
-    match error {
-        sql::Error::Parse(_) => ToolError::invalid_input(message)
-            .with_hint("check the SQL syntax (PostgreSQL dialect)"),
-        sql::Error::Empty => ToolError::invalid_input(message).with_hint("send one SQL statement"),
-        sql::Error::MultipleStatements { .. } => ToolError::invalid_input(message)
-            .with_hint("split the text and call once per statement"),
-        sql::Error::Denied { .. } => ToolError::invalid_input(message).with_hint(
-            "these functions and relations reach files, the network, server processes or hidden data; orca never runs them",
-        ),
-        sql::Error::NotARead { .. } | sql::Error::ReadOnlyViolation => {
-            ToolError::invalid_input(message).with_hint(
-                "to change data, run it with dry_run=true to get a confirmation token, then with dry_run=false and read_only=false",
-            )
-        }
-        sql::Error::Volatile { .. } => ToolError::invalid_input(message).with_hint(
-            "volatile functions may change data; a read may call only stable or immutable functions",
-        ),
-        sql::Error::Timeout { .. } => ToolError::new(ErrorCode::Timeout, message)
-            .with_hint("narrow the query (filters, LIMIT) or pass a larger timeout"),
-        sql::Error::Query { .. } | sql::Error::Decode { .. } => {
-            ToolError::new(ErrorCode::QueryFailed, message)
-                .with_hint("fix the statement; generate_schema lists the tables and columns")
-        }
-        sql::Error::Unavailable(_) => ToolError::upstream_unavailable(message)
-            .with_hint("the database may be restarting; try again shortly"),
-        sql::Error::InvalidPaging { .. } => ToolError::invalid_input(message)
-            .with_hint("run the query without page_token, or change it as the message says"),
-    }
 }
 
 fn confirm_error(error: sql::ConfirmError) -> ToolError {

@@ -14,6 +14,7 @@ use super::models::{ModelChoice, Usage};
 use super::prompt::{self, SQL_SYSTEM_PROMPT};
 use crate::config::LlmTool;
 use crate::llm::{Message, Role};
+use crate::servers::sql_common::sql_error;
 use crate::sql;
 use crate::tool::{Attempts, ErrorCode, ToolError, ToolOutput, parse_arguments};
 
@@ -85,7 +86,7 @@ impl PostgresServer {
             .schema_cache
             .get(&self.target.pool, self.config.schema_cache_ttl, false)
             .await
-            .map_err(super::execute::sql_error)?;
+            .map_err(sql_error)?;
         let loaded = intelligence.context.current();
         let context_doc = params.use_context.then_some(&loaded.doc);
         let built = prompt::build(
@@ -161,7 +162,7 @@ impl PostgresServer {
                                 sql::Error::Unavailable(_) | sql::Error::Timeout { .. }
                             ) =>
                         {
-                            let mut error = super::execute::sql_error(invalid.error);
+                            let mut error = sql_error(invalid.error);
                             attach(
                                 &mut error,
                                 failures,

@@ -19,6 +19,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use sqlx::PgPool;
 
+use super::sql_common::{SchemaCache, Target, sql_error};
 use super::{CallContext, ToolSpec};
 use crate::config::{LlmTool, SqlConfig};
 use crate::llm::{Message, Role};
@@ -28,67 +29,6 @@ use crate::tool::{ToolError, ToolOutput, Verb, parse_arguments};
 pub(crate) use execute::ExecuteSqlParams;
 use generate::GenerateSqlParams;
 pub(crate) use models::Intelligence;
-
-/// The database the SQL tools work on.
-#[derive(Debug, Clone)]
-pub(crate) struct Target {
-    pub(crate) pool: PgPool,
-    /// `host:port/database`: what confirmation tokens are bound to.
-    pub(crate) label: String,
-    /// `postgres:database`: the `source` of results.
-    pub(crate) source: String,
-}
-
-impl Target {
-    pub(crate) fn new(pool: PgPool) -> Target {
-        let options = pool.connect_options();
-        let database = options.get_database().unwrap_or("postgres").to_owned();
-        let label = format!("{}:{}/{database}", options.get_host(), options.get_port());
-        Target { pool, label, source: format!("postgres:{database}") }
-    }
-}
-
-/// The introspected schema, kept for a while and dropped when DDL runs through orca.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct SchemaCache {
-    inner: Arc<std::sync::Mutex<Option<CachedSchema>>>,
-}
-
-#[derive(Debug, Clone)]
-struct CachedSchema {
-    taken: std::time::Instant,
-    generated_at: chrono::DateTime<chrono::Utc>,
-    schema: Arc<sql::DatabaseSchema>,
-}
-
-impl SchemaCache {
-    pub(crate) fn invalidate(&self) {
-        *self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = None;
-    }
-
-    /// The cached schema if younger than `ttl`, else a fresh one (and whether it was cached).
-    pub(crate) async fn get(
-        &self,
-        pool: &PgPool,
-        ttl: std::time::Duration,
-        refresh: bool,
-    ) -> Result<(Arc<sql::DatabaseSchema>, chrono::DateTime<chrono::Utc>, bool), sql::Error> {
-        if !refresh {
-            let cached = self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
-            if let Some(cached) = cached.filter(|cached| cached.taken.elapsed() < ttl) {
-                return Ok((cached.schema, cached.generated_at, true));
-            }
-        }
-        let schema = Arc::new(sql::introspect(pool).await.map_err(sql::Error::from_query)?);
-        let generated_at = chrono::Utc::now();
-        *self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(CachedSchema {
-            taken: std::time::Instant::now(),
-            generated_at,
-            schema: Arc::clone(&schema),
-        });
-        Ok((schema, generated_at, false))
-    }
-}
 
 /// (the schema's DDL fingerprint, provider, model).
 type AnalysisKey = (String, String, String);
@@ -193,80 +133,6 @@ impl PostgresServer {
     }
 }
 
-/// A read result as the TabularResult of the data-provider specification.
-pub(crate) fn tabular_result(result: sql::ReadResult, source: &str) -> Value {
-    let samples: Vec<Vec<String>> = (0..result.columns.len())
-        .map(|index| {
-            result
-                .rows
-                .iter()
-                .filter_map(|row| row.get(index).and_then(sql::sample_text))
-                .take(sql::HINT_SAMPLES)
-                .collect()
-        })
-        .collect();
-    let row_count = result.rows.len();
-    // The rows move into the value (`json!` would copy them): a large result exists once.
-    let rows: Vec<Value> = result.rows.into_iter().map(Value::Array).collect();
-    tabular(&result.columns, &samples, Value::Array(rows), row_count, result.truncated, source)
-}
-
-/// A read whose rows were encoded as they streamed in, as the TabularResult: the value holds
-/// `rows: null`, to be replaced by the returned bytes (see `splice`).
-pub(crate) fn tabular_encoded(
-    mut result: sql::ReadResult<sql::EncodedRows>,
-    source: &str,
-) -> (Value, crate::splice::RawJson) {
-    use sql::RowSink as _;
-    let row_count = result.rows.len();
-    let samples = std::mem::take(&mut result.rows.samples);
-    let value =
-        tabular(&result.columns, &samples, Value::Null, row_count, result.truncated, source);
-    (value, crate::splice::RawJson::from_chunks(result.rows.into_chunks()))
-}
-
-fn tabular(
-    columns: &[sql::ResultColumn],
-    samples: &[Vec<String>],
-    rows: Value,
-    row_count: usize,
-    truncated: Option<sql::Truncation>,
-    source: &str,
-) -> Value {
-    let schema: Vec<Value> = columns
-        .iter()
-        .enumerate()
-        .map(|(index, column)| {
-            // Semantic hints from the name, the type and up to 50 values of this result.
-            let samples: Vec<&str> = samples
-                .get(index)
-                .map(|samples| samples.iter().map(String::as_str).collect())
-                .unwrap_or_default();
-            let hints = match sql::hints::semantic_hint(&column.name, &column.type_name, &samples) {
-                Some(semantic) => json!({"semantic": semantic.as_str()}),
-                None => json!({}),
-            };
-            json!({
-                "name": column.name,
-                "type": column.type_name,
-                "nullable": column.nullable,
-                "hints": hints,
-            })
-        })
-        .collect();
-    let truncated = truncated.is_some();
-    let row_count = if truncated { Value::Null } else { Value::from(row_count) };
-    let mut value = Map::with_capacity(7);
-    value.insert("schema".into(), Value::Array(schema));
-    value.insert("rows".into(), rows);
-    value.insert("row_count".into(), row_count);
-    value.insert("has_more".into(), Value::Bool(truncated));
-    value.insert("page_token".into(), Value::Null);
-    value.insert("source".into(), Value::from(source));
-    value.insert("truncated".into(), Value::Bool(truncated));
-    Value::Object(value)
-}
-
 /// The providers of the specification's tool definitions, for the input schemas. The value is
 /// read as text so that an unknown or unsupported provider gets an error listing the ones the
 /// tool supports.
@@ -369,7 +235,7 @@ impl PostgresServer {
             .schema_cache
             .get(&self.target.pool, self.config.schema_cache_ttl, params.refresh_cache)
             .await
-            .map_err(execute::sql_error)?;
+            .map_err(sql_error)?;
         let relationships = params.include_relationships;
         let mut value = match params.format {
             SchemaFormat::Markdown => json!({
@@ -651,7 +517,7 @@ impl PostgresServer {
             self.config.default_timeout,
         )
         .await
-        .map_err(execute::sql_error)?;
+        .map_err(sql_error)?;
         let mut output = ToolOutput::new(json!({
             "table": relation.qualified_name().to_string(),
             "inserted": inserted.count,
@@ -669,7 +535,7 @@ impl PostgresServer {
                 .schema_cache
                 .get(&self.target.pool, self.config.schema_cache_ttl, refresh)
                 .await
-                .map_err(execute::sql_error)?;
+                .map_err(sql_error)?;
             match schema.find_relation(name) {
                 Ok(relation) => return Ok(relation.clone()),
                 Err(sql::introspect::LookupError::NotFound { .. }) if cached => continue,

@@ -1,0 +1,179 @@
+//! What the SQL servers (`postgres` and `data`) share, so that neither imports the other: the
+//! target database, the cached schema, results as the TabularResult of the data-provider
+//! specification, and the tool error for an SQL error.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+use sqlx::PgPool;
+
+use crate::sql;
+use crate::tool::{ErrorCode, ToolError};
+
+/// The database the SQL tools work on.
+#[derive(Debug, Clone)]
+pub(crate) struct Target {
+    pub(crate) pool: PgPool,
+    /// `host:port/database`: what confirmation tokens are bound to.
+    pub(crate) label: String,
+    /// `postgres:database`: the `source` of results.
+    pub(crate) source: String,
+}
+
+impl Target {
+    pub(crate) fn new(pool: PgPool) -> Target {
+        let options = pool.connect_options();
+        let database = options.get_database().unwrap_or("postgres").to_owned();
+        let label = format!("{}:{}/{database}", options.get_host(), options.get_port());
+        Target { pool, label, source: format!("postgres:{database}") }
+    }
+}
+
+/// The introspected schema, kept for a while and dropped when DDL runs through orca.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SchemaCache {
+    inner: Arc<std::sync::Mutex<Option<CachedSchema>>>,
+}
+
+#[derive(Debug, Clone)]
+struct CachedSchema {
+    taken: std::time::Instant,
+    generated_at: chrono::DateTime<chrono::Utc>,
+    schema: Arc<sql::DatabaseSchema>,
+}
+
+impl SchemaCache {
+    pub(crate) fn invalidate(&self) {
+        *self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = None;
+    }
+
+    /// The cached schema if younger than `ttl`, else a fresh one (and whether it was cached).
+    pub(crate) async fn get(
+        &self,
+        pool: &PgPool,
+        ttl: std::time::Duration,
+        refresh: bool,
+    ) -> Result<(Arc<sql::DatabaseSchema>, chrono::DateTime<chrono::Utc>, bool), sql::Error> {
+        if !refresh {
+            let cached = self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
+            if let Some(cached) = cached.filter(|cached| cached.taken.elapsed() < ttl) {
+                return Ok((cached.schema, cached.generated_at, true));
+            }
+        }
+        let schema = Arc::new(sql::introspect(pool).await.map_err(sql::Error::from_query)?);
+        let generated_at = chrono::Utc::now();
+        *self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(CachedSchema {
+            taken: std::time::Instant::now(),
+            generated_at,
+            schema: Arc::clone(&schema),
+        });
+        Ok((schema, generated_at, false))
+    }
+}
+
+/// A read result as the TabularResult of the data-provider specification.
+pub(crate) fn tabular_result(result: sql::ReadResult, source: &str) -> Value {
+    let samples: Vec<Vec<String>> = (0..result.columns.len())
+        .map(|index| {
+            result
+                .rows
+                .iter()
+                .filter_map(|row| row.get(index).and_then(sql::sample_text))
+                .take(sql::HINT_SAMPLES)
+                .collect()
+        })
+        .collect();
+    let row_count = result.rows.len();
+    // The rows move into the value (`json!` would copy them): a large result exists once.
+    let rows: Vec<Value> = result.rows.into_iter().map(Value::Array).collect();
+    tabular(&result.columns, &samples, Value::Array(rows), row_count, result.truncated, source)
+}
+
+/// A read whose rows were encoded as they streamed in, as the TabularResult: the value holds
+/// `rows: null`, to be replaced by the returned bytes (see `splice`).
+pub(crate) fn tabular_encoded(
+    mut result: sql::ReadResult<sql::EncodedRows>,
+    source: &str,
+) -> (Value, crate::splice::RawJson) {
+    use sql::RowSink as _;
+    let row_count = result.rows.len();
+    let samples = std::mem::take(&mut result.rows.samples);
+    let value =
+        tabular(&result.columns, &samples, Value::Null, row_count, result.truncated, source);
+    (value, crate::splice::RawJson::from_chunks(result.rows.into_chunks()))
+}
+
+fn tabular(
+    columns: &[sql::ResultColumn],
+    samples: &[Vec<String>],
+    rows: Value,
+    row_count: usize,
+    truncated: Option<sql::Truncation>,
+    source: &str,
+) -> Value {
+    let schema: Vec<Value> = columns
+        .iter()
+        .enumerate()
+        .map(|(index, column)| {
+            // Semantic hints from the name, the type and up to 50 values of this result.
+            let samples: Vec<&str> = samples
+                .get(index)
+                .map(|samples| samples.iter().map(String::as_str).collect())
+                .unwrap_or_default();
+            let hints = match sql::hints::semantic_hint(&column.name, &column.type_name, &samples) {
+                Some(semantic) => json!({"semantic": semantic.as_str()}),
+                None => json!({}),
+            };
+            json!({
+                "name": column.name,
+                "type": column.type_name,
+                "nullable": column.nullable,
+                "hints": hints,
+            })
+        })
+        .collect();
+    let truncated = truncated.is_some();
+    let row_count = if truncated { Value::Null } else { Value::from(row_count) };
+    let mut value = Map::with_capacity(7);
+    value.insert("schema".into(), Value::Array(schema));
+    value.insert("rows".into(), rows);
+    value.insert("row_count".into(), row_count);
+    value.insert("has_more".into(), Value::Bool(truncated));
+    value.insert("page_token".into(), Value::Null);
+    value.insert("source".into(), Value::from(source));
+    value.insert("truncated".into(), Value::Bool(truncated));
+    Value::Object(value)
+}
+
+/// The tool error for an SQL error.
+pub(crate) fn sql_error(error: sql::Error) -> ToolError {
+    let message = error.to_string();
+    match error {
+        sql::Error::Parse(_) => ToolError::invalid_input(message)
+            .with_hint("check the SQL syntax (PostgreSQL dialect)"),
+        sql::Error::Empty => ToolError::invalid_input(message).with_hint("send one SQL statement"),
+        sql::Error::MultipleStatements { .. } => ToolError::invalid_input(message)
+            .with_hint("split the text and call once per statement"),
+        sql::Error::Denied { .. } => ToolError::invalid_input(message).with_hint(
+            "these functions and relations reach files, the network, server processes or hidden data; orca never runs them",
+        ),
+        sql::Error::NotARead { .. } | sql::Error::ReadOnlyViolation => {
+            ToolError::invalid_input(message).with_hint(
+                "to change data, run it with dry_run=true to get a confirmation token, then with dry_run=false and read_only=false",
+            )
+        }
+        sql::Error::Volatile { .. } => ToolError::invalid_input(message).with_hint(
+            "volatile functions may change data; a read may call only stable or immutable functions",
+        ),
+        sql::Error::Timeout { .. } => ToolError::new(ErrorCode::Timeout, message)
+            .with_hint("narrow the query (filters, LIMIT) or pass a larger timeout"),
+        sql::Error::Query { .. } | sql::Error::Decode { .. } => {
+            ToolError::new(ErrorCode::QueryFailed, message)
+                .with_hint("fix the statement; generate_schema lists the tables and columns")
+        }
+        sql::Error::Unavailable(_) => ToolError::upstream_unavailable(message)
+            .with_hint("the database may be restarting; try again shortly"),
+        sql::Error::InvalidPaging { .. } => ToolError::invalid_input(message)
+            .with_hint("run the query without page_token, or change it as the message says"),
+    }
+}
