@@ -14,9 +14,7 @@
 use std::time::{Duration, Instant};
 
 use orca::client::{McpClient, Provider, ToolInfo};
-use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, Tool};
-use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 
 /// Schemas of the shapes servers list, from plain to awkward.
@@ -99,13 +97,7 @@ fn conversion() {
 async fn session_calls(server: &[String]) {
     let calls = 2000;
     let client = McpClient::stdio(&server[0], &server[1..]).await.expect("server starts");
-    let mut command = tokio::process::Command::new(&server[0]);
-    command.args(&server[1..]);
-    let (transport, _) = TokioChildProcess::builder(command)
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("server starts");
-    let bare = ().serve(transport).await.expect("handshake");
+    let bare = stdio::connect(server).await;
     let arguments = json!({"text": "hello"});
     let Value::Object(object) = arguments.clone() else { unreachable!() };
     for _ in 0..100 {
@@ -154,13 +146,7 @@ async fn round_trips(orca: &str, server: &[String]) {
         via_orca.push(started.elapsed());
 
         let started = Instant::now();
-        let mut command = tokio::process::Command::new(&server[0]);
-        command.args(&server[1..]);
-        let (transport, _) = TokioChildProcess::builder(command)
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("server starts");
-        let bare = ().serve(transport).await.expect("handshake");
+        let bare = stdio::connect(server).await;
         bare.list_all_tools().await.expect("tools/list");
         let arguments = serde_json::Map::from_iter([("text".to_owned(), json!("hello"))]);
         bare.call_tool(CallToolRequestParams::new("echo").with_arguments(arguments))
@@ -189,3 +175,7 @@ async fn main() {
     session_calls(server).await;
     round_trips(orca, server).await;
 }
+
+#[path = "bench/stdio.rs"]
+#[allow(dead_code, reason = "this benchmark needs only the connection")]
+mod stdio;

@@ -10,30 +10,17 @@
 
 #![allow(clippy::print_stdout, reason = "the result line is this program's output")]
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use rmcp::ServiceExt;
-use rmcp::transport::TokioChildProcess;
-
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let split = args.iter().position(|arg| arg == "--").expect("usage: see the file header");
-    let [seconds, concurrency, prompt, argument, value] = &args[1..split] else {
+    let (own, command) = stdio::split(&args);
+    let [seconds, concurrency, prompt, argument, value] = own else {
         panic!(
             "usage: bench_completion <seconds> <concurrency> <prompt> <argument> <value> -- <command...>"
         );
     };
-    let seconds: u64 = seconds.parse().expect("seconds");
-    let concurrency: usize = concurrency.parse().expect("concurrency");
-    let mut command = tokio::process::Command::new(&args[split + 1]);
-    command.args(&args[split + 2..]);
-    let (transport, _) = TokioChildProcess::builder(command)
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("cannot start the server");
-    let client = ().serve(transport).await.expect("MCP handshake failed");
+    let (seconds, concurrency) = stdio::load(seconds, concurrency);
+    let client = stdio::connect(command).await;
     // Warm up, and check that completions come back at all.
     for _ in 0..200 {
         let info = client
@@ -42,45 +29,20 @@ async fn main() {
             .expect("completion failed");
         assert!(!info.values.is_empty(), "no completions for {prompt}.{argument}={value}");
     }
-    let peer = Arc::new(client.peer().clone());
-    let deadline = Instant::now() + Duration::from_secs(seconds);
-    let workers: Vec<_> = (0..concurrency)
-        .map(|_| {
-            let peer = peer.clone();
-            let (prompt, argument, value) = (prompt.clone(), argument.clone(), value.clone());
-            tokio::spawn(async move {
-                let mut latencies = Vec::new();
-                while Instant::now() < deadline {
-                    let started = Instant::now();
-                    peer.complete_prompt_argument(
-                        prompt.clone(),
-                        argument.clone(),
-                        value.clone(),
-                        None,
-                    )
-                    .await
-                    .expect("completion failed");
-                    latencies.push(started.elapsed());
-                }
-                latencies
-            })
-        })
-        .collect();
-    let started = Instant::now();
-    let mut latencies = Vec::new();
-    for worker in workers {
-        latencies.extend(worker.await.expect("worker panicked"));
-    }
-    let elapsed = started.elapsed();
-    latencies.sort();
-    let percentile =
-        |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
-    println!(
-        "requests/s {:.0}  p50 {:.0} us  p99 {:.0} us  requests {}",
-        latencies.len() as f64 / elapsed.as_secs_f64(),
-        percentile(0.50).as_secs_f64() * 1e6,
-        percentile(0.99).as_secs_f64() * 1e6,
-        latencies.len()
-    );
+    let peer = client.peer().clone();
+    let (prompt, argument, value) = (prompt.clone(), argument.clone(), value.clone());
+    stdio::measure("request", seconds, concurrency, move || {
+        let peer = peer.clone();
+        let (prompt, argument, value) = (prompt.clone(), argument.clone(), value.clone());
+        async move {
+            peer.complete_prompt_argument(prompt, argument, value, None)
+                .await
+                .expect("completion failed");
+        }
+    })
+    .await;
     client.cancel().await.expect("cannot close the client");
 }
+
+#[path = "bench/stdio.rs"]
+mod stdio;

@@ -14,12 +14,7 @@
 
 #![allow(clippy::print_stdout, reason = "the result line is this program's output")]
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
-use rmcp::transport::TokioChildProcess;
 
 /// Copy bytes both ways between this process and `command` until either side closes.
 fn relay(command: &[String]) {
@@ -52,61 +47,33 @@ fn main() {
 }
 
 async fn bench(args: Vec<String>) {
-    let split = args.iter().position(|arg| arg == "--").expect("usage: see the file header");
-    let [seconds, concurrency, tool, arguments] = &args[1..split] else {
+    let (own, command) = stdio::split(&args);
+    let [seconds, concurrency, tool, arguments] = own else {
         panic!(
             "usage: bench_proxy <seconds> <concurrency> <tool> <arguments-json> -- <command...>"
         );
     };
-    let seconds: u64 = seconds.parse().expect("seconds");
-    let concurrency: usize = concurrency.parse().expect("concurrency");
+    let (seconds, concurrency) = stdio::load(seconds, concurrency);
     let arguments: serde_json::Map<String, serde_json::Value> =
         serde_json::from_str(arguments).expect("arguments must be a JSON object");
-    let mut command = tokio::process::Command::new(&args[split + 1]);
-    command.args(&args[split + 2..]);
-    let (transport, _) = TokioChildProcess::builder(command)
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("cannot start the server");
-    let client = ().serve(transport).await.expect("MCP handshake failed");
+    let client = stdio::connect(command).await;
     let params = CallToolRequestParams::new(tool.clone()).with_arguments(arguments);
     // Warm up: the first calls pay for connections and caches.
     for _ in 0..200 {
         let result = client.call_tool(params.clone()).await.expect("call failed");
         assert_ne!(result.is_error, Some(true), "the tool failed: {result:?}");
     }
-    let peer = Arc::new(client.peer().clone());
-    let deadline = Instant::now() + Duration::from_secs(seconds);
-    let workers: Vec<_> = (0..concurrency)
-        .map(|_| {
-            let peer = peer.clone();
-            let params = params.clone();
-            tokio::spawn(async move {
-                let mut latencies = Vec::new();
-                while Instant::now() < deadline {
-                    let started = Instant::now();
-                    peer.call_tool_once(params.clone()).await.expect("call failed");
-                    latencies.push(started.elapsed());
-                }
-                latencies
-            })
-        })
-        .collect();
-    let started = Instant::now();
-    let mut latencies = Vec::new();
-    for worker in workers {
-        latencies.extend(worker.await.expect("worker panicked"));
-    }
-    let elapsed = started.elapsed();
-    latencies.sort();
-    let percentile =
-        |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
-    println!(
-        "calls/s {:.0}  p50 {:.0} us  p99 {:.0} us  calls {}",
-        latencies.len() as f64 / elapsed.as_secs_f64(),
-        percentile(0.50).as_secs_f64() * 1e6,
-        percentile(0.99).as_secs_f64() * 1e6,
-        latencies.len()
-    );
+    let peer = client.peer().clone();
+    stdio::measure("call", seconds, concurrency, move || {
+        let peer = peer.clone();
+        let params = params.clone();
+        async move {
+            peer.call_tool_once(params).await.expect("call failed");
+        }
+    })
+    .await;
     client.cancel().await.expect("cannot close the client");
 }
+
+#[path = "bench/stdio.rs"]
+mod stdio;
