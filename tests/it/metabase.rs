@@ -1,6 +1,7 @@
 //! The `metabase` server through the real binary and a real MCP client, against the fake
 //! Metabase: every tool, sessions that expire mid-run, five concurrent calls sharing one new
-//! login, a wrong password at start, the login throttle, dashboards kept whole on 0.46 and 0.50,
+//! login, a wrong password at start, the login throttle, dashboards kept whole on 0.46 and 0.50
+//! (cards added, and cards removed with every other card and tab kept), the root collection,
 //! failed queries, trimmed results, the structured 403 without secrets, and read-only keys.
 
 use std::time::Duration;
@@ -98,7 +99,7 @@ async fn every_tool_works_against_metabase() {
         let reads =
             ["get_", "list_", "search_", "execute_", "run_"].iter().any(|p| name.starts_with(p));
         assert_eq!(annotations.read_only_hint, Some(reads), "{name}");
-        if name.starts_with("delete_") {
+        if name.starts_with("delete_") || name == "update_dashboard" {
             assert_eq!(annotations.destructive_hint, Some(true), "{name}");
         }
     }
@@ -304,6 +305,16 @@ async fn arguments_are_checked_before_metabase_is_called() {
         ),
         ("run_dataset_query", json!({"database": 1, "type": "query"}), "query"),
         ("update_dashboard", json!({"id": 1, "cards": [{"row": 2}]}), "cards[0].id"),
+        ("update_dashboard", json!({"id": 1, "remove_cards": [0]}), "remove_cards"),
+        ("update_dashboard", json!({"id": 1, "remove_cards": "1"}), "remove_cards"),
+        (
+            "update_dashboard",
+            json!({"id": 1, "cards": [{"id": 2, "row": 1}], "remove_cards": [2]}),
+            "remove_cards",
+        ),
+        ("get_collection", json!({"id": "home"}), "id"),
+        ("get_collection", json!({"id": "Root"}), "id"),
+        ("get_collection", json!({"id": 0}), "id"),
     ] {
         let (error, _) = failure(&client, tool, arguments.clone()).await;
         assert_eq!(error["code"], "INVALID_INPUT", "{tool} {arguments}: {error}");
@@ -467,6 +478,108 @@ async fn adding_a_card_keeps_every_card_and_tab_on_metabase_0_50() {
 #[tokio::test]
 async fn adding_a_card_keeps_every_card_on_metabase_0_46() {
     add_a_card_keeps_the_dashboard_whole(Version::V046).await;
+}
+
+async fn removing_a_card_keeps_every_other_card_and_tab(version: Version) {
+    let fake = FakeMetabase::start(version);
+    let database = TestDatabase::create().await;
+    let client = setup(&database, &fake, &session_login()).stdio_client().await;
+    let key = if version == Version::V046 { "ordered_cards" } else { "dashcards" };
+    let before = fake.dashboard(1);
+    let writes = || -> Vec<_> {
+        fake.requests()
+            .into_iter()
+            .filter(|r| r.method != "GET" && r.path != "/api/session")
+            .collect()
+    };
+
+    // An id that is not a dashcard of this dashboard (99, or the card id 3 of a question that
+    // is not on it) is refused, naming it, and nothing is written.
+    for unknown in [99, 3] {
+        let (error, _) =
+            failure(&client, "update_dashboard", json!({"id": 1, "remove_cards": [unknown]})).await;
+        assert_eq!(error["code"], "INVALID_INPUT", "{version:?}: {error}");
+        let message = error["message"].as_str().unwrap();
+        assert!(message.contains(&format!("dashcard {unknown}")), "{version:?}: {error}");
+        assert!(writes().is_empty(), "nothing written: {:?}", writes());
+    }
+    assert_eq!(fake.dashboard(1), before);
+
+    fake.expect_removal(1);
+    let updated = ok(
+        &client,
+        "update_dashboard",
+        json!({"id": 1, "name": "Sales (trimmed)", "remove_cards": [1, 1]}),
+    )
+    .await;
+    assert_eq!(updated["name"], "Sales (trimmed)");
+    let ids = |dashboard: &Value| -> Vec<i64> {
+        dashboard[key].as_array().unwrap().iter().map(|c| c["id"].as_i64().unwrap()).collect()
+    };
+    assert_eq!(ids(&updated), [2], "{version:?}: {updated}");
+    let after = fake.dashboard(1);
+    assert_eq!(ids(&after), [2], "{version:?}: {after}");
+    assert_eq!(after[key][0], before[key][1], "the other card is kept as it was");
+    assert_eq!(after["name"], "Sales (trimmed)");
+    let writes = writes();
+    if version == Version::V050 {
+        assert_eq!(after["tabs"], before["tabs"], "tabs kept");
+        let [put] = writes.as_slice() else { panic!("one replacing PUT: {writes:?}") };
+        assert_eq!(put.path, "/api/dashboard/1");
+        assert_eq!(put.body["name"], "Sales (trimmed)");
+        assert_eq!(put.body["dashcards"].as_array().unwrap().len(), 1);
+        assert_eq!(put.body["dashcards"][0]["id"], 2);
+        assert_eq!(put.body["tabs"].as_array().unwrap().len(), 2);
+    } else {
+        let methods: Vec<(&str, &str)> =
+            writes.iter().map(|r| (r.method.as_str(), r.path.as_str())).collect();
+        assert_eq!(
+            methods,
+            [("PUT", "/api/dashboard/1"), ("DELETE", "/api/dashboard/1/cards")],
+            "the name, then the dashcard on its own"
+        );
+        assert_eq!(writes[1].query, [("dashcardId".to_owned(), "1".to_owned())]);
+        assert!(writes[0].body.get(key).is_none(), "{:?}", writes[0].body);
+    }
+    assert_eq!(fake.violations(), Vec::<String>::new(), "{version:?}");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn removing_a_card_keeps_every_other_card_and_tab_on_metabase_0_46_and_0_50() {
+    for version in [Version::V046, Version::V050] {
+        removing_a_card_keeps_every_other_card_and_tab(version).await;
+    }
+}
+
+async fn the_root_collection_is_read_by_its_name(version: Version) {
+    let fake = FakeMetabase::start(version);
+    let database = TestDatabase::create().await;
+    let client = setup(&database, &fake, &session_login()).stdio_client().await;
+    let tools = client.list_all_tools().await.unwrap();
+    let tool = tools.iter().find(|tool| tool.name == "get_collection").unwrap();
+    let schema = serde_json::to_string(&tool.input_schema["properties"]["id"]).unwrap();
+    assert!(schema.contains("\"root\"") && schema.contains("integer"), "{schema}");
+    let root = ok(&client, "get_collection", json!({"id": "root"})).await;
+    assert_eq!(root["id"], "root", "{version:?}: {root}");
+    assert_eq!(root["name"], "Our analytics", "{version:?}: {root}");
+    assert_eq!(ok(&client, "get_collection", json!({"id": 1})).await["name"], "Analytics");
+    let paths: Vec<String> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.starts_with("/api/collection"))
+        .map(|r| r.path)
+        .collect();
+    assert_eq!(paths, ["/api/collection/root", "/api/collection/1"], "{version:?}");
+    assert_eq!(fake.violations(), Vec::<String>::new(), "{version:?}");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_root_collection_is_read_by_its_name_on_metabase_0_46_and_0_50() {
+    for version in [Version::V046, Version::V050] {
+        the_root_collection_is_read_by_its_name(version).await;
+    }
 }
 
 #[tokio::test]

@@ -2,7 +2,9 @@
 //! `POST /api/dashboard/:id/cards`; 0.47 replaces the whole list with
 //! `PUT /api/dashboard/:id/cards` (`cards`, `ordered_tabs`); from 0.48 `PUT /api/dashboard/:id`
 //! takes `dashcards` and `tabs`. In both replacing forms a dashcard left out is deleted, so the
-//! list sent is always every existing dashcard plus the new ones (negative ids), and every tab.
+//! list sent is always every existing dashcard plus the new ones (negative ids), and every tab,
+//! leaving out only the dashcards asked to be removed (before 0.47 those are removed one by one
+//! with `DELETE /api/dashboard/:id/cards?dashcardId=`).
 
 use serde_json::{Map, Value, json};
 
@@ -87,9 +89,21 @@ pub(crate) fn new_id(dashcards: &[Value]) -> i64 {
         - 1
 }
 
-/// Every existing dashcard, with `changes` applied by id (negative ids are new), and the tabs.
-pub(crate) fn merged(dashboard: &Value, changes: &[Value], version: &Version) -> Layout {
-    let mut dashcards: Vec<Value> = existing(dashboard).iter().map(for_put).collect();
+/// Every existing dashcard but those whose id is in `removed`, with `changes` applied by id
+/// (negative ids are new), and every tab.
+pub(crate) fn merged(
+    dashboard: &Value,
+    changes: &[Value],
+    removed: &[i64],
+    version: &Version,
+) -> Layout {
+    let mut dashcards: Vec<Value> = existing(dashboard)
+        .iter()
+        .filter(|card| {
+            card.get("id").and_then(Value::as_i64).is_none_or(|id| !removed.contains(&id))
+        })
+        .map(for_put)
+        .collect();
     for change in changes {
         let id = change.get("id").and_then(Value::as_i64);
         match dashcards
@@ -131,7 +145,7 @@ mod tests {
     fn a_new_card_keeps_every_card_and_tab_on_each_replacing_version() {
         let new = json!({"id": new_id(&existing(&dashboard())), "card_id": 7, "row": 4, "col": 0, "size_x": 6, "size_y": 3});
         let Layout::Dashboard(body) =
-            merged(&dashboard(), std::slice::from_ref(&new), &Version::parse("v0.50.1"))
+            merged(&dashboard(), std::slice::from_ref(&new), &[], &Version::parse("v0.50.1"))
         else {
             panic!("0.50 replaces through PUT /api/dashboard/:id");
         };
@@ -145,7 +159,8 @@ mod tests {
         assert_eq!(body["tabs"], json!([{"id": 5, "name": "One"}, {"id": 6, "name": "Two"}]));
         assert_eq!(body["dashcards"][0]["series"], json!([{"id": 9}]));
         assert!(body["dashcards"][0].get("card").is_none());
-        let Layout::CardsEndpoint(body) = merged(&dashboard(), &[new], &Version::parse("v0.47.2"))
+        let Layout::CardsEndpoint(body) =
+            merged(&dashboard(), &[new], &[], &Version::parse("v0.47.2"))
         else {
             panic!("0.47 replaces through PUT /api/dashboard/:id/cards");
         };
@@ -156,12 +171,29 @@ mod tests {
     #[test]
     fn a_change_by_id_moves_a_card_without_dropping_the_others() {
         let change = json!({"id": 2, "row": 8});
-        let Layout::Dashboard(body) = merged(&dashboard(), &[change], &Version::parse("v0.49.0"))
+        let Layout::Dashboard(body) =
+            merged(&dashboard(), &[change], &[], &Version::parse("v0.49.0"))
         else {
             panic!("0.49 replaces through PUT /api/dashboard/:id");
         };
         assert_eq!(body["dashcards"].as_array().unwrap().len(), 2);
         assert_eq!(body["dashcards"][1]["row"], 8);
         assert_eq!(body["dashcards"][1]["card_id"], 2);
+    }
+
+    #[test]
+    fn a_removal_leaves_out_only_that_card_and_keeps_every_tab() {
+        for version in ["v0.50.1", "v0.47.2"] {
+            let (cards, tabs) = match merged(&dashboard(), &[], &[1], &Version::parse(version)) {
+                Layout::Dashboard(body) => (body["dashcards"].clone(), body["tabs"].clone()),
+                Layout::CardsEndpoint(body) => {
+                    (body["cards"].clone(), body["ordered_tabs"].clone())
+                }
+            };
+            let ids: Vec<i64> =
+                cards.as_array().unwrap().iter().map(|c| c["id"].as_i64().unwrap()).collect();
+            assert_eq!(ids, [2], "{version}");
+            assert_eq!(tabs.as_array().unwrap().len(), 2, "{version}");
+        }
     }
 }

@@ -90,9 +90,9 @@ impl MetabaseServer {
             .map_err(|e| self.error(e))
     }
 
-    async fn delete(&self, path: &str) -> Result<Value, ToolError> {
+    async fn delete(&self, path: &str, query: &[(&str, String)]) -> Result<Value, ToolError> {
         self.client
-            .request(Method::Delete, path, &[], None)
+            .request(Method::Delete, path, query, None)
             .await
             .map(|answer| answer.body)
             .map_err(|e| self.error(e))

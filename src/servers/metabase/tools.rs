@@ -42,6 +42,57 @@ pub(crate) struct IdParams {
     id: i64,
 }
 
+/// A collection: a positive id, or `root`, Metabase's root collection ("Our analytics"), which
+/// has no number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CollectionId {
+    Root,
+    Id(i64),
+}
+
+impl std::fmt::Display for CollectionId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CollectionId::Root => f.write_str("root"),
+            CollectionId::Id(id) => write!(f, "{id}"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for CollectionId {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        match Value::deserialize(deserializer)? {
+            Value::String(text) if text == "root" => Ok(CollectionId::Root),
+            Value::Number(number) if number.is_i64() => {
+                let id = number.as_i64().unwrap_or_default();
+                checked_id(id).map(CollectionId::Id).map_err(serde::de::Error::custom)
+            }
+            other => Err(serde::de::Error::custom(format!(
+                "must be a positive collection id or \"root\", found {other}"
+            ))),
+        }
+    }
+}
+
+/// The schema of [`CollectionId`]: a positive integer or the string `root`.
+fn collection_id_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "description": "The collection's id, or \"root\" for the root collection (search_resources finds ids by name).",
+        "anyOf": [
+            {"type": "integer", "minimum": 1},
+            {"type": "string", "const": "root"}
+        ]
+    })
+}
+
+/// `{id}` of `get_collection`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CollectionParams {
+    #[schemars(schema_with = "collection_id_schema")]
+    id: CollectionId,
+}
+
 /// `{id, verbose}` of the metadata tools.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -83,6 +134,12 @@ pub(crate) struct UpdateDashboardParams {
     /// card and needs `card_id`) and the keys to set (`row`, `col`, `size_x`, `size_y`,
     /// `dashboard_tab_id`, ...). Cards not listed are kept as they are.
     cards: Option<Vec<Map<String, Value>>>,
+    /// Dashboard cards to remove, by dashcard id (the `id` of an entry of the dashboard's
+    /// cards, not its `card_id`); the questions themselves are kept, and so is every other card
+    /// and tab.
+    #[serde(default, deserialize_with = "optional_positive_ids")]
+    #[schemars(schema_with = "positive_ids_schema")]
+    remove_cards: Option<Vec<i64>>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -274,9 +331,10 @@ pub(crate) fn tools(read_only: bool) -> Vec<ToolSpec> {
         ),
         ToolSpec::new::<UpdateDashboardParams>(
             "update_dashboard",
-            "Update a Metabase dashboard (PUT /api/dashboard/{id}): name, description, parameters (an array), and cards to move or add by dashcard id; cards not listed are kept.",
+            "Update a Metabase dashboard (PUT /api/dashboard/{id}): name, description, parameters (an array), cards to move or add by dashcard id, and remove_cards (dashcard ids) to take off it; every other card and tab is kept.",
             Verb::Update,
-            update(),
+            // `remove_cards` takes cards off the dashboard.
+            update().destructive(true),
         ),
         ToolSpec::new::<AddCardParams>(
             "add_card_to_dashboard",
@@ -326,9 +384,9 @@ pub(crate) fn tools(read_only: bool) -> Vec<ToolSpec> {
             Verb::Read,
             read(),
         ),
-        ToolSpec::new::<IdParams>(
+        ToolSpec::new::<CollectionParams>(
             "get_collection",
-            "Get a Metabase collection by id (GET /api/collection/{id}).",
+            "Get a Metabase collection by id, or the root collection with id \"root\" (GET /api/collection/{id}).",
             Verb::Read,
             read(),
         ),
@@ -408,6 +466,25 @@ fn optional_positive_id<'de, D: serde::Deserializer<'de>>(
         .map(checked_id)
         .transpose()
         .map_err(serde::de::Error::custom)
+}
+
+/// [`positive_id`] of each id of an optional list.
+fn optional_positive_ids<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Vec<i64>>, D::Error> {
+    Option::<Vec<i64>>::deserialize(deserializer)?
+        .map(|ids| ids.into_iter().map(checked_id).collect::<Result<Vec<i64>, String>>())
+        .transpose()
+        .map_err(serde::de::Error::custom)
+}
+
+/// The schema of an optional list of positive ids.
+fn positive_ids_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "description": "Dashboard cards to remove, by dashcard id (the `id` of an entry of the dashboard's cards, not its `card_id`); the questions themselves are kept, and so is every other card and tab.",
+        "type": ["array", "null"],
+        "items": {"type": "integer", "minimum": 1}
+    })
 }
 
 fn checked_id(value: i64) -> Result<i64, String> {
@@ -581,7 +658,7 @@ pub(crate) async fn call(
         "add_card_to_dashboard" => return add_card(server, parse_arguments(arguments)?).await,
         "delete_dashboard" => {
             let IdParams { id } = parse_arguments(arguments)?;
-            server.delete(&format!("/api/dashboard/{id}")).await?;
+            server.delete(&format!("/api/dashboard/{id}"), &[]).await?;
             json!({ "success": true, "deleted": "dashboard", "id": id })
         }
         "get_card" => {
@@ -654,7 +731,7 @@ pub(crate) async fn call(
         }
         "delete_card" => {
             let IdParams { id } = parse_arguments(arguments)?;
-            server.delete(&format!("/api/card/{id}")).await?;
+            server.delete(&format!("/api/card/{id}"), &[]).await?;
             json!({ "success": true, "deleted": "card", "id": id })
         }
         "list_collections" => {
@@ -669,7 +746,7 @@ pub(crate) async fn call(
             json!({ "collections": server.get("/api/collection", &query).await? })
         }
         "get_collection" => {
-            let IdParams { id } = parse_arguments(arguments)?;
+            let CollectionParams { id } = parse_arguments(arguments)?;
             server.get(&format!("/api/collection/{id}"), &[]).await?
         }
         "create_collection" => {
@@ -802,6 +879,9 @@ async fn update_dashboard(
     }
     let changes: Vec<Value> =
         params.cards.unwrap_or_default().into_iter().map(Value::Object).collect();
+    let mut removals = params.remove_cards.unwrap_or_default();
+    removals.sort_unstable();
+    removals.dedup();
     for (index, change) in changes.iter().enumerate() {
         let id = change.get("id").and_then(Value::as_i64).ok_or_else(|| {
             ToolError::invalid_input(format!(
@@ -813,18 +893,24 @@ async fn update_dashboard(
                 "`cards[{index}]` adds a card (negative id) and needs `card_id`"
             )));
         }
+        if removals.contains(&id) {
+            return Err(ToolError::invalid_input(format!(
+                "`cards[{index}]` changes dashcard {id}, which `remove_cards` removes"
+            )));
+        }
     }
-    if body.is_empty() && changes.is_empty() {
-        return Err(ToolError::invalid_input("nothing to change")
-            .with_hint("pass at least one of: name, description, parameters, cards"));
+    if body.is_empty() && changes.is_empty() && removals.is_empty() {
+        return Err(ToolError::invalid_input("nothing to change").with_hint(
+            "pass at least one of: name, description, parameters, cards, remove_cards",
+        ));
     }
     let path = format!("/api/dashboard/{id}");
-    if changes.is_empty() {
+    if changes.is_empty() && removals.is_empty() {
         let answer = server.send(Method::Put, &path, &Value::Object(body)).await?;
         return Ok(ToolOutput::new(shape::entity(answer, false)));
     }
     let version = server.version().await?;
-    if !version.at_least(47) {
+    if !changes.is_empty() && !version.at_least(47) {
         return Err(ToolError::invalid_input(format!(
             "changing dashboard cards through update_dashboard needs Metabase 0.47 or later; this is {}",
             version.tag
@@ -832,7 +918,29 @@ async fn update_dashboard(
         .with_hint("add cards with add_card_to_dashboard"));
     }
     let current = server.get(&path, &[]).await?;
-    let answer = match dashboards::merged(&current, &changes, &version) {
+    let present: Vec<i64> = dashboards::existing(&current)
+        .iter()
+        .filter_map(|dashcard| dashcard.get("id").and_then(Value::as_i64))
+        .collect();
+    if let Some(unknown) = removals.iter().find(|removed| !present.contains(removed)) {
+        return Err(ToolError::invalid_input(format!(
+            "`remove_cards`: dashboard {id} has no dashcard {unknown}"
+        ))
+        .with_hint("get_dashboard lists its cards: remove_cards takes their `id`, not `card_id`"));
+    }
+    if !version.at_least(47) {
+        // Before 0.47 a dashcard is removed on its own, and nothing else changes with it.
+        if !body.is_empty() {
+            server.send(Method::Put, &path, &Value::Object(body)).await?;
+        }
+        for dashcard in &removals {
+            let query = [("dashcardId", dashcard.to_string())];
+            server.delete(&format!("{path}/cards"), &query).await?;
+        }
+        let answer = server.get(&path, &[]).await?;
+        return Ok(ToolOutput::new(shape::entity(answer, false)));
+    }
+    let answer = match dashboards::merged(&current, &changes, &removals, &version) {
         Layout::Dashboard(Value::Object(layout)) => {
             body.extend(layout);
             server.send(Method::Put, &path, &Value::Object(body)).await?
@@ -889,7 +997,7 @@ async fn add_card(server: &MetabaseServer, params: AddCardParams) -> Result<Tool
     let new = json!({ "id": new_id, "card_id": card_id, "dashboard_tab_id": tab,
         "row": params.row, "col": params.col, "size_x": params.size_x, "size_y": params.size_y,
         "series": [], "parameter_mappings": [], "visualization_settings": {} });
-    let after = match dashboards::merged(&current, std::slice::from_ref(&new), &version) {
+    let after = match dashboards::merged(&current, std::slice::from_ref(&new), &[], &version) {
         Layout::Dashboard(layout) => server.send(Method::Put, &path, &layout).await?,
         Layout::CardsEndpoint(layout) => {
             server.send(Method::Put, &format!("{path}/cards"), &layout).await?;

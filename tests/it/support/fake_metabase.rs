@@ -135,6 +135,12 @@ impl FakeMetabase {
     }
 
     /// A dashboard as the fake holds it.
+    /// Let a replacing `PUT` leave out `dashcard`: the test asked orca to remove it. Any other
+    /// dashcard left out is still a violation.
+    pub(crate) fn expect_removal(&self, dashcard: i64) {
+        self.shared.lock().removable.insert(dashcard);
+    }
+
     pub(crate) fn dashboard(&self, id: i64) -> Value {
         self.shared.lock().dashboards.get(&id).cloned().unwrap_or(Value::Null)
     }
@@ -178,6 +184,8 @@ struct Inner {
     next_id: i64,
     requests: Vec<Received>,
     violations: Vec<String>,
+    /// Dashcards a replacing `PUT` may leave out (a test asked orca to remove them).
+    removable: HashSet<i64>,
 }
 
 fn fingerprint() -> Value {
@@ -253,6 +261,7 @@ impl Inner {
             next_id: 100,
             requests: Vec::new(),
             violations: Vec::new(),
+            removable: HashSet::new(),
         };
         let tabs = match version {
             Version::V046 => Value::Null,
@@ -486,7 +495,9 @@ fn route(
             200,
             json!({"id": 1, "email": USERNAME, "first_name": "Ana", "last_name": "Lyst", "common_name": "Ana Lyst", "is_superuser": false}),
         ),
-        (_, ["api", "dashboard", rest @ ..]) => dashboards(inner, method.as_str(), rest, body),
+        (_, ["api", "dashboard", rest @ ..]) => {
+            dashboards(inner, method.as_str(), rest, query, body)
+        }
         ("GET" | "PUT" | "DELETE", ["api", "card", id]) => {
             let Some(id) = number(id) else { return not_found() };
             card(inner, method.as_str(), id, body)
@@ -695,7 +706,13 @@ fn completed(started: &Value, cols: Vec<Value>, rows: Vec<Value>, truncated_at: 
     json_response(202, body)
 }
 
-fn dashboards(inner: &mut Inner, method: &str, rest: &[&str], body: &Value) -> Response {
+fn dashboards(
+    inner: &mut Inner,
+    method: &str,
+    rest: &[&str],
+    query: &[(String, String)],
+    body: &Value,
+) -> Response {
     let number = |text: &str| text.parse::<i64>().ok();
     match (method, rest) {
         ("POST", []) => {
@@ -789,6 +806,40 @@ fn dashboards(inner: &mut Inner, method: &str, rest: &[&str], body: &Value) -> R
             inner.dashboards.insert(id, dashboard);
             json_response(200, dashcard)
         }
+        // Before 0.47: `DELETE /api/dashboard/:id/cards?dashcardId=N`. Metabase deletes dashcard
+        // N whichever dashboard holds it, and answers 204 even when there is none: the caller
+        // must check that it is on this dashboard.
+        ("DELETE", [id, "cards"]) if inner.version == Version::V046 => {
+            let Some(id) = number(id).filter(|id| inner.dashboards.contains_key(id)) else {
+                return not_found();
+            };
+            if !body.is_null() {
+                inner.violations.push(format!("DELETE /api/dashboard/{id}/cards: a body"));
+            }
+            let dashcard = match query {
+                [(key, value)] if key == "dashcardId" => number(value).filter(|n| *n > 0),
+                _ => None,
+            };
+            let Some(dashcard) = dashcard else {
+                return invalid(
+                    "dashcardId",
+                    "value must be a valid integer greater than zero.",
+                    "missing or invalid dashcardId",
+                );
+            };
+            let mut dashboard = inner.dashboards[&id].clone();
+            let mut dashcards = inner.dashcards_of(&dashboard);
+            let before = dashcards.len();
+            dashcards.retain(|card| card["id"] != dashcard);
+            if dashcards.len() == before {
+                inner.violations.push(format!(
+                    "DELETE /api/dashboard/{id}/cards: dashcard {dashcard} is not on the dashboard"
+                ));
+            }
+            inner.store_dashcards(&mut dashboard, dashcards, Value::Null);
+            inner.dashboards.insert(id, dashboard);
+            StatusCode::NO_CONTENT.into_response()
+        }
         _ => no_endpoint(),
     }
 }
@@ -879,10 +930,10 @@ fn replace_dashcards(
             num("size_y"),
         ));
     }
-    for gone in current
-        .iter()
-        .filter(|existing| !ids.contains(&existing["id"].as_i64().unwrap_or_default()))
-    {
+    for gone in current.iter().filter(|existing| {
+        let id = existing["id"].as_i64().unwrap_or_default();
+        !ids.contains(&id) && !inner.removable.contains(&id)
+    }) {
         // Metabase deletes what the list leaves out; tests check that orca never does that.
         inner.violations.push(format!(
             "PUT /api/dashboard/{dashboard_id}: dashcard {} left out and deleted",
@@ -965,6 +1016,13 @@ fn collections(
 ) -> Response {
     let number = |text: &str| text.parse::<i64>().ok();
     match (method, rest) {
+        // The root collection has no number; Metabase answers it with the id "root".
+        ("GET", ["root"]) => json_response(
+            200,
+            json!({"id": "root", "name": "Our analytics", "description": null, "location": null,
+                   "parent_id": null, "can_write": true, "is_personal": false, "authority_level": null,
+                   "effective_location": null, "effective_ancestors": []}),
+        ),
         ("GET", []) => {
             let archived = query.iter().any(|(key, value)| key == "archived" && value == "true");
             let items: Vec<Value> =
