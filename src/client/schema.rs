@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::convert::Provider;
+use super::provider::Provider;
 
 /// How many times one `$ref` may be expanded inside itself before the branch is cut.
 const MAX_REF_REPEAT: usize = 2;
