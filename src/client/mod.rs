@@ -31,6 +31,7 @@ mod executor;
 mod filter;
 mod names;
 mod provider;
+mod rules;
 mod schema;
 mod tool;
 
