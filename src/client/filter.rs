@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::connection::ToolInfo;
+use super::tool::ToolInfo;
 
 type Predicate = Arc<dyn Fn(&ToolInfo) -> bool + Send + Sync>;
 

@@ -30,15 +30,18 @@ mod convert;
 mod executor;
 mod filter;
 mod names;
+mod provider;
+mod rules;
 mod schema;
+mod tool;
 
-pub use connection::{
-    DEFAULT_CALL_TIMEOUT, HttpOptions, McpClient, ToolCallResult, ToolInfo, ToolParameter,
-};
-pub use convert::{Converted, ConvertedTool, Provider, SetAside, convert};
+pub use connection::{DEFAULT_CALL_TIMEOUT, HttpOptions, McpClient, ToolCallResult};
+pub use convert::{Converted, ConvertedTool, SetAside, convert};
 pub use executor::Executor;
 pub use filter::ToolFilter;
 pub use names::NameMap;
+pub use provider::Provider;
+pub use tool::{ToolInfo, ToolParameter};
 
 /// Why a client operation failed.
 #[derive(Debug, thiserror::Error)]

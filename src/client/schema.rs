@@ -1,14 +1,20 @@
-//! Input schemas made acceptable to each provider, on a deep copy: local `$ref`s inlined
-//! (recursion expanded to a bounded depth, then cut, never left dangling), `allOf` merged,
+//! Input schemas made acceptable to each provider, on a deep copy of a schema that is valid
+//! JSON Schema: local `$ref`s inlined (recursion expanded to a bounded depth, then cut, never
+//! left dangling; references that only refer to each other refused), `allOf` merged,
 //! `oneOf` read as `anyOf`, nullable types and unions brought to one form, `properties: {}`
 //! added to bare objects, a top-level union of objects merged into one object; then the
 //! provider's own rules: OpenAI's strict mode when the schema allows it, Gemini's Schema
-//! object (its fields only, upper-case types, enums on strings only). A schema that cannot be
-//! made acceptable is an error naming why; the caller sets that one tool aside.
+//! object (its fields only, upper-case types, enums on strings only); the result is checked
+//! against the provider's rules (`rules`) before it is given out. A schema that cannot be made
+//! acceptable is an error naming why; the caller sets that one tool aside.
 
 use serde_json::{Map, Value, json};
 
-use super::convert::Provider;
+use super::provider::Provider;
+use super::rules::{
+    self, GEMINI_FIELDS, STRICT_FORMATS, STRICT_KEYWORDS, STRICT_MAX_DEPTH, STRICT_MAX_ENUM,
+    STRICT_MAX_PROPERTIES,
+};
 
 /// How many times one `$ref` may be expanded inside itself before the branch is cut.
 const MAX_REF_REPEAT: usize = 2;
@@ -18,59 +24,6 @@ const MAX_DEPTH: usize = 32;
 const BARE: &str = "$orcaBare";
 /// Marks a schema that also accepts `null` (Gemini's own keyword, rewritten for the others).
 const NULLABLE: &str = "nullable";
-
-/// The fields of Gemini's Schema object.
-const GEMINI_FIELDS: &[&str] = &[
-    "type",
-    "format",
-    "title",
-    "description",
-    "nullable",
-    "enum",
-    "maxItems",
-    "minItems",
-    "properties",
-    "required",
-    "minProperties",
-    "maxProperties",
-    "minLength",
-    "maxLength",
-    "pattern",
-    "example",
-    "anyOf",
-    "propertyOrdering",
-    "default",
-    "items",
-    "minimum",
-    "maximum",
-];
-
-/// The keywords OpenAI's strict mode supports.
-const STRICT_KEYWORDS: &[&str] = &[
-    "type",
-    "description",
-    "title",
-    "properties",
-    "required",
-    "additionalProperties",
-    "items",
-    "enum",
-    "const",
-    "anyOf",
-    "pattern",
-    "format",
-    "minimum",
-    "maximum",
-    "exclusiveMinimum",
-    "exclusiveMaximum",
-    "multipleOf",
-    "minItems",
-    "maxItems",
-];
-
-/// The string formats OpenAI's strict mode supports.
-const STRICT_FORMATS: &[&str] =
-    &["date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"];
 
 /// A schema ready for one provider.
 #[derive(Debug, Clone, PartialEq)]
@@ -85,54 +38,62 @@ pub(crate) struct Normalized {
     pub(crate) json_text: Vec<Vec<String>>,
 }
 
-/// The input schema `input` made acceptable to `provider`.
+/// The input schema `input` made acceptable to `provider`, and checked against that
+/// provider's rules before it is given out.
 ///
 /// # Errors
 ///
-/// Why the schema cannot be made acceptable (a reference outside the schema or to nothing, a
-/// top level that is not an object, a required part the provider cannot express).
+/// Why the schema cannot be made acceptable (not valid JSON Schema, a reference outside the
+/// schema, to nothing or to itself through references only, a top level that is not an
+/// object, a required part the provider cannot express, a result the provider would refuse).
 pub(crate) fn normalize(
     input: &Map<String, Value>,
     provider: Provider,
 ) -> Result<Normalized, String> {
     let root = Value::Object(input.clone());
+    rules::check_original(&root)?;
     let mut state = Inline { root: &root, stack: Vec::new(), cut: false };
     let inlined = state.inline(&root, 0)?;
     let mut schema = simplify(inlined)?;
     schema = top_level_object(schema)?;
-    match provider {
+    let normalized = match provider {
         Provider::OpenAi => {
-            let strict = if state.cut { None } else { strict_form(&schema) };
+            // Strict when the strict form follows strict mode's rules, else the plain form.
+            let strict = (if state.cut { None } else { strict_form(&schema) })
+                .map(ordered)
+                .filter(|strict| rules::check_converted(provider, strict, true).is_ok());
             match strict {
-                Some(strict) => Ok(Normalized {
-                    schema: Some(ordered(strict)),
-                    strict: true,
-                    json_text: vec![],
-                }),
-                None => Ok(Normalized {
+                Some(strict) => {
+                    Normalized { schema: Some(strict), strict: true, json_text: vec![] }
+                }
+                None => Normalized {
                     schema: Some(ordered(json_schema_form(schema))),
                     strict: false,
                     json_text: vec![],
-                }),
+                },
             }
         }
-        Provider::Anthropic => Ok(Normalized {
+        Provider::Anthropic => Normalized {
             schema: Some(ordered(json_schema_form(schema))),
             strict: false,
             json_text: vec![],
-        }),
+        },
         Provider::Gemini => {
             let mut json_text = Vec::new();
             let schema = gemini_form(schema, "parameters", &[], &mut json_text)?;
             let empty =
                 schema.get("properties").and_then(Value::as_object).is_none_or(Map::is_empty);
-            Ok(Normalized {
+            Normalized {
                 schema: if empty { None } else { Some(ordered(schema)) },
                 strict: false,
                 json_text,
-            })
+            }
         }
+    };
+    if let Some(schema) = &normalized.schema {
+        rules::check_converted(provider, schema, normalized.strict)?;
     }
+    Ok(normalized)
 }
 
 /// Keywords in the order a person reads them; the others follow in their own order.
@@ -191,7 +152,38 @@ struct Inline<'a> {
     cut: bool,
 }
 
-impl Inline<'_> {
+impl<'a> Inline<'a> {
+    /// What the local reference `reference` points to. A chain of references that comes back
+    /// to one of its own before reaching a schema (`A` is `$ref: B`, `B` is `$ref: A`) admits
+    /// nothing a model could send, and is an error like a dangling reference.
+    fn resolve(&self, reference: &str) -> Result<&'a Value, String> {
+        let mut chain = vec![reference];
+        let mut pointed = None;
+        loop {
+            let current = chain[chain.len() - 1];
+            let Some(pointer) = current.strip_prefix('#') else {
+                return Err(format!(
+                    "`$ref` {current} points outside the schema; only references inside it are followed"
+                ));
+            };
+            let target = self
+                .root
+                .pointer(pointer)
+                .ok_or_else(|| format!("`$ref` {current} points to nothing"))?;
+            let first = *pointed.get_or_insert(target);
+            match target.get("$ref").and_then(Value::as_str) {
+                Some(next) if chain.contains(&next) => {
+                    return Err(format!(
+                        "`$ref` {reference} refers to itself through references only ({} -> {next})",
+                        chain.join(" -> ")
+                    ));
+                }
+                Some(next) => chain.push(next),
+                None => return Ok(first),
+            }
+        }
+    }
+
     /// A copy of `value` with every local `$ref` replaced by what it points to; a branch that
     /// recurses too often or goes too deep becomes `Value::Null` (removed by `simplify`).
     fn inline(&mut self, value: &Value, depth: usize) -> Result<Value, String> {
@@ -205,15 +197,7 @@ impl Inline<'_> {
                     let Some(reference) = reference.as_str() else {
                         return Err("a `$ref` is not a string".to_owned());
                     };
-                    let Some(pointer) = reference.strip_prefix('#') else {
-                        return Err(format!(
-                            "`$ref` {reference} points outside the schema; only references inside it are followed"
-                        ));
-                    };
-                    let target = self
-                        .root
-                        .pointer(pointer)
-                        .ok_or_else(|| format!("`$ref` {reference} points to nothing"))?;
+                    let target = self.resolve(reference)?;
                     if self.stack.iter().filter(|seen| *seen == reference).count() >= MAX_REF_REPEAT
                     {
                         self.cut = true;
@@ -543,11 +527,11 @@ fn map_schema(
 fn strict_form(schema: &Value) -> Option<Value> {
     let mut properties = 0;
     let strict = strict_node(schema, 0, true, &mut properties)?;
-    (properties <= 5000).then_some(json_schema_form(strict))
+    (properties <= STRICT_MAX_PROPERTIES).then_some(json_schema_form(strict))
 }
 
 fn strict_node(schema: &Value, depth: usize, root: bool, properties: &mut usize) -> Option<Value> {
-    if depth > 10 {
+    if depth > STRICT_MAX_DEPTH {
         return None;
     }
     let object = schema.as_object()?;
@@ -595,7 +579,7 @@ fn strict_node(schema: &Value, depth: usize, root: bool, properties: &mut usize)
                 out.insert(key.clone(), item.clone());
             }
             "enum" => {
-                if item.as_array()?.len() > 1000 {
+                if item.as_array()?.len() > STRICT_MAX_ENUM {
                     return None;
                 }
                 out.insert(key.clone(), item.clone());
@@ -687,12 +671,7 @@ fn gemini_form(
                 }
             }
             "format" => {
-                let allowed: &[&str] = match kind.as_deref() {
-                    Some("string") => &["enum", "date-time"],
-                    Some("integer") => &["int32", "int64"],
-                    Some("number") => &["float", "double"],
-                    _ => &[],
-                };
+                let allowed = rules::gemini_formats(kind.as_deref());
                 if item.as_str().is_some_and(|format| allowed.contains(&format)) {
                     out.insert(key, item);
                 }
@@ -746,19 +725,12 @@ fn gemini_property(
     path: &[String],
     json_text: &mut Vec<Vec<String>>,
 ) -> Result<Value, String> {
-    let describable = match schema.get("type").and_then(Value::as_str) {
-        Some("object") => {
-            schema.get(BARE).is_none()
-                && schema
-                    .get("properties")
-                    .and_then(Value::as_object)
-                    .is_some_and(|p| !p.is_empty())
-        }
-        Some("array") => schema.get("items").is_some(),
-        Some(_) => true,
-        None => schema.get("anyOf").is_some(),
-    };
-    if describable {
+    // The branches of a union are described whole or not at all: a value offered as JSON text
+    // inside one branch could not be told apart from a string of another.
+    let branches = schema.get("anyOf").and_then(Value::as_array);
+    if gemini_describable(&schema)
+        && branches.is_none_or(|branches| branches.iter().all(gemini_describable_throughout))
+    {
         return gemini_form(schema, at, path, json_text);
     }
     json_text.push(path.to_vec());
@@ -778,4 +750,266 @@ fn gemini_property(
         out["nullable"] = Value::Bool(true);
     }
     Ok(out)
+}
+
+/// Whether Gemini's Schema can describe `schema` itself: an object with properties of its own,
+/// an array with `items`, a value of a stated type, or a union.
+fn gemini_describable(schema: &Value) -> bool {
+    match schema.get("type").and_then(Value::as_str) {
+        Some("object") => {
+            schema.get(BARE).is_none()
+                && schema
+                    .get("properties")
+                    .and_then(Value::as_object)
+                    .is_some_and(|p| !p.is_empty())
+        }
+        Some("array") => schema.get("items").is_some(),
+        Some(_) => true,
+        None => schema.get("anyOf").is_some(),
+    }
+}
+
+/// Whether Gemini's Schema can describe `schema` and every schema inside it.
+fn gemini_describable_throughout(schema: &Value) -> bool {
+    gemini_describable(schema)
+        && schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flat_map(Map::values)
+            .all(gemini_describable_throughout)
+        && schema.get("items").is_none_or(gemini_describable_throughout)
+        && schema
+            .get("anyOf")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .all(gemini_describable_throughout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PROVIDERS: [Provider; 3] = [Provider::OpenAi, Provider::Anthropic, Provider::Gemini];
+
+    fn normalized(schema: &Value, provider: Provider) -> Result<Normalized, String> {
+        normalize(schema.as_object().expect("a schema object"), provider)
+    }
+
+    /// An object schema with the one property `name`.
+    fn with_property(name: &str, property: Value) -> Value {
+        json!({"type": "object", "properties": {name: property}, "required": [name]})
+    }
+
+    #[test]
+    fn malformed_schemas_are_refused_for_every_provider_saying_where() {
+        // (what is wrong, the schema, a part of the reason)
+        let cases = [
+            ("type is a number", with_property("a", json!({"type": 5})), "/properties/a/type"),
+            (
+                "type is misspelt",
+                with_property("a", json!({"type": "strnig"})),
+                "/properties/a/type",
+            ),
+            (
+                "a type in a list is misspelt",
+                with_property("a", json!({"type": ["string", "nul"]})),
+                "/properties/a/type",
+            ),
+            (
+                "minimum is text",
+                with_property("n", json!({"type": "integer", "minimum": "x"})),
+                "/properties/n/minimum",
+            ),
+            (
+                "maxLength is negative",
+                with_property("s", json!({"type": "string", "maxLength": -1})),
+                "/properties/s/maxLength",
+            ),
+            ("enum is a number", with_property("e", json!({"enum": 3})), "/properties/e/enum"),
+            (
+                "description is a number",
+                with_property("a", json!({"type": "string", "description": 7})),
+                "/properties/a/description",
+            ),
+            (
+                "the top description is a number",
+                json!({"type": "object", "description": 7, "properties": {}}),
+                "/description",
+            ),
+            (
+                "properties is a list",
+                json!({"type": "object", "properties": ["a", "b"]}),
+                "/properties",
+            ),
+            ("properties is text", json!({"type": "object", "properties": "a"}), "/properties"),
+            (
+                "a property is a number",
+                json!({"type": "object", "properties": {"a": 5}}),
+                "/properties/a",
+            ),
+            (
+                "required is text",
+                json!({"type": "object", "properties": {"a": {}}, "required": "a"}),
+                "/required",
+            ),
+            (
+                "required holds a number",
+                json!({"type": "object", "properties": {"a": {}}, "required": [1]}),
+                "/required/0",
+            ),
+            (
+                "required names one twice",
+                json!({"type": "object", "properties": {"a": {}}, "required": ["a", "a"]}),
+                "/required",
+            ),
+            (
+                "format is a number",
+                with_property("d", json!({"type": "string", "format": 5})),
+                "/properties/d/format",
+            ),
+            (
+                "pattern is a number",
+                with_property("p", json!({"type": "string", "pattern": 5})),
+                "/properties/p/pattern",
+            ),
+            (
+                "items is a list (tuple form)",
+                with_property(
+                    "t",
+                    json!({"type": "array", "items": [{"type": "string"}, {"type": "integer"}]}),
+                ),
+                "/properties/t/items",
+            ),
+            (
+                "items is a list under draft-07",
+                json!({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "properties": {"t": {"type": "array", "items": [{"type": "string"}]}}}),
+                "not an object",
+            ),
+            ("anyOf is empty", with_property("u", json!({"anyOf": []})), "/properties/u/anyOf"),
+            (
+                "anyOf is an object",
+                with_property("u", json!({"anyOf": {"type": "string"}})),
+                "/properties/u/anyOf",
+            ),
+            (
+                "additionalProperties is text",
+                json!({"type": "object", "properties": {}, "additionalProperties": "no"}),
+                "/additionalProperties",
+            ),
+            ("a $ref is a number", with_property("r", json!({"$ref": 5})), "/properties/r/$ref"),
+            (
+                "a cycle of references",
+                json!({"type": "object", "$defs": {"A": {"$ref": "#/$defs/B"}, "B": {"$ref": "#/$defs/A"}}, "properties": {"a": {"$ref": "#/$defs/A"}}}),
+                "refers to itself through references only",
+            ),
+            (
+                "a property that is a reference to itself",
+                json!({"type": "object", "properties": {"a": {"$ref": "#/properties/a"}}}),
+                "refers to itself through references only",
+            ),
+            (
+                "a top level that is a reference to itself",
+                json!({"$ref": "#"}),
+                "refers to itself through references only",
+            ),
+            (
+                "a dangling reference",
+                with_property("a", json!({"$ref": "#/$defs/Missing"})),
+                "points to nothing",
+            ),
+            (
+                "a top level that is an array",
+                json!({"type": "array", "items": {"type": "string"}}),
+                "not an object",
+            ),
+            ("a property that admits nothing", with_property("a", json!(false)), "admits nothing"),
+        ];
+        for (what, schema, expected) in cases {
+            for provider in PROVIDERS {
+                let reason = normalized(&schema, provider)
+                    .expect_err(&format!("{what}: refused for {}", provider.as_str()));
+                assert!(reason.contains(expected), "{what} for {}: {reason}", provider.as_str());
+            }
+        }
+    }
+
+    #[test]
+    fn awkward_but_valid_schemas_convert_for_every_provider_within_its_rules() {
+        let cases = [
+            (
+                "an unknown format",
+                with_property("when", json!({"type": "string", "format": "strnig-date"})),
+            ),
+            (
+                "a recursive schema",
+                json!({"type": "object", "$defs": {"Node": {"type": "object", "properties": {"label": {"type": "string"}, "children": {"type": "array", "items": {"$ref": "#/$defs/Node"}}}, "required": ["label"]}}, "properties": {"root": {"$ref": "#/$defs/Node"}}, "required": ["root"]}),
+            ),
+            (
+                "a chain of references that ends",
+                json!({"type": "object", "$defs": {"A": {"$ref": "#/$defs/B"}, "B": {"type": "integer"}}, "properties": {"a": {"$ref": "#/$defs/A"}}}),
+            ),
+            (
+                "a reference to the top",
+                json!({"type": "object", "properties": {"name": {"type": "string"}, "parent": {"$ref": "#"}}}),
+            ),
+            (
+                "nullable forms",
+                json!({"type": "object", "properties": {"a": {"type": ["string", "null"]}, "b": {"anyOf": [{"type": "integer"}, {"type": "null"}]}, "c": {"enum": ["x", null]}}}),
+            ),
+            (
+                "enums on numbers and a const",
+                json!({"type": "object", "properties": {"level": {"type": "integer", "enum": [1, 2]}, "kind": {"const": "fixed"}}}),
+            ),
+            (
+                "true and empty schemas",
+                json!({"type": "object", "properties": {"any": true, "also": {}}}),
+            ),
+            (
+                "a free-form object",
+                json!({"type": "object", "properties": {"payload": {"type": "object", "additionalProperties": true}}, "required": ["payload"]}),
+            ),
+            (
+                "allOf and oneOf",
+                json!({"type": "object", "properties": {"a": {"allOf": [{"type": "object", "properties": {"x": {"type": "string"}}}, {"properties": {"y": {"type": "number"}}}]}, "b": {"oneOf": [{"type": "string"}, {"type": "boolean"}]}}}),
+            ),
+            (
+                "draft-07 definitions",
+                json!({"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"S": {"type": "string"}}, "type": "object", "properties": {"s": {"$ref": "#/definitions/S"}}}),
+            ),
+            ("no type at the top", json!({"properties": {"q": {"type": "string"}}})),
+            ("nothing at all", json!({})),
+            (
+                "a union with a free-form branch",
+                json!({"type": "object", "properties": {"data": {"anyOf": [{"type": "object", "additionalProperties": true}, {"type": "array", "items": {"type": "object"}}]}}}),
+            ),
+        ];
+        for (what, schema) in cases {
+            for provider in PROVIDERS {
+                let converted = normalized(&schema, provider)
+                    .unwrap_or_else(|reason| panic!("{what} for {}: {reason}", provider.as_str()));
+                if let Some(out) = &converted.schema {
+                    assert_eq!(
+                        rules::check_converted(provider, out, converted.strict),
+                        Ok(()),
+                        "{what} for {}: {out}",
+                        provider.as_str()
+                    );
+                }
+            }
+        }
+        // An unknown format keeps an OpenAI tool out of strict mode and out of Gemini's schema.
+        let unknown = with_property("when", json!({"type": "string", "format": "strnig-date"}));
+        assert!(!normalized(&unknown, Provider::OpenAi).unwrap().strict);
+        let gemini = normalized(&unknown, Provider::Gemini).unwrap().schema.unwrap();
+        assert_eq!(gemini["properties"]["when"], json!({"type": "STRING"}));
+        let known = with_property("when", json!({"type": "string", "format": "date"}));
+        assert!(normalized(&known, Provider::OpenAi).unwrap().strict);
+        // A union Gemini cannot describe in every branch is offered whole as JSON text.
+        let union = json!({"type": "object", "properties": {"data": {"anyOf": [{"type": "object"}, {"type": "string"}]}}});
+        let gemini = normalized(&union, Provider::Gemini).unwrap();
+        assert_eq!(gemini.json_text, [vec!["data".to_owned()]]);
+        assert_eq!(gemini.schema.unwrap()["properties"]["data"]["type"], "STRING");
+    }
 }

@@ -72,6 +72,40 @@ fn orca_tools_prints_a_table_json_and_each_providers_format() {
 }
 
 #[test]
+fn orca_tools_lists_only_schemas_each_provider_accepts_and_names_the_malformed_on_stderr() {
+    let setup = bare();
+    let server = format!("{} --broken", awkward_path());
+    let (code, openai, stderr) = run(&setup, &["tools", "--stdio", &server, "--format", "openai"]);
+    assert_eq!(code, 0, "{stderr}");
+    let openai = json_of(&openai);
+    let tools = openai.as_array().unwrap();
+    // The twelve of before and the odd but valid `unknown_format`.
+    assert_eq!(tools.len(), 13);
+    for tool in tools {
+        let function = &tool["function"];
+        let mut found = Vec::new();
+        crate::support::fake_llm_tools::check_parameters(
+            &function["parameters"],
+            function["strict"] == true,
+            &mut found,
+        );
+        assert_eq!(found, Vec::<String>::new(), "OpenAI would refuse {}", function["name"]);
+    }
+    for name in crate::client_sdk::BROKEN {
+        assert!(!openai.to_string().contains(&format!("\"{name}\"")), "{name} is not offered");
+        assert!(stderr.contains(name), "{name} is named as set aside: {stderr}");
+    }
+    for (format, listed) in [("anthropic", ""), ("gemini", "/functionDeclarations")] {
+        let (code, stdout, stderr) =
+            run(&setup, &["tools", "--stdio", &server, "--format", format]);
+        assert_eq!(code, 0, "{stderr}");
+        let tools = json_of(&stdout).pointer(listed).unwrap().as_array().unwrap().len();
+        assert_eq!(tools, 13, "{format}");
+        assert!(crate::client_sdk::BROKEN.iter().all(|name| stderr.contains(name)), "{stderr}");
+    }
+}
+
+#[test]
 fn orca_call_exits_0_on_success_1_on_an_error_result_and_2_on_usage_errors() {
     let setup = bare();
     let upstream = fixture_binary("orca-test-upstream").display().to_string();
@@ -295,6 +329,41 @@ async fn ask_runs_the_tool_calls_a_model_asks_for_and_prints_its_answer() {
 }
 
 #[tokio::test]
+async fn ask_completes_with_the_good_tools_when_some_schemas_are_malformed() {
+    let fake = FakeLlm::start().await;
+    let names = awkward_names().await;
+    let dot = names.cleaned("db.query").unwrap().to_owned();
+    fake.script(
+        Wire::OpenAi,
+        [Reply::ToolCalls(vec![(dot, json!({"sql": "SELECT 2"}))]), Reply::Text("Two.".to_owned())],
+    );
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let server =
+        format!("env FIXTURE_CALL_LOG={} {} --broken", log.path().display(), awkward_path());
+    let (code, stdout, stderr) =
+        run(&bare().with_fake_llm(&fake), &["ask", "What is two?", "--stdio", &server]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), "Two.");
+    assert_eq!(fake.violations(), Vec::<String>::new());
+    let calls = std::fs::read_to_string(log.path()).unwrap();
+    assert!(calls.contains("\"tool\":\"db.query\""), "{calls}");
+    let requests = openai_requests(&fake);
+    assert_eq!(requests.len(), 2);
+    for request in &requests {
+        let offered: Vec<&str> = request["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|tool| tool["function"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(offered.len(), 13, "{offered:?}");
+        assert!(offered.contains(&"unknown_format"), "{offered:?}");
+        assert!(!offered.iter().any(|name| name.starts_with("broken_")), "{offered:?}");
+    }
+    assert!(crate::client_sdk::BROKEN.iter().all(|name| stderr.contains(name)), "{stderr}");
+}
+
+#[tokio::test]
 async fn ask_gives_invalid_arguments_back_to_the_model_without_calling_the_tool() {
     let fake = FakeLlm::start().await;
     fake.script(
@@ -455,6 +524,21 @@ async fn the_fake_refuses_malformed_tools_and_tool_messages_like_the_real_api() 
             Some("'additionalProperties' is required"),
         ),
         (json!([user]), json!([echo, echo]), Some("duplicate function name")),
+        (
+            json!([user]),
+            json!([{"type": "function", "function": {"name": "typo", "parameters": {"type": "object", "properties": {"a": {"type": "strnig"}}}}}]),
+            Some("\"strnig\" is not valid under any of the given schemas"),
+        ),
+        (
+            json!([user]),
+            json!([{"type": "function", "function": {"name": "number", "parameters": {"type": "object", "properties": {"a": {"type": 5}}}}}]),
+            Some("5 is not valid under any of the given schemas"),
+        ),
+        (
+            json!([user]),
+            json!([{"type": "function", "function": {"name": "bound", "parameters": {"type": "object", "properties": {"n": {"type": "integer", "minimum": "x"}}}}}]),
+            Some("/properties/n/minimum"),
+        ),
     ];
     for (messages, tools, expected) in cases {
         let before = fake.violations().len();

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use orca::client::{Converted, Executor, McpClient, McpError, Provider, ToolFilter};
+use orca::client::{Converted, ConvertedTool, Executor, McpClient, McpError, Provider, ToolFilter};
 use serde_json::{Value, json};
 
 use crate::support::OrcaSetup;
@@ -87,6 +87,8 @@ fn check_provider_rules(converted: &Converted) {
             }
             Provider::Anthropic => {
                 assert_eq!(parameters["type"], "object", "{name}");
+                let valid = jsonschema::draft202012::meta::validate(parameters);
+                assert!(valid.is_ok(), "{name}: not JSON Schema draft 2020-12: {valid:?}");
                 for node in &all {
                     if node["type"] == "object" {
                         assert!(
@@ -130,8 +132,29 @@ fn check_provider_rules(converted: &Converted) {
                     }
                     if let Some(kind) = node.get("type") {
                         assert!(
-                            kind.is_string()
-                                && kind.as_str().unwrap().chars().all(|c| c.is_ascii_uppercase()),
+                            ["STRING", "NUMBER", "INTEGER", "BOOLEAN", "ARRAY", "OBJECT", "NULL"]
+                                .contains(&kind.as_str().unwrap_or_default()),
+                            "{name}: not one of Gemini's types: {node}"
+                        );
+                    }
+                    for key in ["description", "title", "pattern", "format"] {
+                        assert!(
+                            node.get(key).is_none_or(Value::is_string),
+                            "{name}: {key}: {node}"
+                        );
+                    }
+                    for key in ["minimum", "maximum"] {
+                        assert!(
+                            node.get(key).is_none_or(Value::is_number),
+                            "{name}: {key}: {node}"
+                        );
+                    }
+                    if let Some(required) = node.get("required") {
+                        let properties = node["properties"].as_object().unwrap();
+                        assert!(
+                            required.as_array().unwrap().iter().all(|required| required
+                                .as_str()
+                                .is_some_and(|required| properties.contains_key(required))),
                             "{name}: {node}"
                         );
                     }
@@ -217,6 +240,53 @@ async fn awkward_tools_convert_for_every_provider_and_only_the_unconvertible_are
     insta::assert_json_snapshot!("client_awkward_openai", snapshot_of(&openai));
     insta::assert_json_snapshot!("client_awkward_anthropic", snapshot_of(&anthropic));
     insta::assert_json_snapshot!("client_awkward_gemini", snapshot_of(&gemini));
+    client.close().await;
+}
+
+/// The malformed tools of `orca-test-awkward --broken`, in listing order.
+pub(crate) const BROKEN: &[&str] = &[
+    "broken_type_number",
+    "broken_type_typo",
+    "broken_minimum",
+    "broken_enum",
+    "broken_description",
+    "broken_properties",
+    "broken_required",
+    "broken_tuple",
+    "broken_cycle",
+];
+
+#[tokio::test]
+async fn malformed_schemas_are_set_aside_for_every_provider_and_the_others_still_convert() {
+    let path = fixture_binary("orca-test-awkward");
+    let client = McpClient::stdio(path.to_str().unwrap(), &["--broken"]).await.unwrap();
+    assert_eq!(client.list_tools().await.unwrap().len(), 13 + BROKEN.len() + 1);
+    for provider in [Provider::OpenAi, Provider::Anthropic, Provider::Gemini] {
+        let converted = client.convert(provider, &ToolFilter::new()).await.unwrap();
+        check_provider_rules(&converted);
+        let set_aside: Vec<&str> =
+            converted.set_aside.iter().map(|tool| tool.name.as_str()).collect();
+        let mut expected = vec!["remote_ref"];
+        expected.extend(BROKEN);
+        assert_eq!(set_aside, expected, "{provider:?}");
+        // The twelve tools of before, and the odd but valid one.
+        assert_eq!(converted.tools.len(), 13, "{provider:?}");
+        assert!(converted.tools.iter().any(|tool| tool.original_name == "unknown_format"));
+        // Each reason says where the schema is wrong.
+        let reason = |name: &str| {
+            converted.set_aside.iter().find(|tool| tool.name == name).unwrap().reason.clone()
+        };
+        assert!(reason("broken_type_typo").contains("/properties/a/type"), "{provider:?}");
+        assert!(reason("broken_minimum").contains("/properties/n/minimum"), "{provider:?}");
+        assert!(reason("broken_tuple").contains("/properties/t/items"), "{provider:?}");
+        assert!(reason("broken_cycle").contains("refers to itself"), "{provider:?}");
+    }
+    // The same listing, without `--broken`, converts as before (the snapshots above).
+    let openai = client.as_openai_tools(&ToolFilter::new()).await.unwrap();
+    let plain = awkward().await.as_openai_tools(&ToolFilter::new()).await.unwrap();
+    let before: Vec<&ConvertedTool> =
+        openai.tools.iter().filter(|tool| tool.original_name != "unknown_format").collect();
+    assert_eq!(before, plain.tools.iter().collect::<Vec<_>>());
     client.close().await;
 }
 

@@ -1,5 +1,5 @@
 //! Tool calling on the fake OpenAI wire: the rules the real Chat Completions API applies to
-//! `tools` (names, parameter schemas, strict mode), to assistant `tool_calls` and to `tool`
+//! `tools` (names, parameter schemas valid under JSON Schema's meta-schema, strict mode), to assistant `tool_calls` and to `tool`
 //! messages (each answers a call the fake issued, right after the message that asked for it,
 //! and every call is answered), and the answer that asks for tool calls. Messages are the real
 //! API's where known.
@@ -256,8 +256,15 @@ pub(crate) fn check_parameters(parameters: &Value, strict: bool, found: &mut Vec
             found.push(format!("schema must have type 'object' and not have 'oneOf'/'anyOf'/'allOf'/'enum'/'not' at the top level (found '{keyword}')."));
         }
     }
+    // OpenAI validates the parameters against JSON Schema's meta-schema before anything else.
+    if let Err(error) = jsonschema::draft202012::meta::validate(parameters) {
+        found.push(format!("{error} (at '{}').", error.instance_path().as_str()));
+    }
     check_node(parameters, "()", strict, 0, found);
 }
+
+/// JSON Schema's types.
+const TYPES: &[&str] = &["string", "number", "integer", "boolean", "array", "object", "null"];
 
 /// The keywords strict mode supports.
 const STRICT_KEYWORDS: &[&str] = &[
@@ -299,6 +306,15 @@ fn check_node(schema: &Value, context: &str, strict: bool, depth: usize, found: 
         Some(Value::Array(kinds)) => kinds.iter().filter_map(Value::as_str).collect(),
         _ => Vec::new(),
     };
+    let known = |kind: &Value| kind.as_str().is_some_and(|kind| TYPES.contains(&kind));
+    match object.get("type") {
+        None => {}
+        Some(Value::Array(kinds)) if !kinds.is_empty() && kinds.iter().all(known) => {}
+        Some(kind) if known(kind) => {}
+        Some(kind) => found.push(format!(
+            "In context={context}, {kind} is not valid under any of the given schemas."
+        )),
+    }
     if types.contains(&"object") {
         let properties = object.get("properties").and_then(Value::as_object);
         if properties.is_none() {
@@ -542,6 +558,9 @@ pub(crate) fn check_anthropic_tools_and_sequence(body: &Map<String, Value>) -> V
                 problems.push(bad(format!("tools: Tool names must be unique ({name})")));
             }
             match tool.get("input_schema") {
+                Some(schema) if jsonschema::draft202012::meta::validate(schema).is_err() => {
+                    problems.push(bad(format!("{at}.custom.input_schema: JSON schema is invalid. It must match JSON Schema draft 2020-12 (https://json-schema.org/draft/2020-12). Learn more about tool use at https://docs.claude.com/en/docs/tool-use.")))
+                }
                 Some(schema) if schema.get("type").and_then(Value::as_str) == Some("object") => {}
                 Some(_) => {
                     problems.push(bad(format!("{at}.input_schema.type: Input should be 'object'")))
