@@ -28,8 +28,8 @@ pub use classify::{
     Classification, Effect, ParseError, QualifiedName, Statement, StatementKind, classify,
 };
 pub(crate) use confirm::{
-    ApprovalRequest, ApproveError, ApprovedWrite, Binding, ConfirmError, Minted, Secret,
-    approval_request, approve, mint, pending_approvals, redeem_approval, redeem_token,
+    ApprovalRequest, ApproveError, Binding, ConfirmError, Minted, Secret, approve, mint,
+    pending_approvals, redeem_approval, redeem_token,
 };
 pub(crate) use confirm::{TokenCheck, check_token, token_text};
 pub(crate) use introspect::{DatabaseSchema, introspect};
