@@ -133,7 +133,7 @@ struct ApproveArgs {
     #[arg(long, group = "which")]
     list: bool,
 
-    /// Who approves, recorded with the approval [default: $USER]
+    /// Who approves, recorded with the approval; never the principal that asked for the write [default: $USER]
     #[arg(long, value_name = "NAME")]
     by: Option<String>,
 }
@@ -672,6 +672,12 @@ async fn approve_with(
         Ok(request) => {
             print(&output::approved(&request));
             Ok(ExitCode::SUCCESS)
+        }
+        Err(error @ crate::sql::ApproveError::OwnRequest(_)) => {
+            print_error(&format!(
+                "error: {error}; pass `--by NAME` with the name of the person approving"
+            ));
+            Ok(ExitCode::from(1))
         }
         Err(crate::sql::ApproveError::NotFound(id)) => {
             print_error(&format!(

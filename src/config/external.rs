@@ -257,6 +257,18 @@ pub(crate) fn parse(
             ));
         }
     }
+    // `p` and `p_x` would both expose `p_x_y` (`p` + `x_y`, `p_x` + `y`): one server could take
+    // another's tool when its list changes.
+    for (prefix, key) in &prefixes {
+        let nested = format!("{prefix}_");
+        for (other_prefix, other_key) in &prefixes {
+            if other_prefix.starts_with(&nested) {
+                errors.push(format!(
+                    "{label}: mcps.{other_key}: prefix `{other_prefix}` starts with `{nested}`, the prefix of `{key}` and its separator, so their tool names could collide; set prefixes where neither is the other plus `_`"
+                ));
+            }
+        }
+    }
     servers
 }
 
@@ -771,6 +783,11 @@ mod tests {
             "mcps:\n  a:\n    command: x\n    prefix: p\n  b:\n    command: x\n    prefix: p\n",
         );
         assert!(errors[0].contains("prefix `p`"), "{errors:?}");
+        let errors = parse_errors(
+            "mcps:\n  a:\n    command: x\n    prefix: p\n  b:\n    command: x\n    prefix: p_x\n  c:\n    command: x\n    prefix: px\n  d:\n    command: x\n    prefix: p-x\n",
+        );
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].contains("mcps.b: prefix `p_x` starts with `p_`"), "{errors:?}");
         let server = &parse_ok("mcps:\n  my-server:\n    command: x\n", &[])[0];
         assert_eq!(server.prefix, "my-server");
         assert_eq!(server.timeout, Duration::from_secs(30));

@@ -139,7 +139,7 @@ impl Runner {
         if let Some(model) = &self.model {
             arguments.insert("llm_model".into(), Value::from(model.clone()));
         }
-        let context = CallContext { principal: self.principal.clone(), elicitor: None };
+        let context = CallContext { principal: self.principal.clone() };
         let started = Instant::now();
         let called = self.server.call("generate_sql", Some(arguments.clone()), &context).await;
         let elapsed = started.elapsed();

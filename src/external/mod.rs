@@ -44,6 +44,56 @@ pub(crate) enum StartError {
     ToolCollision { tool: String, first: String, second: String },
 }
 
+impl StartError {
+    /// The server whose tool was left out.
+    fn newcomer(&self) -> &str {
+        match self {
+            StartError::ToolCollision { second, .. } => second,
+        }
+    }
+}
+
+/// Who serves each exposed name: `names[server]` lists each server's exposed tool names in its
+/// catalog's order. A name served in `previous` stays with its server while that server still
+/// lists it; then every other name goes to the first server (in configuration order) listing
+/// it, unless an internal tool has it. Returns the index and, for each name left out, the name,
+/// who has it (`None`: an internal tool) and the server left without it.
+fn assign_names(
+    previous: &HashMap<String, (usize, usize)>,
+    names: &[Vec<&str>],
+    internal: &HashSet<String>,
+) -> (HashMap<String, (usize, usize)>, Vec<(String, Option<usize>, usize)>) {
+    let mut index: HashMap<String, (usize, usize)> = HashMap::new();
+    for (name, &(server, _)) in previous {
+        let still_listed = names.get(server).and_then(|list| list.iter().position(|n| n == name));
+        if let Some(position) = still_listed
+            && !internal.contains(name)
+        {
+            index.insert(name.clone(), (server, position));
+        }
+    }
+    let mut collisions = Vec::new();
+    for (server, list) in names.iter().enumerate() {
+        for (position, &name) in list.iter().enumerate() {
+            let owner = if internal.contains(name) {
+                Some(None)
+            } else {
+                index.get(name).map(|&owner| Some(owner))
+            };
+            match owner {
+                None => {
+                    index.insert(name.to_owned(), (server, position));
+                }
+                Some(Some(owner)) if owner == (server, position) => {}
+                Some(owner) => {
+                    collisions.push((name.to_owned(), owner.map(|(first, _)| first), server));
+                }
+            }
+        }
+    }
+    (index, collisions)
+}
+
 /// Counters of list changes, one per list, that orca's client sessions watch.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Changes {
@@ -164,7 +214,7 @@ impl ExternalServers {
             set.upstreams.iter().map(|upstream| upstream.wait_first_attempt(deadline)),
         )
         .await;
-        let (index, collisions) = set.build_index();
+        let (index, collisions) = set.build_index(&Index::default());
         if let Some(collision) = collisions.into_iter().next() {
             set.shutdown().await;
             drop(tasks);
@@ -192,9 +242,10 @@ impl ExternalServers {
                     match event {
                         Event::Status => self.publish_directory(),
                         Event::Catalog => {
-                            let (index, collisions) = self.build_index();
+                            let previous = self.index.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
+                            let (index, collisions) = self.build_index(&previous);
                             for collision in collisions {
-                                tracing::warn!("{collision}; the later tool is left out");
+                                tracing::warn!("{collision}; the tool of `{}` is left out", collision.newcomer());
                             }
                             *self.index.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(index);
                             self.publish_directory();
@@ -233,36 +284,31 @@ impl ExternalServers {
         [hash(&tools), hash(&self.prompts()), hash(&(self.resources(), self.resource_templates()))]
     }
 
-    /// Build the index of exposed tool names; a name already taken (by an internal tool or an
-    /// earlier server) is left out and reported.
-    fn build_index(&self) -> (Index, Vec<StartError>) {
-        let mut index = Index::default();
-        let mut collisions = Vec::new();
-        for (server_index, upstream) in self.upstreams.iter().enumerate() {
-            let catalog = upstream.catalog();
-            for (tool_index, tool) in catalog.tools.iter().enumerate() {
-                let name = tool.tool.name.to_string();
-                let taken_by = if self.internal_tools.contains(&name) {
-                    Some("an internal server".to_owned())
-                } else {
-                    index
-                        .tools
-                        .get(&name)
-                        .map(|(other, _)| self.upstreams[*other].config.key.clone())
-                };
-                match taken_by {
-                    Some(first) => collisions.push(StartError::ToolCollision {
-                        tool: name,
-                        first,
-                        second: upstream.config.key.clone(),
-                    }),
-                    None => {
-                        index.tools.insert(name, (server_index, tool_index));
-                    }
-                }
-            }
-        }
-        (index, collisions)
+    /// Build the index of exposed tool names from the servers' current catalogs. A name keeps
+    /// the server that serves it in `previous` for as long as that server lists it, so a
+    /// server whose list changes never takes a name from another while it is served; the
+    /// others are taken in configuration order. A name already taken (by an internal tool or
+    /// another server) is left out and reported.
+    fn build_index(&self, previous: &Index) -> (Index, Vec<StartError>) {
+        let catalogs: Vec<Arc<upstream::Catalog>> =
+            self.upstreams.iter().map(|upstream| upstream.catalog()).collect();
+        let names: Vec<Vec<&str>> = catalogs
+            .iter()
+            .map(|catalog| catalog.tools.iter().map(|tool| tool.tool.name.as_ref()).collect())
+            .collect();
+        let (tools, collisions) = assign_names(&previous.tools, &names, &self.internal_tools);
+        let collisions = collisions
+            .into_iter()
+            .map(|(tool, first, second)| StartError::ToolCollision {
+                tool,
+                first: first.map_or_else(
+                    || "an internal server".to_owned(),
+                    |server| self.upstreams[server].config.key.clone(),
+                ),
+                second: self.upstreams[second].config.key.clone(),
+            })
+            .collect();
+        (Index { tools }, collisions)
     }
 
     fn publish_directory(&self) {
@@ -276,14 +322,20 @@ impl ExternalServers {
     fn summary(&self, upstream: &Upstream) -> ServerSummary {
         let catalog = upstream.catalog();
         let index = self.index.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
-        let tools: Vec<String> = catalog
-            .tools
-            .iter()
-            .map(|tool| tool.tool.name.to_string())
-            .filter(|name| {
-                index.tools.get(name).is_some_and(|(server, _)| *server == upstream.index)
-            })
-            .collect();
+        let mut tools = Vec::new();
+        let mut left_out = Vec::new();
+        for (position, tool) in catalog.tools.iter().enumerate() {
+            let name = tool.tool.name.to_string();
+            match index.tools.get(&name) {
+                Some(&owner) if owner == (upstream.index, position) => tools.push(name),
+                Some(&(server, _)) if server != upstream.index => left_out.push(serde_json::json!({
+                    "tool": name,
+                    "taken_by": self.upstreams[server].config.key,
+                })),
+                Some(_) => left_out.push(serde_json::json!({ "tool": name, "taken_by": "a tool of the same name on this server" })),
+                None => left_out.push(serde_json::json!({ "tool": name, "taken_by": "an internal server" })),
+            }
+        }
         let status = upstream.status();
         let capabilities = match &status {
             Status::Running(connection) => ServerCapabilitiesSummary {
@@ -304,6 +356,11 @@ impl ExternalServers {
             name: config.key.clone(),
             kind: "external",
             status: status.describe(),
+            version: catalog
+                .server_info
+                .as_ref()
+                .map(|info| info.version.clone())
+                .filter(|version| !version.is_empty()),
             description: match upstream_name {
                 Some(name) => format!(
                     "{} (Enhanced): {name} via {}",
@@ -325,6 +382,7 @@ impl ExternalServers {
                 "restarts": upstream.restarts.load(std::sync::atomic::Ordering::Relaxed),
                 "declared_capabilities": config.capabilities,
                 "upstream_server": catalog.server_info.as_ref().map(|info| serde_json::json!({"name": info.name, "version": info.version})),
+                "left_out_tools": left_out,
             })),
         }
     }
@@ -334,11 +392,11 @@ impl ExternalServers {
         let index = self.index.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
         let mut out = Vec::new();
         for upstream in &self.upstreams {
-            for tool in &upstream.catalog().tools {
+            for (position, tool) in upstream.catalog().tools.iter().enumerate() {
                 if index
                     .tools
                     .get(tool.tool.name.as_ref())
-                    .is_some_and(|(server, _)| *server == upstream.index)
+                    .is_some_and(|&owner| owner == (upstream.index, position))
                 {
                     out.push((tool.tool.clone(), tool.verb));
                 }
@@ -391,6 +449,13 @@ impl ExternalServers {
             }
         }
         None
+    }
+
+    /// The key of the server whose resource URI this is, if any.
+    pub(crate) fn resource_server(&self, uri: &str) -> Option<String> {
+        let (prefix, _) = names::split_uri(uri)?;
+        let upstream = self.upstreams.iter().find(|upstream| upstream.config.prefix == prefix)?;
+        Some(upstream.config.key.clone())
     }
 
     /// `None` when the URI is not one of an external server's.
@@ -509,5 +574,66 @@ impl ExternalServers {
         for task in tasks {
             let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn previous(entries: &[(&str, usize, usize)]) -> HashMap<String, (usize, usize)> {
+        entries
+            .iter()
+            .map(|&(name, server, position)| (name.to_owned(), (server, position)))
+            .collect()
+    }
+
+    #[test]
+    fn a_served_name_keeps_its_server_when_an_earlier_server_starts_listing_it() {
+        let internal = HashSet::from(["list_servers".to_owned()]);
+        // Server 1 served `p_x_y`; then server 0 (earlier in the configuration) lists it too.
+        let before = previous(&[("p_a", 0, 0), ("p_x_y", 1, 0)]);
+        let names = vec![vec!["p_a", "p_x_y"], vec!["p_x_y", "q_b"]];
+        let (index, collisions) = assign_names(&before, &names, &internal);
+        assert_eq!(index["p_x_y"], (1, 0), "the server that served it keeps it");
+        assert_eq!(index["p_a"], (0, 0));
+        assert_eq!(index["q_b"], (1, 1));
+        assert_eq!(collisions, vec![("p_x_y".to_owned(), Some(1), 0)], "the newcomer is left out");
+    }
+
+    #[test]
+    fn a_name_no_longer_listed_goes_to_the_next_server_in_configuration_order() {
+        let before = previous(&[("t", 1, 0)]);
+        let names = vec![vec!["t"], vec!["u"], vec!["t"]];
+        let (index, collisions) = assign_names(&before, &names, &HashSet::new());
+        assert_eq!(index["t"], (0, 0));
+        assert_eq!(collisions, vec![("t".to_owned(), Some(0), 2)]);
+    }
+
+    #[test]
+    fn at_start_the_first_server_wins_and_internal_names_are_never_taken() {
+        let internal = HashSet::from(["list_servers".to_owned()]);
+        let names = vec![vec!["list_servers", "a", "a"], vec!["a", "b"]];
+        let (index, collisions) = assign_names(&HashMap::new(), &names, &internal);
+        assert!(!index.contains_key("list_servers"));
+        assert_eq!(index["a"], (0, 1));
+        assert_eq!(index["b"], (1, 1));
+        assert_eq!(
+            collisions,
+            vec![
+                ("list_servers".to_owned(), None, 0),
+                ("a".to_owned(), Some(0), 0),
+                ("a".to_owned(), Some(0), 1),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_server_that_moves_a_name_within_its_list_keeps_it_at_the_new_position() {
+        let before = previous(&[("t", 1, 0)]);
+        let names = vec![vec!["t"], vec!["u", "t"]];
+        let (index, collisions) = assign_names(&before, &names, &HashSet::new());
+        assert_eq!(index["t"], (1, 1));
+        assert_eq!(collisions, vec![("t".to_owned(), Some(1), 0)]);
     }
 }

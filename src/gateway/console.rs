@@ -137,7 +137,8 @@ pub(crate) async fn executions(
 }
 
 /// `GET /console/api/approvals`: the writes waiting for a person that this caller may approve
-/// or asked for, each with `can_approve` (the key holds every verb the write needs).
+/// or asked for, each with `can_approve` (the key holds every verb the write needs and did not
+/// ask for it).
 pub(crate) async fn approvals(State(state): State<AppState>, request: Request) -> Response {
     let Some(principal) = principal_of(&request) else {
         return missing_principal();
@@ -153,10 +154,11 @@ pub(crate) async fn approvals(State(state): State<AppState>, request: Request) -
     let approvals: Vec<_> = pending
         .into_iter()
         .filter_map(|request| {
-            let can_approve = request
-                .required_verbs
-                .iter()
-                .all(|verb| principal.verbs.iter().any(|held| held.as_str() == verb));
+            let can_approve = request.principal != principal.name
+                && request
+                    .required_verbs
+                    .iter()
+                    .all(|verb| principal.verbs.iter().any(|held| held.as_str() == verb));
             let visible = whose.is_none_or(|name| name == request.principal) || can_approve;
             visible.then(|| json!({ "request": request, "can_approve": can_approve }))
         })

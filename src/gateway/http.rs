@@ -451,7 +451,8 @@ async fn feedback_body(state: &AppState, principal: Option<Principal>, body: &By
 }
 
 /// `POST /approvals/<id>`: a person approves a write announced by a dry run (with
-/// `sql.write_confirmation: human`). The API key must hold every verb the write needs.
+/// `sql.write_confirmation: human`). The API key must hold every verb the write needs and must
+/// not be the one that asked for the write.
 async fn approve(
     State(state): State<AppState>,
     axum::extract::Path(id): axum::extract::Path<String>,
@@ -490,6 +491,12 @@ async fn approve(
             ErrorCode::Unauthorized,
             &error.to_string(),
             Some("approve with an API key that holds these verbs"),
+        ),
+        Err(error @ crate::sql::ApproveError::OwnRequest(_)) => error_response(
+            StatusCode::FORBIDDEN,
+            ErrorCode::Unauthorized,
+            &error.to_string(),
+            Some("approve with the API key of another person who holds the write's verbs"),
         ),
         Err(crate::sql::ApproveError::Unavailable) => {
             let mut response = error_response(

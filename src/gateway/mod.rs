@@ -22,8 +22,8 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
     GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents,
-    ServerCapabilities, ServerConfig, Tool,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, RequestMetaObject,
+    ResourceContents, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use serde_json::{Map, Value};
@@ -170,13 +170,13 @@ fn http_parts(context: &RequestContext<RoleServer>) -> Option<&::http::request::
     context.extensions.get::<::http::request::Parts>()
 }
 
-/// `_meta.<key>` of the call, as a string, from the params or the request context.
+/// `_meta.<key>` of a request, as a string, from its params or the request context.
 fn meta_string(
-    request: &CallToolRequestParams,
+    request_meta: Option<&RequestMetaObject>,
     context: &RequestContext<RoleServer>,
     key: &str,
 ) -> Option<String> {
-    let from_params = request.meta.as_ref().and_then(|meta| meta.get(key)).and_then(Value::as_str);
+    let from_params = request_meta.and_then(|meta| meta.get(key)).and_then(Value::as_str);
     let from_context = context.meta.get(key).and_then(Value::as_str);
     from_params
         .or(from_context)
@@ -190,8 +190,11 @@ fn header_string(context: &RequestContext<RoleServer>, name: &str) -> Option<Str
 }
 
 /// The W3C trace id of an incoming `traceparent`, or a fresh one.
-fn trace_id(request: &CallToolRequestParams, context: &RequestContext<RoleServer>) -> String {
-    let incoming = meta_string(request, context, "traceparent")
+fn trace_id(
+    request_meta: Option<&RequestMetaObject>,
+    context: &RequestContext<RoleServer>,
+) -> String {
+    let incoming = meta_string(request_meta, context, "traceparent")
         .or_else(|| header_string(context, "traceparent"));
     if let Some(traceparent) = incoming {
         let parts: Vec<&str> = traceparent.split('-').collect();
@@ -322,6 +325,74 @@ impl Gateway {
 
 fn status_of(error: &ToolError) -> ExecutionStatus {
     if error.code == ErrorCode::Timeout { ExecutionStatus::Timeout } else { ExecutionStatus::Error }
+}
+
+/// A resource read, recorded like a tool call under the tool name `resources/read`.
+struct ResourceRead {
+    server: String,
+    uri: String,
+    trace_id: String,
+    execution_id: Uuid,
+    feedback_token: Uuid,
+}
+
+impl Gateway {
+    /// Hand a resource read to tracking: its URI as the arguments, the result (or the error) as
+    /// the response.
+    fn record_read(
+        &self,
+        read: ResourceRead,
+        principal: &Principal,
+        request: &ReadResourceRequestParams,
+        context: &RequestContext<RoleServer>,
+        started: Instant,
+        outcome: Result<String, ToolError>,
+    ) {
+        let now = Utc::now();
+        let max_bytes = self.state.config.tracking.max_response_bytes;
+        let (response_data, response_bytes, status, error) = match outcome {
+            Ok(text) => {
+                let (payload, bytes) = cut_text(text, max_bytes);
+                (payload, bytes, ExecutionStatus::Success, None)
+            }
+            Err(tool_error) => {
+                let text =
+                    serde_json::to_string(&tool_error.to_json(&read.trace_id)).unwrap_or_default();
+                let (payload, bytes) = cut_text(text, max_bytes);
+                (payload, bytes, status_of(&tool_error), Some(tool_error))
+            }
+        };
+        let failures = Failure::for_attempts(&[], error.as_ref(), &read.trace_id, now);
+        self.state.tracker.record(Execution {
+            id: read.execution_id,
+            server: read.server,
+            tool: "resources/read".to_owned(),
+            upstream_tool: None,
+            principal: principal.name.clone(),
+            user_id: meta_string(request.meta.as_ref(), context, "user_id"),
+            agent_id: meta_string(request.meta.as_ref(), context, "agent_id")
+                .or_else(|| header_string(context, "x-agent-id")),
+            session_id: header_string(context, "mcp-session-id"),
+            transport: self.transport.as_str().to_owned(),
+            trace_id: read.trace_id,
+            request_data: serde_json::json!({ "uri": read.uri }),
+            response_data: Some(response_data),
+            response_bytes,
+            llm_provider: None,
+            llm_model: None,
+            llm_prompt_tokens: None,
+            llm_completion_tokens: None,
+            llm_latency_ms: None,
+            execution_time_ms: i32::try_from(started.elapsed().as_millis()).unwrap_or(i32::MAX),
+            status,
+            error_code: error.as_ref().map(|tool_error| tool_error.code.as_str().to_owned()),
+            error_message: error.map(|tool_error| tool_error.message),
+            feedback_token: read.feedback_token,
+            created_at: now,
+            failures,
+            source: crate::tracking::Source::Mcp,
+        });
+    }
 }
 
 impl ServerHandler for Gateway {
@@ -519,33 +590,74 @@ impl ServerHandler for Gateway {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        let unknown = || {
-            McpError::resource_not_found(format!("unknown resource: {}", shown(&request.uri)), None)
-        };
+        let started = Instant::now();
         let principal = self.principal(&context)?;
-        if principal.may(Verb::Read) && self.state.registry.owns_resource(&request.uri) {
-            let call_context = CallContext { principal, elicitor: None };
-            return match self.state.registry.read_resource(&request.uri, &call_context).await {
-                None => Err(unknown()),
-                Some(Ok(value)) => {
-                    Ok(ReadResourceResponse::Complete(ReadResourceResult::new(vec![
-                        ResourceContents::text(value.to_string(), request.uri.clone())
+        let uri = request.uri.as_str();
+        let unknown =
+            || McpError::resource_not_found(format!("unknown resource: {}", shown(uri)), None);
+        let (server, outcome) = match self.state.registry.resource_server(uri) {
+            Some(server) if principal.may(Verb::Read) => {
+                let call_context = CallContext { principal: principal.clone() };
+                let Some(outcome) = self.state.registry.read_resource(uri, &call_context).await
+                else {
+                    return Err(unknown());
+                };
+                let outcome = outcome.map(|value| {
+                    ReadResourceResult::new(vec![
+                        ResourceContents::text(value.to_string(), uri.to_owned())
                             .with_mime_type("application/json"),
-                    ])))
-                }
-                Some(Err(tool_error)) => {
-                    Err(error::protocol_error(&tool_error, &Uuid::new_v4().simple().to_string()))
-                }
-            };
-        }
-        let Some(external) = self.readable_external(&context)? else {
-            return Err(unknown());
+                    ])
+                });
+                (server.to_owned(), outcome)
+            }
+            _ => {
+                let Some(external) = self.readable_external(&context)? else {
+                    return Err(unknown());
+                };
+                let Some(server) = external.resource_server(uri) else { return Err(unknown()) };
+                let Some(outcome) = external.read_resource(uri).await else {
+                    return Err(unknown());
+                };
+                (server, outcome)
+            }
         };
-        match external.read_resource(&request.uri).await {
-            None => Err(unknown()),
-            Some(Ok(result)) => Ok(ReadResourceResponse::Complete(result)),
-            Some(Err(tool_error)) => {
-                Err(error::protocol_error(&tool_error, &Uuid::new_v4().simple().to_string()))
+        let read = ResourceRead {
+            server,
+            uri: request.uri.clone(),
+            trace_id: trace_id(request.meta.as_ref(), &context),
+            execution_id: Uuid::now_v7(),
+            feedback_token: Uuid::new_v4(),
+        };
+        self.state.metrics.observe(
+            "resources/read",
+            if outcome.is_ok() { "success" } else { "error" },
+            started.elapsed(),
+        );
+        match outcome {
+            Ok(mut result) => {
+                let meta = result.meta.get_or_insert_with(Default::default);
+                meta.insert("execution_id".into(), Value::from(read.execution_id.to_string()));
+                meta.insert("feedback_token".into(), Value::from(read.feedback_token.to_string()));
+                meta.insert("trace_id".into(), Value::from(read.trace_id.clone()));
+                if self.state.tracker.is_enabled() {
+                    let text = serde_json::to_string(&result).unwrap_or_default();
+                    self.record_read(read, &principal, &request, &context, started, Ok(text));
+                }
+                Ok(ReadResourceResponse::Complete(result))
+            }
+            Err(tool_error) => {
+                let protocol = error::protocol_error(&tool_error, &read.trace_id);
+                if self.state.tracker.is_enabled() {
+                    self.record_read(
+                        read,
+                        &principal,
+                        &request,
+                        &context,
+                        started,
+                        Err(tool_error),
+                    );
+                }
+                Err(protocol)
             }
         }
     }
@@ -574,7 +686,7 @@ impl ServerHandler for Gateway {
         };
         let execution_id = Uuid::now_v7();
         let feedback_token = Uuid::new_v4();
-        let trace_id = trace_id(&request, &context);
+        let trace_id = trace_id(request.meta.as_ref(), &context);
         let tracking = self.state.tracker.is_enabled();
         let arguments = request.arguments.take();
         let stored_arguments = match (&arguments, tracking) {
@@ -582,10 +694,7 @@ impl ServerHandler for Gateway {
             (Some(arguments), true) => redact_object(arguments),
             (None, true) => Value::Object(Map::new()),
         };
-        let call_context = CallContext {
-            principal: principal.clone(),
-            elicitor: crate::servers::Elicitor::for_peer(&context.peer),
-        };
+        let call_context = CallContext { principal: principal.clone() };
         let mut meta = Map::new();
         meta.insert("execution_id".into(), Value::from(execution_id.to_string()));
         meta.insert("feedback_token".into(), Value::from(feedback_token.to_string()));
@@ -625,7 +734,7 @@ impl ServerHandler for Gateway {
                     created_at: now,
                 });
             }
-            let agent_id = meta_string(&request, &context, "agent_id")
+            let agent_id = meta_string(request.meta.as_ref(), &context, "agent_id")
                 .or_else(|| header_string(&context, "x-agent-id"));
             self.state.tracker.record(Execution {
                 id: execution_id,
@@ -633,7 +742,7 @@ impl ServerHandler for Gateway {
                 tool: tool_name,
                 upstream_tool,
                 principal: principal.name,
-                user_id: meta_string(&request, &context, "user_id"),
+                user_id: meta_string(request.meta.as_ref(), &context, "user_id"),
                 agent_id,
                 session_id: header_string(&context, "mcp-session-id"),
                 transport: self.transport.as_str().to_owned(),

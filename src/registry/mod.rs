@@ -254,6 +254,11 @@ impl Registry {
                     name: kind.name().to_owned(),
                     kind: "internal",
                     status: server.status(),
+                    // Servers in front of a remote service publish its version once known.
+                    version: match kind {
+                        ServerKind::Metabase | ServerKind::Weaviate => None,
+                        _ => Some(env!("CARGO_PKG_VERSION").to_owned()),
+                    },
                     description: server.description().to_owned(),
                     tool_count: server.tools().len(),
                     tools: server.tools().iter().map(|tool| tool.name().to_owned()).collect(),
@@ -268,6 +273,7 @@ impl Registry {
                     name: kind.name().to_owned(),
                     kind: "internal",
                     status: "disabled".to_owned(),
+                    version: None,
                     description: String::new(),
                     tool_count: 0,
                     tools: Vec::new(),
@@ -297,9 +303,13 @@ impl Registry {
             let name = server.kind().name();
             match server {
                 InternalServer::Metabase(metabase) => {
-                    follow(self.directory.clone(), name, metabase.subscribe(), |status| Presence {
-                        status: status.text(),
-                        description: None,
+                    let versions = metabase.clone();
+                    follow(self.directory.clone(), name, metabase.subscribe(), move |status| {
+                        Presence {
+                            status: status.text(),
+                            description: None,
+                            version: versions.known_version(),
+                        }
                     });
                     // Start-up waits a few seconds at most for a slow instance; the login goes
                     // on in the background and its outcome reaches the directory.
@@ -339,9 +349,15 @@ impl Registry {
         self.data_server().is_some() || self.metabase_server().is_some()
     }
 
-    /// Whether an internal server answers this resource URI.
-    pub(crate) fn owns_resource(&self, uri: &str) -> bool {
-        uri.starts_with("res://") || MetabaseServer::owns_resource(uri)
+    /// The internal server that answers this resource URI, if one does.
+    pub(crate) fn resource_server(&self, uri: &str) -> Option<&'static str> {
+        if MetabaseServer::owns_resource(uri) {
+            Some(ServerKind::Metabase.name())
+        } else if uri.starts_with("res://") {
+            Some(ServerKind::Data.name())
+        } else {
+            None
+        }
     }
 
     /// Whether an internal server offers prompts and resources (the `data` server does).
@@ -468,7 +484,7 @@ fn follow<T: Send + Sync + 'static>(
     directory: Directory,
     name: &'static str,
     mut changes: watch::Receiver<T>,
-    show: fn(&T) -> Presence,
+    show: impl Fn(&T) -> Presence + Send + 'static,
 ) {
     tokio::spawn(async move {
         loop {
@@ -481,6 +497,9 @@ fn follow<T: Send + Sync + 'static>(
                     entry.status = presence.status;
                     if let Some(description) = presence.description {
                         entry.description = description;
+                    }
+                    if presence.version.is_some() {
+                        entry.version = presence.version;
                     }
                 }
             }

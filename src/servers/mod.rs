@@ -20,12 +20,15 @@ use crate::config::Principal;
 use crate::tool::{ToolError, Verb, parse_arguments};
 
 /// How a server that depends on a remote service shows in `list_servers`: its status (`running`,
-/// or why it cannot serve) and, once known, a description naming what it is connected to. The
+/// or why it cannot serve) and, once known, a description naming what it is connected to and
+/// the service's version. The
 /// server publishes it on a watch channel; the registry copies it into the directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Presence {
     pub(crate) status: String,
     pub(crate) description: Option<String>,
+    /// The service's version, once known.
+    pub(crate) version: Option<String>,
 }
 
 /// Decodes a tool's arguments into its parameter type, keeping only whether that worked.
@@ -74,39 +77,4 @@ pub(crate) fn declared_tools() -> Vec<ToolSpec> {
 #[derive(Debug, Clone)]
 pub(crate) struct CallContext {
     pub(crate) principal: Principal,
-    /// A way to ask the person at the client, when the client supports MCP elicitation.
-    pub(crate) elicitor: Option<Elicitor>,
-}
-
-/// Asks the person behind an MCP client a yes/no question through elicitation.
-#[derive(Debug, Clone)]
-pub(crate) struct Elicitor {
-    peer: rmcp::Peer<rmcp::RoleServer>,
-}
-
-/// The form an approval question asks for.
-#[derive(Debug, serde::Serialize, serde::Deserialize, JsonSchema)]
-struct Approval {
-    /// Whether to approve.
-    approve: bool,
-}
-
-rmcp::elicit_safe!(Approval);
-
-impl Elicitor {
-    /// An elicitor for this peer, if its client declared the elicitation capability.
-    pub(crate) fn for_peer(peer: &rmcp::Peer<rmcp::RoleServer>) -> Option<Elicitor> {
-        let info = peer.peer_info()?;
-        info.capabilities.elicitation.as_ref()?;
-        Some(Elicitor { peer: peer.clone() })
-    }
-
-    /// Ask `question`; true only for an explicit approval within five minutes.
-    pub(crate) async fn confirm(&self, question: &str) -> bool {
-        let answer = self
-            .peer
-            .elicit_with_timeout::<Approval>(question, Some(std::time::Duration::from_secs(300)))
-            .await;
-        matches!(answer, Ok(Some(Approval { approve: true })))
-    }
 }

@@ -403,6 +403,8 @@ pub(crate) enum ApproveError {
     NotFound(Uuid),
     #[error("approving this statement needs the verb(s) {}", .0.join(", "))]
     MissingVerbs(Vec<String>),
+    #[error("`{0}` asked for this write and cannot approve it; another person must")]
+    OwnRequest(String),
     #[error("the state database is unavailable")]
     Unavailable,
 }
@@ -429,11 +431,13 @@ pub(crate) async fn approval_request(
     .ok_or(ApproveError::NotFound(id))
 }
 
-/// Approve request `id` on behalf of `approver`, who holds `verbs`.
+/// Approve request `id` on behalf of `approver`, who holds `verbs`. Whoever asked for the write
+/// never approves it: a person other than the requester must.
 ///
 /// # Errors
 ///
-/// `NotFound`, `MissingVerbs` when the approver lacks a verb the write needs, `Unavailable`.
+/// `NotFound`, `OwnRequest` when `approver` is the principal that asked for the write,
+/// `MissingVerbs` when the approver lacks a verb the write needs, `Unavailable`.
 pub(crate) async fn approve(
     state: &PgPool,
     id: Uuid,
@@ -441,6 +445,9 @@ pub(crate) async fn approve(
     verbs: &[&str],
 ) -> Result<ApprovalRequest, ApproveError> {
     let request = approval_request(state, id).await?;
+    if request.principal == approver {
+        return Err(ApproveError::OwnRequest(request.principal));
+    }
     let missing: Vec<String> =
         request.required_verbs.iter().filter(|v| !verbs.contains(&v.as_str())).cloned().collect();
     if !missing.is_empty() {
@@ -450,6 +457,7 @@ pub(crate) async fn approve(
         "UPDATE orca.confirmation_tokens SET approved_at = coalesce(approved_at, now()), \
                 approved_by = coalesce(approved_by, $2) \
           WHERE id = $1 AND approval_required AND redeemed_at IS NULL AND expires_at > now() \
+            AND principal <> $2 \
          RETURNING id, statement, statement_kind, required_verbs, principal, database, \
                    estimated_rows, created_at, expires_at, approved_at, approved_by",
     )

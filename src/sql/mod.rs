@@ -25,8 +25,8 @@ use std::time::Duration;
 
 pub use classify::classify;
 pub(crate) use confirm::{
-    ApprovalRequest, ApproveError, ApprovedWrite, Binding, ConfirmError, Minted, Secret,
-    approval_request, approve, mint, pending_approvals, redeem_approval, redeem_token,
+    ApprovalRequest, ApproveError, Binding, ConfirmError, Minted, Secret, approve, mint,
+    pending_approvals, redeem_approval, redeem_token,
 };
 pub(crate) use confirm::{TokenCheck, check_token, token_text};
 pub(crate) use introspect::{DatabaseSchema, introspect};

@@ -104,6 +104,8 @@ async fn external_tools_are_namespaced_called_enhanced_and_tracked() {
     assert_eq!(fx["external"]["external_endpoint"], fixture().display().to_string());
     assert!(fx["external"]["orchestrator_enhancements"].as_array().unwrap().len() >= 3);
     assert!(fx["tools"].as_array().unwrap().contains(&json!("fx_echo")));
+    assert_eq!(fx["version"], "1.0.0", "the upstream's serverInfo.version: {fx}");
+    assert_eq!(fx["external"]["left_out_tools"], json!([]), "{fx}");
 
     let pool = database.connect().await;
     wait_for_row(&pool, "SELECT 1 FROM orca.mcp_executions WHERE id = $1", execution_id).await;
@@ -321,6 +323,68 @@ async fn an_upstream_list_change_is_refiltered_and_sent_to_clients_once() {
     assert_eq!(text_of(&call(&client, "fx_extra", json!({}), None).await.unwrap()), "extra!");
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(notifications.load(Ordering::SeqCst), 1, "one debounced notification");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn resource_reads_are_recorded_like_tool_calls_with_their_uri() {
+    let database = TestDatabase::create().await;
+    let setup = OrcaSetup::new(&database.url).with_external(&fixture_yaml(""));
+    let client = setup.stdio_client().await;
+    let pool = database.connect().await;
+    let cases = [
+        ("orca://fx/fixture://items/42", "fx", "success", None),
+        ("res://catalogs", "data", "success", None),
+        ("res://table/nope/public/nothing", "data", "error", Some("NOT_FOUND")),
+    ];
+    for (uri, server, status, code) in cases {
+        let read = client.read_resource(ReadResourceRequestParams::new(uri)).await;
+        let execution_id: Uuid = match (&read, code) {
+            (Ok(result), None) => {
+                let meta = result.meta.clone().unwrap_or_default().0;
+                assert!(meta["feedback_token"].is_string(), "{meta:?}");
+                meta["execution_id"].as_str().unwrap().parse().unwrap()
+            }
+            (Err(rmcp::ServiceError::McpError(error)), Some(_)) => {
+                let trace_id =
+                    error.data.as_ref().unwrap()["error"]["trace_id"].as_str().unwrap().to_owned();
+                crate::support::eventually(
+                    "the failed read is recorded",
+                    Duration::from_secs(20),
+                    || async {
+                        sqlx::query("SELECT 1 FROM orca.mcp_executions WHERE trace_id = $1")
+                            .bind(&trace_id)
+                            .fetch_optional(&pool)
+                            .await
+                            .unwrap()
+                            .is_some()
+                    },
+                )
+                .await;
+                sqlx::query_scalar("SELECT id FROM orca.mcp_executions WHERE trace_id = $1")
+                    .bind(&trace_id)
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap()
+            }
+            other => panic!("{uri}: unexpected {other:?}"),
+        };
+        wait_for_row(&pool, "SELECT 1 FROM orca.mcp_executions WHERE id = $1", execution_id).await;
+        let (row_server, tool, arguments, row_status, row_code): (String, String, Value, String, Option<String>) =
+            sqlx::query_as(
+                "SELECT mcp_name, tool_name, request_data, status, error_code FROM orca.mcp_executions WHERE id = $1",
+            )
+            .bind(execution_id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(
+            (row_server.as_str(), tool.as_str(), row_status.as_str(), row_code.as_deref()),
+            (server, "resources/read", status, code),
+            "{uri}"
+        );
+        assert_eq!(arguments, json!({"uri": uri}));
+    }
     client.cancel().await.unwrap();
 }
 

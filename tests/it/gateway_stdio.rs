@@ -70,6 +70,13 @@ async fn stdio_call_returns_structured_content_text_and_meta_and_is_tracked() {
     assert_eq!(structured["servers"][0]["tool_count"], 2);
     assert_eq!(structured["servers"][1]["name"], "postgres");
     assert_eq!(structured["servers"][1]["tool_count"], 5);
+    // Every entry carries `version`: orca's own for its internal servers, null when unknown.
+    for server in structured["servers"].as_array().unwrap() {
+        match (server["name"].as_str().unwrap(), server["status"].as_str().unwrap()) {
+            (_, "disabled") => assert_eq!(server["version"], Value::Null, "{server}"),
+            _ => assert_eq!(server["version"], env!("CARGO_PKG_VERSION"), "{server}"),
+        }
+    }
     assert_eq!(serde_json::from_str::<Value>(&text_of(&result)).unwrap(), structured);
     let meta = meta_of(&result);
     let execution_id: Uuid = meta["execution_id"].as_str().unwrap().parse().unwrap();

@@ -92,6 +92,18 @@ async fn every_tool_works_against_metabase() {
     let database = TestDatabase::create().await;
     let client = setup(&database, &fake, &session_login()).stdio_client().await;
 
+    // list_servers carries the version from /api/session/properties.
+    crate::support::eventually(
+        "list_servers shows Metabase's version",
+        Duration::from_secs(10),
+        || async {
+            servers(&client)
+                .await
+                .iter()
+                .any(|server| server["name"] == "metabase" && server["version"] == "v0.50.3")
+        },
+    )
+    .await;
     let tools = client.list_all_tools().await.unwrap();
     for name in TOOLS {
         let tool = tools.iter().find(|tool| tool.name == name).unwrap_or_else(|| panic!("{name}"));

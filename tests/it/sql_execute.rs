@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{OrcaSetup, call, samples};
+use crate::support::{OrcaSetup, call, run as run_orca, samples};
 
 fn structured(result: &rmcp::model::CallToolResult) -> Value {
     result.structured_content.clone().unwrap_or(Value::Null)
@@ -240,50 +240,62 @@ impl rmcp::ClientHandler for Approver {
 }
 
 #[tokio::test]
-async fn a_person_approves_a_write_through_elicitation_when_the_client_supports_it() {
+async fn the_calling_client_never_approves_its_own_write_not_even_through_elicitation() {
     use rmcp::ServiceExt;
     let database = samples::chinook().await;
+    let pool = database.connect().await;
     let setup = OrcaSetup::new(&database.url).with_config("sql:\n  write_confirmation: human\n");
     let sql = "UPDATE artist SET name = 'AC/DC (approved)' WHERE artist_id = 1";
-    for approve in [false, true] {
-        let approver =
-            Approver { approve, questions: std::sync::Arc::new(std::sync::Mutex::new(Vec::new())) };
-        let mut command = setup.tokio_command();
-        command.args(["serve", "--stdio"]);
-        let transport = rmcp::transport::TokioChildProcess::builder(command)
-            .stderr(std::process::Stdio::inherit())
-            .spawn()
-            .unwrap()
-            .0;
-        let client = approver.clone().serve(transport).await.unwrap();
-        let dry =
-            structured(&call(&client, "execute_sql", json!({"sql": sql}), None).await.unwrap());
-        assert!(dry["approval_id"].is_string(), "{dry}");
-        assert!(dry.get("confirmation_token").is_none(), "the model never sees a token: {dry}");
-        let run = structured(
-            &call(
-                &client,
-                "execute_sql",
-                json!({"sql": sql, "dry_run": false, "read_only": false}),
-                None,
-            )
+    let name = || async {
+        let (name,): (String,) = sqlx::query_as("SELECT name FROM artist WHERE artist_id = 1")
+            .fetch_one(&pool)
             .await
-            .unwrap(),
-        );
-        let questions = approver.questions.lock().unwrap().clone();
-        assert_eq!(questions.len(), 1, "one question per run: {questions:?}");
-        assert!(questions[0].contains(sql), "the person sees the statement: {}", questions[0]);
-        if approve {
-            assert_eq!(run["rows_affected"], 1, "{run}");
-        } else {
-            assert_eq!(run["error"]["code"], "CONFIRMATION_REQUIRED", "{run}");
-        }
-        client.cancel().await.unwrap();
-    }
-    let pool = database.connect().await;
-    let (name,): (String,) = sqlx::query_as("SELECT name FROM artist WHERE artist_id = 1")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    assert_eq!(name, "AC/DC (approved)");
+            .unwrap();
+        name
+    };
+    // A client that would say yes to any approval question it were asked.
+    let approver = Approver {
+        approve: true,
+        questions: std::sync::Arc::new(std::sync::Mutex::new(Vec::new())),
+    };
+    let mut command = setup.tokio_command();
+    command.args(["serve", "--stdio"]);
+    let transport = rmcp::transport::TokioChildProcess::builder(command)
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .unwrap()
+        .0;
+    let client = approver.clone().serve(transport).await.unwrap();
+    let dry = structured(&call(&client, "execute_sql", json!({"sql": sql}), None).await.unwrap());
+    let id = dry["approval_id"].as_str().unwrap_or_else(|| panic!("{dry}")).to_owned();
+    assert!(dry.get("confirmation_token").is_none(), "the model never sees a token: {dry}");
+    let write = json!({"sql": sql, "dry_run": false, "read_only": false});
+    let run = structured(&call(&client, "execute_sql", write.clone(), None).await.unwrap());
+    assert_eq!(run["error"]["code"], "CONFIRMATION_REQUIRED", "{run}");
+    assert!(
+        approver.questions.lock().unwrap().is_empty(),
+        "the calling client is not asked to approve its own write"
+    );
+    assert_ne!(name().await, "AC/DC (approved)");
+
+    // Nor does the requesting principal approve it under another door.
+    let requester: String =
+        sqlx::query_scalar("SELECT principal FROM orca.confirmation_tokens WHERE id = $1::uuid")
+            .bind(&id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    let (code, stdout, stderr) = run_orca(&setup, &["approve", &id, "--by", &requester]);
+    assert_ne!(code, 0, "{stdout}");
+    assert!(stderr.contains("cannot approve it; another person must"), "{stderr}");
+    let run = structured(&call(&client, "execute_sql", write.clone(), None).await.unwrap());
+    assert_eq!(run["error"]["code"], "CONFIRMATION_REQUIRED", "{run}");
+
+    // Another person's approval lets the same call run once.
+    let (code, stdout, stderr) = run_orca(&setup, &["approve", &id, "--by", "dana"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let run = structured(&call(&client, "execute_sql", write, None).await.unwrap());
+    assert_eq!(run["rows_affected"], 1, "{run}");
+    assert_eq!(name().await, "AC/DC (approved)");
+    client.cancel().await.unwrap();
 }

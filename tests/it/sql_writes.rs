@@ -399,6 +399,11 @@ const READER_KEY: &str = "orca_test_key_of_a_reader";
 const LOADER_KEY: &str = "orca_test_key_of_a_loader";
 
 fn keyed_setup(database: &TestDatabase) -> OrcaSetup {
+    keyed_setup_with(database, "")
+}
+
+/// [`keyed_setup`] with more of `orca.yaml` after the keys.
+fn keyed_setup_with(database: &TestDatabase, extra: &str) -> OrcaSetup {
     let hash = |key: &str| hex::encode(Sha256::digest(key.as_bytes()));
     let keys = [
         ("ann", ANN_KEY, "[read, create, update, delete]"),
@@ -413,7 +418,68 @@ fn keyed_setup(database: &TestDatabase) -> OrcaSetup {
             hash(key)
         ));
     }
+    yaml.push_str(extra);
     OrcaSetup::new(&database.url).with_config(&yaml)
+}
+
+/// `POST /approvals/<id>` with `key`: the status and the JSON answer.
+async fn approve_over_http(
+    server: &crate::support::orca::HttpServer,
+    id: &str,
+    key: &str,
+) -> (u16, Value) {
+    let response = reqwest::Client::new()
+        .post(server.url(&format!("/approvals/{id}")))
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn under_human_confirmation_only_another_principal_holding_the_verbs_approves_a_write() {
+    let database = samples::chinook().await;
+    let pool = database.connect().await;
+    let setup = keyed_setup_with(&database, "sql:\n  write_confirmation: human\n");
+    let server = setup.http_server(&[]);
+    let ann = server.client(Some(ANN_KEY)).await;
+    let sql = "DELETE FROM invoice_line WHERE invoice_line_id = 12";
+    let remaining =
+        || scalar_i64(&pool, "SELECT count(*) FROM invoice_line WHERE invoice_line_id = 12");
+    let id = dry_run(&ann, sql).await["approval_id"].as_str().unwrap().to_owned();
+
+    let (status, answer) = approve_over_http(&server, &id, ANN_KEY).await;
+    assert_eq!(status, 403, "the requester cannot approve its own write: {answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("`ann` asked for this write")),
+        "{answer}"
+    );
+    let (status, answer) = approve_over_http(&server, &id, READER_KEY).await;
+    assert_eq!(status, 403, "a key without the verb cannot approve: {answer}");
+    assert_error(
+        &run_write(&ann, sql, None).await,
+        "CONFIRMATION_REQUIRED",
+        "waiting for a person",
+    );
+    assert_eq!(remaining().await, 1);
+    let approved_by: Option<String> =
+        sqlx::query_scalar("SELECT approved_by FROM orca.confirmation_tokens WHERE id = $1::uuid")
+            .bind(&id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(approved_by, None);
+
+    let (status, answer) = approve_over_http(&server, &id, BOB_KEY).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["request"]["approved_by"], "bob", "{answer}");
+    assert_eq!(rows_affected(&run_write(&ann, sql, None).await), 1);
+    assert_eq!(remaining().await, 0);
+    ann.cancel().await.unwrap();
 }
 
 #[tokio::test]

@@ -112,6 +112,7 @@ async fn every_tool_is_listed_and_list_servers_shows_weaviates_version() {
                 .as_str()
                 .unwrap()
                 .contains(&format!("Weaviate {VERSION} at {}", lab.fake.url()))
+            && weaviate["version"] == VERSION
             && weaviate["tool_count"] == 12
     })
     .await;

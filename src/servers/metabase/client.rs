@@ -305,10 +305,17 @@ impl Client {
                     .and_then(Value::as_str)
                     .unwrap_or("unknown")
                     .to_owned();
+                // Whoever follows the status learns the version with it.
+                self.inner.status.send_modify(|_| {});
                 Ok(Version::parse(&tag))
             })
             .await
             .cloned()
+    }
+
+    /// The version's tag, when it has been read.
+    pub(crate) fn known_version(&self) -> Option<String> {
+        self.inner.version.get().map(|version| version.tag.clone())
     }
 
     pub(crate) async fn get(&self, path: &str, query: &[(&str, String)]) -> Result<Answer, Error> {

@@ -60,7 +60,13 @@ impl MetabaseServer {
         self.client.status()
     }
 
-    /// Status changes (sign-in, failures), for the directory `list_servers` reads.
+    /// The instance's version tag, once read.
+    pub(crate) fn known_version(&self) -> Option<String> {
+        self.client.known_version()
+    }
+
+    /// Status changes (sign-in, failures, the version read), for the directory `list_servers`
+    /// reads.
     pub(crate) fn subscribe(&self) -> tokio::sync::watch::Receiver<Status> {
         self.client.subscribe()
     }

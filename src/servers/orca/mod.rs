@@ -21,6 +21,9 @@ pub(crate) struct ServerSummary {
     pub(crate) kind: &'static str,
     /// `running`, `disabled`, or a reason it is not serving.
     pub(crate) status: String,
+    /// The server's version: orca's own for internal servers, the service's or the upstream's
+    /// for the others; `None` (`null`) while unknown.
+    pub(crate) version: Option<String>,
     pub(crate) description: String,
     pub(crate) tool_count: usize,
     pub(crate) tools: Vec<String>,

@@ -137,9 +137,10 @@ impl PostgresServer {
             (WriteConfirmation::Model, Some(token)) => {
                 sql::redeem_token(&self.state_pool, &self.secret, &token, &binding).await
             }
-            (WriteConfirmation::Human, _) => {
-                self.redeem_human_approval(&binding, context).await
-            }
+            // An answer from the calling client (elicitation included) is never a person's
+            // approval: another principal approves in the console, over HTTP or with
+            // `orca approve`.
+            (WriteConfirmation::Human, _) => sql::redeem_approval(&self.state_pool, &binding).await,
         }
         .map_err(confirm_error)?;
         let result =
@@ -294,43 +295,6 @@ impl PostgresServer {
             }
         }
         Ok(ToolOutput::new(value))
-    }
-
-    async fn redeem_human_approval(
-        &self,
-        binding: &sql::Binding<'_>,
-        context: &CallContext,
-    ) -> Result<sql::ApprovedWrite, sql::ConfirmError> {
-        match sql::redeem_approval(&self.state_pool, binding).await {
-            Err(sql::ConfirmError::Pending { id }) => {
-                let Some(elicitor) = &context.elicitor else {
-                    return Err(sql::ConfirmError::Pending { id });
-                };
-                let request = sql::approval_request(&self.state_pool, id)
-                    .await
-                    .map_err(|_| sql::ConfirmError::Pending { id })?;
-                let question = format!(
-                    "Approve this {} statement on {} (requested by {})?\n\n{}\n\nEstimated rows affected: {}",
-                    request.statement_kind,
-                    request.database,
-                    request.principal,
-                    request.statement,
-                    request.estimated_rows.map_or("unknown".to_owned(), |rows| rows.to_string()),
-                );
-                if elicitor.confirm(&question).await {
-                    let verbs: Vec<&str> =
-                        context.principal.verbs.iter().map(|verb| verb.as_str()).collect();
-                    let approver = format!("{} (elicitation)", context.principal.name);
-                    sql::approve(&self.state_pool, id, &approver, &verbs)
-                        .await
-                        .map_err(|_| sql::ConfirmError::Pending { id })?;
-                    sql::redeem_approval(&self.state_pool, binding).await
-                } else {
-                    Err(sql::ConfirmError::Pending { id })
-                }
-            }
-            other => other,
-        }
     }
 
     fn timeout(&self, requested: Option<u64>) -> Result<Duration, ToolError> {

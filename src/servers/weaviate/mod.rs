@@ -65,6 +65,7 @@ impl WeaviateServer {
                 tokio::sync::watch::channel(Presence {
                     status: "running".to_owned(),
                     description: None,
+                    version: None,
                 })
                 .0,
             ),
@@ -150,7 +151,7 @@ impl WeaviateServer {
 
     /// Publish the current health for the server's `list_servers` entry.
     fn publish(&self) {
-        let (status, description) = {
+        let (status, description, version) = {
             let health = self.health.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
             let version = health.version.as_deref().unwrap_or("(version unknown)");
             let description = format!(
@@ -162,9 +163,9 @@ impl WeaviateServer {
                 (Some(false), Some(reason)) => format!("unavailable: {reason}"),
                 _ => "running".to_owned(),
             };
-            (status, description)
+            (status, description, health.version.clone())
         };
-        self.presence.send_replace(Presence { status, description: Some(description) });
+        self.presence.send_replace(Presence { status, description: Some(description), version });
     }
 
     /// Note that Weaviate answered (or did not), so `list_servers` follows without waiting for
