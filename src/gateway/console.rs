@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::AppState;
-use super::http::error_response;
+use super::respond::error_response;
 use crate::config::Principal;
 use crate::tool::ErrorCode;
 

@@ -214,7 +214,7 @@ impl AuthThrottle {
 
 /// The 429 answer of a throttled caller.
 pub(crate) fn throttled(retry_after: u64) -> Response {
-    let mut response = super::http::error_response(
+    let mut response = super::respond::error_response(
         StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::RateLimited,
         "too many failed authentications from this address or with this key",

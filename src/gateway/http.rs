@@ -24,10 +24,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::auth::{AuthFailure, authenticate};
 use super::edge::{self, AuthThrottle};
+use super::respond::error_response;
 use super::{AppState, Gateway, Transport};
 use crate::config::{Config, Principal, is_loopback};
 use crate::splice::{self, Part};
-use crate::tool::{ErrorCode, ToolError};
+use crate::tool::ErrorCode;
 use crate::tracking::{FeedbackError, FeedbackInput, submit_feedback};
 
 /// How the HTTP server runs.
@@ -196,20 +197,6 @@ async fn splice_body(response: Response) -> Response {
     });
     parts.headers.remove(header::CONTENT_LENGTH);
     Response::from_parts(parts, axum::body::Body::from_stream(stream))
-}
-
-pub(super) fn error_response(
-    status: StatusCode,
-    code: ErrorCode,
-    message: &str,
-    hint: Option<&str>,
-) -> Response {
-    let mut error = ToolError::new(code, message);
-    if let Some(hint) = hint {
-        error = error.with_hint(hint);
-    }
-    let trace_id = uuid::Uuid::new_v4().simple().to_string();
-    (status, axum::Json(error.to_json(&trace_id))).into_response()
 }
 
 async fn check_host_and_origin(

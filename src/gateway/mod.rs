@@ -10,6 +10,7 @@ mod error;
 pub(crate) mod http;
 mod logging;
 mod metrics;
+mod respond;
 pub(crate) mod stdio;
 
 use std::sync::Arc;
