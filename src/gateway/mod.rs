@@ -7,6 +7,7 @@ mod auth;
 mod console;
 mod edge;
 mod error;
+mod forwarded;
 pub(crate) mod http;
 mod logging;
 mod metrics;
