@@ -45,6 +45,12 @@ async function start() {
       showLogin(hadKey ? "The API key was refused: check it and try again." : "");
       return;
     }
+    if (error instanceof HttpError && error.status === 429) {
+      // Too many refused keys from this address: the key typed is not kept, the wait is said.
+      mcp.setKey(null);
+      showLogin(`${error.message}. Try again in ${error.retryAfter || 60} s.`);
+      return;
+    }
     setConnection("Not connected", "error");
     $("workspace").hidden = true;
     $("login").hidden = true;

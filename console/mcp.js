@@ -110,7 +110,11 @@ export class Mcp {
   /** GET a JSON endpoint of this server with the tab's key. */
   async getJson(path) {
     const response = await fetch(path, { headers: this.headers({ Accept: "application/json" }) });
-    if (!response.ok) throw new HttpError(response.status, await errorBody(response));
+    if (!response.ok) {
+      const error = new HttpError(response.status, await errorBody(response));
+      error.retryAfter = response.headers.get("Retry-After");
+      throw error;
+    }
     return response.json();
   }
 

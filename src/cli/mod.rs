@@ -340,13 +340,13 @@ impl Running {
             .await?;
             registry.with_external(external)
         };
-        let state = AppState {
-            config: Arc::new(config),
-            registry: Arc::new(registry),
+        let state = AppState::new(
+            Arc::new(config),
+            Arc::new(registry),
             tracker,
             state_pool,
-            metrics: Arc::new(Metrics::default()),
-        };
+            Arc::new(Metrics::default()),
+        );
         Ok(Running { state, databases, _context_watch: context_watch })
     }
 

@@ -3,6 +3,7 @@
 //! (or variable) and the key it concerns.
 
 mod external;
+mod ip_range;
 mod llm;
 mod metabase;
 mod pool;
@@ -24,6 +25,7 @@ use serde_json::Value;
 
 use crate::tool::Verb;
 pub(crate) use external::{Availability, ExternalConfig, ExternalServerConfig, ExternalTransport};
+pub(crate) use ip_range::IpRange;
 pub(crate) use llm::{LlmConfig, LlmTool, provider_names};
 pub(crate) use metabase::{MetabaseAuth, MetabaseConfig};
 pub(crate) use pool::PoolConfig;
@@ -116,6 +118,9 @@ pub(crate) struct HttpConfig {
     pub(crate) auth_failures_per_minute: usize,
     /// How long open requests may run after a shutdown signal before they are cancelled.
     pub(crate) drain_timeout: Duration,
+    /// Peers whose `X-Forwarded-For` / `Forwarded` name the client (reverse proxies); empty:
+    /// the peer address is the client.
+    pub(crate) trusted_proxies: Vec<IpRange>,
 }
 
 #[derive(Debug, Clone)]
@@ -296,6 +301,14 @@ impl Config {
                 http.auth_failures_per_minute,
                 http.drain_timeout.as_millis()
             ),
+        );
+        out.insert(
+            "http.trusted_proxies",
+            if http.trusted_proxies.is_empty() {
+                "(none: the peer address is the client)".into()
+            } else {
+                http.trusted_proxies.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+            },
         );
         out.insert(
             "database",
@@ -625,6 +638,11 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
                 &mut errors,
             ))
             .unwrap_or(u64::MAX),
+        ),
+        trusted_proxies: ip_range::trusted_proxies(
+            raw_http.trusted_proxies,
+            &file_label,
+            &mut errors,
         ),
     };
     for (index, origin) in http.allowed_origins.iter().enumerate() {

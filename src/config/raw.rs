@@ -45,6 +45,7 @@ pub(super) struct RawHttp {
     pub(super) max_json_depth: Option<u64>,
     pub(super) auth_failures_per_minute: Option<u64>,
     pub(super) drain_timeout_ms: Option<u64>,
+    pub(super) trusted_proxies: Option<Vec<String>>,
 }
 
 /// `tracking:` section.

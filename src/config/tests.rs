@@ -254,3 +254,27 @@ fn pools_are_lazy_by_default_and_can_be_given_a_fixed_size() {
         ],
     );
 }
+
+#[test]
+fn trusted_proxies_are_addresses_or_cidr_ranges_checked_at_load() {
+    let config = check("", &[("HOME", "/h")], &[]).unwrap();
+    assert!(config.http.trusted_proxies.is_empty());
+    assert_eq!(config.describe()["http.trusted_proxies"], "(none: the peer address is the client)");
+    let config =
+        check("http: {trusted_proxies: [10.0.0.0/8, '192.0.2.7', 'fd00::/8']}\n", &[], &[])
+            .unwrap();
+    let proxies = &config.http.trusted_proxies;
+    assert_eq!(proxies.len(), 3);
+    assert!(proxies[0].contains("10.1.2.3".parse().unwrap()));
+    assert_eq!(config.describe()["http.trusted_proxies"], "10.0.0.0/8, 192.0.2.7, fd00::/8");
+    check(
+        "http: {trusted_proxies: [proxy.internal, 10.0.0.0/33, 10.0.0.1/8, '::1']}\n",
+        &[],
+        &[
+            "http.trusted_proxies[0]: `proxy.internal` is not an IP address or a CIDR range",
+            "http.trusted_proxies[1]: `10.0.0.0/33`: the prefix length must be a number from 0 to 32",
+            "http.trusted_proxies[2]: `10.0.0.1/8` has address bits set past the prefix; did you mean `10.0.0.0/8`?",
+        ],
+    );
+    check("http: {trusted_proxies: 10.0.0.1}\n", &[], &["http.trusted_proxies"]);
+}

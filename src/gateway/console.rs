@@ -1,6 +1,7 @@
 //! The web console: its files, embedded in the binary and served at `/` and `/console/`, and the
 //! two read-only JSON endpoints it lists from (`/console/api/executions`, the recent calls, and
-//! `/console/api/approvals`, the writes waiting for a person), behind the same auth as `/mcp`.
+//! `/console/api/approvals`, the writes waiting for a person), behind the same auth as `/mcp`,
+//! and `/console/api/session`, which checks a key under the same failed-authentication throttle.
 
 use axum::extract::{Query, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -9,7 +10,9 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::AppState;
-use super::http::error_response;
+use super::auth::AuthFailure;
+use super::edge::{Admission, AuthGate, throttled};
+use super::respond::error_response;
 use crate::config::Principal;
 use crate::tool::ErrorCode;
 
@@ -167,24 +170,25 @@ pub(crate) async fn approvals(State(state): State<AppState>, request: Request) -
 }
 
 /// `GET /console/api/session`: whether this server needs an API key and, for the key sent (if
-/// any), whether it is valid and whose it is. It always answers 200, so that the page can ask for
-/// a key without a failed request; it tells nothing `/mcp` would not.
-pub(crate) async fn session(State(state): State<AppState>, request: Request) -> Response {
-    let header = request.headers().get(header::AUTHORIZATION).and_then(|value| value.to_str().ok());
-    let required = !state.config.auth.api_keys.is_empty();
-    match super::auth::authenticate(&state.config.auth, header) {
-        Ok(principal) => axum::Json(json!({
+/// any), whether it is valid and whose it is. It answers 200, so that the page can ask for a key
+/// without a failed request, and tells nothing `/mcp` would not: a key that fails counts toward
+/// the failed-authentication throttle as at `/mcp`, and past the limit gets the same 429.
+pub(crate) async fn session(State(gate): State<AuthGate>, request: Request) -> Response {
+    let required = gate.keys_required();
+    match gate.admit_presented(&request) {
+        Admission::Admitted(principal) => axum::Json(json!({
             "api_key_required": required,
             "authenticated": true,
             "principal": principal.name,
             "verbs": principal.verbs.iter().map(|verb| verb.as_str()).collect::<Vec<_>>(),
         }))
         .into_response(),
-        Err(failure) => axum::Json(json!({
+        Admission::Refused(failure) => axum::Json(json!({
             "api_key_required": required,
             "authenticated": false,
-            "key_refused": failure == super::auth::AuthFailure::Invalid,
+            "key_refused": failure == AuthFailure::Invalid,
         }))
         .into_response(),
+        Admission::Throttled { retry_after } => throttled(retry_after),
     }
 }

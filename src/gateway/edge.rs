@@ -1,7 +1,8 @@
 //! Protections at the HTTP edge that sit below the routes: the accept loop with its connection
 //! limit (one more connection is answered 503 and closed) and header read timeout, the throttle
-//! on failed authentication (429 with `Retry-After`, per address and per presented key), and the
-//! checks of a JSON-RPC body before rmcp parses it (UTF-8, nesting depth, no batches).
+//! on failed authentication (429 with `Retry-After`, per client address and per presented key,
+//! for keys that fail only), and the checks of a JSON-RPC body before rmcp parses it (UTF-8,
+//! nesting depth, no batches).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -24,7 +25,9 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tower::Service;
 
-use crate::config::HttpConfig;
+use super::auth::{AuthFailure, authenticate};
+use super::forwarded::client_address;
+use crate::config::{Config, HttpConfig, Principal};
 use crate::tool::{ErrorCode, ToolError};
 
 /// How many throttle entries are kept at most; past it, expired ones are dropped first and new
@@ -141,9 +144,9 @@ struct Window {
     failures: usize,
 }
 
-/// Failed authentications counted per address and per presented key over a minute; past the
-/// limit, every request from that address or with that key is answered 429 until the minute
-/// ends, without looking at the key, so that guessing learns nothing more.
+/// Failed authentications counted per client address and per presented key over a minute;
+/// past the limit, a further failure from that address or with that key is answered 429 until
+/// the minute ends. Only failures are looked at here: a valid key never reaches the throttle.
 #[derive(Debug)]
 pub(crate) struct AuthThrottle {
     limit: usize,
@@ -155,10 +158,10 @@ impl AuthThrottle {
         AuthThrottle { limit, entries: Mutex::new(HashMap::new()) }
     }
 
-    fn keys(peer: Option<IpAddr>, authorization: Option<&str>) -> Vec<ThrottleKey> {
+    fn keys(client: Option<IpAddr>, authorization: Option<&str>) -> Vec<ThrottleKey> {
         let mut keys = Vec::with_capacity(2);
-        if let Some(peer) = peer {
-            keys.push(ThrottleKey::Address(peer));
+        if let Some(client) = client {
+            keys.push(ThrottleKey::Address(client));
         }
         if let Some(value) = authorization {
             keys.push(ThrottleKey::Key(Sha256::digest(value.trim().as_bytes()).into()));
@@ -166,15 +169,15 @@ impl AuthThrottle {
         keys
     }
 
-    /// Seconds until this caller may try again, when it is over the limit.
-    pub(crate) fn retry_after(
-        &self,
-        peer: Option<IpAddr>,
-        authorization: Option<&str>,
-    ) -> Option<u64> {
+    /// A failed authentication: when the address or the key is already over the limit, the
+    /// seconds until it may try again (and the failure is not counted); else the failure is
+    /// counted against both and `None` returned. One lock for both, so that requests in flight
+    /// at once cannot all pass the check before any is counted.
+    pub(crate) fn fail(&self, client: Option<IpAddr>, authorization: Option<&str>) -> Option<u64> {
         let now = Instant::now();
-        let entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        Self::keys(peer, authorization)
+        let keys = Self::keys(client, authorization);
+        let mut entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let wait = keys
             .iter()
             .filter_map(|key| entries.get(key))
             .filter(|window| {
@@ -185,17 +188,14 @@ impl AuthThrottle {
                 let left = THROTTLE_WINDOW.saturating_sub(now.duration_since(window.started));
                 left.as_secs() + 1
             })
-            .max()
-    }
-
-    /// Count one failed authentication against the address and the presented key.
-    pub(crate) fn record_failure(&self, peer: Option<IpAddr>, authorization: Option<&str>) {
-        let now = Instant::now();
-        let mut entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            .max();
+        if wait.is_some() {
+            return wait;
+        }
         if entries.len() >= MAX_THROTTLE_ENTRIES {
             entries.retain(|_, window| now.duration_since(window.started) < THROTTLE_WINDOW);
         }
-        for key in Self::keys(peer, authorization) {
+        for key in keys {
             let tracked = entries.contains_key(&key);
             if !tracked
                 && entries.len() >= MAX_THROTTLE_ENTRIES
@@ -209,12 +209,82 @@ impl AuthThrottle {
             }
             window.failures += 1;
         }
+        None
+    }
+}
+
+/// What is decided about a request's key.
+#[derive(Debug)]
+pub(crate) enum Admission {
+    /// The key is valid (or orca has no keys): the caller is served, whatever the throttle holds
+    /// for its address.
+    Admitted(Principal),
+    /// The key failed, and the failure was counted.
+    Refused(AuthFailure),
+    /// The key failed from an address, or is one, over the limit: the same answer for any key
+    /// that fails, so it says nothing a 401 would not.
+    Throttled { retry_after: u64 },
+}
+
+/// Authentication with the throttle: the key is checked first, always the same way (SHA-256 and
+/// a constant-time comparison with every configured hash), and only a failure meets the
+/// throttle, so that callers sharing an address (a NAT, a reverse proxy) cannot lock each other
+/// out with wrong keys.
+#[derive(Debug, Clone)]
+pub(crate) struct AuthGate {
+    config: Arc<Config>,
+    throttle: Arc<AuthThrottle>,
+}
+
+impl AuthGate {
+    pub(crate) fn new(config: Arc<Config>) -> AuthGate {
+        let throttle = Arc::new(AuthThrottle::new(config.http.auth_failures_per_minute));
+        AuthGate { config, throttle }
+    }
+
+    /// Whether callers need an API key.
+    pub(crate) fn keys_required(&self) -> bool {
+        !self.config.auth.api_keys.is_empty()
+    }
+
+    /// The decision for a request; a missing or malformed `Authorization` counts as a failure.
+    pub(crate) fn admit(&self, request: &Request) -> Admission {
+        let authorization =
+            request.headers().get(header::AUTHORIZATION).and_then(|value| value.to_str().ok());
+        match authenticate(&self.config.auth, authorization) {
+            Ok(principal) => Admission::Admitted(principal),
+            Err(failure) => {
+                let client = self.client(request);
+                match self.throttle.fail(client, authorization) {
+                    Some(retry_after) => Admission::Throttled { retry_after },
+                    None => Admission::Refused(failure),
+                }
+            }
+        }
+    }
+
+    /// The decision for a request that may carry no key at all (the console asking whether one
+    /// is needed): without an `Authorization` header nothing is guessed, so nothing is counted.
+    pub(crate) fn admit_presented(&self, request: &Request) -> Admission {
+        if request.headers().contains_key(header::AUTHORIZATION) {
+            return self.admit(request);
+        }
+        match authenticate(&self.config.auth, None) {
+            Ok(principal) => Admission::Admitted(principal),
+            Err(failure) => Admission::Refused(failure),
+        }
+    }
+
+    /// The address failures are counted under: the peer, or the client a trusted proxy names.
+    fn client(&self, request: &Request) -> Option<IpAddr> {
+        let peer = request.extensions().get::<ConnectInfo<SocketAddr>>()?.0.ip();
+        Some(client_address(peer, request.headers(), &self.config.http.trusted_proxies))
     }
 }
 
 /// The 429 answer of a throttled caller.
 pub(crate) fn throttled(retry_after: u64) -> Response {
-    let mut response = super::http::error_response(
+    let mut response = super::respond::error_response(
         StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::RateLimited,
         "too many failed authentications from this address or with this key",
@@ -348,11 +418,6 @@ pub(crate) fn bad_body(problem: &BodyProblem) -> Response {
     (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
 }
 
-/// The peer address a request came from, as the accept loop recorded it.
-pub(crate) fn peer(request: &Request) -> Option<IpAddr> {
-    request.extensions().get::<ConnectInfo<SocketAddr>>().map(|info| info.0.ip())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -375,22 +440,26 @@ mod tests {
     }
 
     #[test]
-    fn the_throttle_blocks_an_address_or_a_key_past_the_limit() {
+    fn the_throttle_blocks_failures_from_an_address_or_with_a_key_past_the_limit() {
         let throttle = AuthThrottle::new(3);
         let guesser: IpAddr = "127.0.0.2".parse().unwrap();
         let other: IpAddr = "127.0.0.3".parse().unwrap();
         for attempt in 0..3 {
-            assert_eq!(throttle.retry_after(Some(guesser), Some("Bearer a")), None);
-            throttle.record_failure(Some(guesser), Some(&format!("Bearer guess-{attempt}")));
+            assert_eq!(
+                throttle.fail(Some(guesser), Some(&format!("Bearer guess-{attempt}"))),
+                None
+            );
         }
-        let wait = throttle.retry_after(Some(guesser), Some("Bearer right")).unwrap();
+        let wait = throttle.fail(Some(guesser), Some("Bearer guess-3")).unwrap();
         assert!((1..=60).contains(&wait));
-        assert_eq!(throttle.retry_after(Some(other), Some("Bearer right")), None);
-        for _ in 0..3 {
-            throttle.record_failure(Some(other), Some("Bearer same"));
+        assert!(throttle.fail(Some(guesser), None).is_some(), "a missing key is a failure too");
+        assert_eq!(throttle.fail(Some(other), Some("Bearer guess-3")), None);
+        for _ in 0..2 {
+            throttle.fail(Some(other), Some("Bearer same"));
         }
         let third: IpAddr = "127.0.0.4".parse().unwrap();
-        assert!(throttle.retry_after(Some(third), Some("Bearer same")).is_some());
-        assert_eq!(throttle.retry_after(Some(third), Some("Bearer different")), None);
+        assert_eq!(throttle.fail(Some(third), Some("Bearer same")), None);
+        assert!(throttle.fail(Some(third), Some("Bearer same")).is_some(), "the key is over");
+        assert_eq!(throttle.fail(Some(third), Some("Bearer different")), None);
     }
 }

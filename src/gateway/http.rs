@@ -22,12 +22,13 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use super::auth::{AuthFailure, authenticate};
-use super::edge::{self, AuthThrottle};
+use super::auth::AuthFailure;
+use super::edge::{self, Admission, AuthGate};
+use super::respond::error_response;
 use super::{AppState, Gateway, Transport};
 use crate::config::{Config, Principal, is_loopback};
 use crate::splice::{self, Part};
-use crate::tool::{ErrorCode, ToolError};
+use crate::tool::ErrorCode;
 use crate::tracking::{FeedbackError, FeedbackInput, submit_feedback};
 
 /// How the HTTP server runs.
@@ -108,10 +109,7 @@ pub(crate) fn router(
         loopback: addr.ip().is_loopback(),
     });
 
-    let gate = AuthGate {
-        state: state.clone(),
-        throttle: Arc::new(AuthThrottle::new(config.http.auth_failures_per_minute)),
-    };
+    let gate = AuthGate::new(config.clone());
     let mcp_route = Router::new().route_service("/mcp", mcp);
     let mcp_route = if stateful {
         mcp_route
@@ -128,7 +126,7 @@ pub(crate) fn router(
             (config.http.max_json_depth, config.http.max_body_bytes),
             check_mcp_body,
         ))
-        .route_layer(middleware::from_fn_with_state(gate, require_principal))
+        .route_layer(middleware::from_fn_with_state(gate.clone(), require_principal))
         .route_layer(middleware::from_fn_with_state(state.clone(), time_request));
     Router::new()
         .merge(authenticated)
@@ -137,7 +135,7 @@ pub(crate) fn router(
         .route("/", get(super::console::index))
         .route("/favicon.ico", get(super::console::favicon))
         .route("/console/{file}", get(super::console::asset))
-        .route("/console/api/session", get(super::console::session))
+        .route("/console/api/session", get(super::console::session).with_state(gate))
         .layer(DefaultBodyLimit::max(config.http.max_body_bytes))
         .layer(middleware::from_fn_with_state(guard, check_host_and_origin))
         .with_state(state)
@@ -196,20 +194,6 @@ async fn splice_body(response: Response) -> Response {
     });
     parts.headers.remove(header::CONTENT_LENGTH);
     Response::from_parts(parts, axum::body::Body::from_stream(stream))
-}
-
-pub(super) fn error_response(
-    status: StatusCode,
-    code: ErrorCode,
-    message: &str,
-    hint: Option<&str>,
-) -> Response {
-    let mut error = ToolError::new(code, message);
-    if let Some(hint) = hint {
-        error = error.with_hint(hint);
-    }
-    let trace_id = uuid::Uuid::new_v4().simple().to_string();
-    (status, axum::Json(error.to_json(&trace_id))).into_response()
 }
 
 async fn check_host_and_origin(
@@ -347,31 +331,20 @@ async fn time_request(State(state): State<AppState>, request: Request, next: Nex
     response
 }
 
-/// What authentication needs: the keys, and the throttle on failed attempts.
-#[derive(Clone)]
-struct AuthGate {
-    state: AppState,
-    throttle: Arc<AuthThrottle>,
-}
-
+/// Serve a caller whose key is valid; refuse one whose key fails with 401, or with 429 once its
+/// address or key is over `http.auth_failures_per_minute`.
 async fn require_principal(
     State(gate): State<AuthGate>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    let header = request.headers().get(header::AUTHORIZATION).and_then(|value| value.to_str().ok());
-    let peer = edge::peer(&request);
-    let keyed = !gate.state.config.auth.api_keys.is_empty();
-    if keyed && let Some(wait) = gate.throttle.retry_after(peer, header) {
-        return edge::throttled(wait);
-    }
-    match authenticate(&gate.state.config.auth, header) {
-        Ok(principal) => {
+    match gate.admit(&request) {
+        Admission::Admitted(principal) => {
             request.extensions_mut().insert::<Principal>(principal);
             next.run(request).await
         }
-        Err(failure) => {
-            gate.throttle.record_failure(peer, header);
+        Admission::Throttled { retry_after } => edge::throttled(retry_after),
+        Admission::Refused(failure) => {
             let message = match failure {
                 AuthFailure::Missing => {
                     "an API key is required: send `Authorization: Bearer <key>`"

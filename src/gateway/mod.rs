@@ -7,9 +7,11 @@ mod auth;
 mod console;
 mod edge;
 mod error;
+mod forwarded;
 pub(crate) mod http;
 mod logging;
 mod metrics;
+mod respond;
 pub(crate) mod stdio;
 
 use std::sync::Arc;
@@ -50,6 +52,23 @@ pub(crate) struct AppState {
     pub(crate) tracker: Tracker,
     pub(crate) state_pool: PgPool,
     pub(crate) metrics: Arc<Metrics>,
+    /// The `initialize` instructions, written once: they name the internal servers and the
+    /// external ones configured to run, neither of which changes while orca runs (whether an
+    /// upstream is up, and its tools, are `list_servers`' and `tools/list`' business).
+    instructions: Arc<str>,
+}
+
+impl AppState {
+    pub(crate) fn new(
+        config: Arc<Config>,
+        registry: Arc<Registry>,
+        tracker: Tracker,
+        state_pool: PgPool,
+        metrics: Arc<Metrics>,
+    ) -> AppState {
+        let instructions = instructions(&registry).into();
+        AppState { config, registry, tracker, state_pool, metrics, instructions }
+    }
 }
 
 /// How a client reached the gateway.
@@ -138,32 +157,29 @@ impl Gateway {
         let principal = self.principal(context)?;
         Ok(self.state.registry.external().filter(|_| principal.may(Verb::Read)))
     }
+}
 
-    fn instructions(&self) -> String {
-        let names = self.state.registry.server_names();
-        let mut all: Vec<&str> = names.clone();
-        let external_names = self
-            .state
-            .registry
-            .external()
-            .map(|external| external.enabled_names())
-            .unwrap_or_default();
-        all.extend(external_names.iter().map(String::as_str));
-        let servers = all.join(", ");
-        let sql = if names.contains(&"postgres") {
-            " SQL: execute_sql is a dry run unless dry_run=false; reads then run read-only with \
-             capped rows; a write needs the confirmation_token of its dry run, then dry_run=false \
-             and read_only=false. generate_schema describes the tables."
-        } else {
-            ""
-        };
-        format!(
-            "orca is one governed gateway to data tools. Servers behind it: {servers}. \
-             Every tool result carries _meta.feedback_token; rate a result with the submit_feedback tool \
-             (or POST /mcp/feedback) so the people who curate the context can learn from it. \
-             Call list_servers to see every server, its status and its tools.{sql}"
-        )
-    }
+/// What `initialize` tells a client about orca: the servers behind it and how to rate results.
+fn instructions(registry: &Registry) -> String {
+    let names = registry.server_names();
+    let mut all: Vec<&str> = names.clone();
+    let external_names =
+        registry.external().map(|external| external.enabled_names()).unwrap_or_default();
+    all.extend(external_names.iter().map(String::as_str));
+    let servers = all.join(", ");
+    let sql = if names.contains(&"postgres") {
+        " SQL: execute_sql is a dry run unless dry_run=false; reads then run read-only with \
+         capped rows; a write needs the confirmation_token of its dry run, then dry_run=false \
+         and read_only=false. generate_schema describes the tables."
+    } else {
+        ""
+    };
+    format!(
+        "orca is one governed gateway to data tools. Servers behind it: {servers}. \
+         Every tool result carries _meta.feedback_token; rate a result with the submit_feedback tool \
+         (or POST /mcp/feedback) so the people who curate the context can learn from it. \
+         Call list_servers to see every server, its status and its tools.{sql}"
+    )
 }
 
 fn http_parts(context: &RequestContext<RoleServer>) -> Option<&::http::request::Parts> {
@@ -424,7 +440,7 @@ impl ServerHandler for Gateway {
         capabilities.logging = Some(rmcp::model::JsonObject::new());
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("orca", env!("CARGO_PKG_VERSION")))
-            .with_instructions(self.instructions())
+            .with_instructions(&*self.state.instructions)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {

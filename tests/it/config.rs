@@ -54,10 +54,20 @@ fn a_missing_config_file_is_an_error_naming_it() {
 
 #[test]
 fn doctor_masks_secrets_and_reports_failed_checks() {
-    let setup = OrcaSetup::new("postgres://orca:topsecret@127.0.0.1:1/orca");
+    let setup = OrcaSetup::new("postgres://orca:topsecret@127.0.0.1:1/orca").with_config(
+        "http:\n  max_connections: 300\n  auth_failures_per_minute: 7\n  trusted_proxies: [10.0.0.0/8, '192.0.2.7']\n",
+    );
     let (code, stdout, _) = run(&setup, &["doctor"]);
     assert_eq!(code, 1, "an unreachable database fails the check");
     assert!(stdout.contains("postgres://orca:****@127.0.0.1:1/orca"), "{stdout}");
+    // The HTTP edge's limits, as configured or by default.
+    for expected in [
+        "max_connections=300 header_timeout_ms=10000 max_json_depth=64 auth_failures_per_minute=7 drain_timeout_ms=10000",
+        "http.trusted_proxies",
+        "10.0.0.0/8, 192.0.2.7",
+    ] {
+        assert!(stdout.contains(expected), "missing {expected:?} in:\n{stdout}");
+    }
     assert!(stdout.contains("FAIL  state database"), "{stdout}");
     assert!(!stdout.contains("topsecret"), "{stdout}");
 }

@@ -1,7 +1,8 @@
 //! Bad input at the HTTP edge, through the real binary over real sockets: oversized, deeply
 //! nested, invalid and batched bodies, unknown methods and sessions, a missing `Accept`, foreign
-//! origins, a slow client, idle connections past the limit and guessed API keys. Each test also
-//! shows that a normal client is still served.
+//! origins, a slow client, idle connections past the limit and guessed API keys (on `/mcp` and the
+//! console's session endpoint, directly and behind a trusted reverse proxy). Each test also shows
+//! that a normal client is still served.
 
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
@@ -218,31 +219,68 @@ async fn a_thousand_idle_connections_meet_the_connection_limit_with_503() {
 }
 
 async fn status_from(from: IpAddr, url: &str, authorization: &str) -> (u16, Option<String>) {
-    let response = reqwest::Client::builder()
+    status_through(from, url, authorization, &[]).await
+}
+
+/// POST a ping to `url` from the local address `from`, with extra headers (what a reverse proxy
+/// adds), and return the status and `Retry-After`.
+async fn status_through(
+    from: IpAddr,
+    url: &str,
+    authorization: &str,
+    headers: &[(&str, &str)],
+) -> (u16, Option<String>) {
+    let mut request = reqwest::Client::builder()
         .local_address(from)
         .build()
         .unwrap()
         .post(url)
         .header("authorization", authorization)
         .header("accept", "application/json, text/event-stream")
-        .header("content-type", "application/json")
-        .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
-        .send()
-        .await
-        .unwrap();
+        .header("content-type", "application/json");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response =
+        request.body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).send().await.unwrap();
     let retry_after =
         response.headers().get("retry-after").map(|value| value.to_str().unwrap().to_owned());
     (response.status().as_u16(), retry_after)
 }
 
+/// `GET /console/api/session` from the local address `from`: the status, `Retry-After` and
+/// the body.
+async fn session_from(
+    from: IpAddr,
+    server: &HttpServer,
+    authorization: Option<&str>,
+) -> (u16, Option<String>, Value) {
+    let mut request = reqwest::Client::builder()
+        .local_address(from)
+        .build()
+        .unwrap()
+        .get(server.url("/console/api/session"));
+    if let Some(authorization) = authorization {
+        request = request.header("authorization", authorization);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let retry_after =
+        response.headers().get("retry-after").map(|value| value.to_str().unwrap().to_owned());
+    (status, retry_after, response.json().await.unwrap())
+}
+
+fn keyed_setup(database: &TestDatabase, http: &str) -> OrcaSetup {
+    let hash = hex::encode(Sha256::digest(KEY.as_bytes()));
+    OrcaSetup::new(&database.url).with_config(&format!(
+        "http:\n  auth_failures_per_minute: 10\n{http}auth:\n  api_keys:\n    - name: analyst\n      sha256: {hash}\n      verbs: [read]\n"
+    ))
+}
+
 #[tokio::test]
 async fn ten_thousand_guessed_api_keys_are_throttled_with_429_per_address_and_per_key() {
     let database = TestDatabase::create().await;
-    let hash = hex::encode(Sha256::digest(KEY.as_bytes()));
-    let setup = OrcaSetup::new(&database.url).with_config(&format!(
-        "http:\n  auth_failures_per_minute: 10\nauth:\n  api_keys:\n    - name: analyst\n      sha256: {hash}\n      verbs: [read]\n"
-    ));
-    let server = setup.http_server(&[]);
+    let server = keyed_setup(&database, "").http_server(&[]);
     let url = server.url("/mcp");
     let guesser: IpAddr = "127.0.0.2".parse().unwrap();
     let client = reqwest::Client::builder().local_address(guesser).build().unwrap();
@@ -274,7 +312,7 @@ async fn ten_thousand_guessed_api_keys_are_throttled_with_429_per_address_and_pe
     // further minute lets another ten through.
     let minutes = started.elapsed().as_secs() as usize / 60 + 1;
     assert!(
-        (10..=18 * minutes).contains(&unauthorized),
+        (10..=10 * minutes).contains(&unauthorized),
         "{unauthorized} guesses were checked in {minutes} minute(s)"
     );
     assert_eq!(unauthorized + throttled.len(), 10_000);
@@ -283,17 +321,26 @@ async fn ten_thousand_guessed_api_keys_are_throttled_with_429_per_address_and_pe
         assert!((1..=60).contains(&seconds), "{seconds}");
     }
 
-    // The address is blocked even with the right key, on the console API too, so guessing
-    // learns nothing more.
-    let (status, _) = status_from(guesser, &url, &format!("Bearer {KEY}")).await;
+    // Guessing on the console's session endpoint gets the same 429 once the address is over.
+    let (status, retry_after, _) = session_from(guesser, &server, Some("Bearer guess-x")).await;
     assert_eq!(status, 429);
+    assert!(retry_after.is_some());
+
+    // The right key is still served from that address (a NAT, a proxy), on `/mcp` and the
+    // console's API alike: only what fails to authenticate is refused.
+    let (status, _) = status_from(guesser, &url, &format!("Bearer {KEY}")).await;
+    assert_eq!(status, 200);
     let console = client
         .get(server.url("/console/api/executions"))
         .header("authorization", format!("Bearer {KEY}"))
         .send()
         .await
         .unwrap();
-    assert_eq!(console.status().as_u16(), 429);
+    assert_eq!(console.status().as_u16(), 200);
+    let (status, _, session) = session_from(guesser, &server, Some(&format!("Bearer {KEY}"))).await;
+    assert_eq!((status, &session["authenticated"]), (200, &json!(true)));
+    let (status, _, session) = session_from(guesser, &server, None).await;
+    assert_eq!((status, &session["authenticated"]), (200, &json!(false)), "no key, no guess");
 
     // One wrong key tried from many addresses is blocked by key.
     for last in 10..20u8 {
@@ -311,4 +358,68 @@ async fn ten_thousand_guessed_api_keys_are_throttled_with_429_per_address_and_pe
     still_serves(&server, Some(KEY)).await;
     let log = server.log_text();
     assert!(!log.contains("guess-") && !log.contains(KEY), "a key reached the log");
+}
+
+#[tokio::test]
+async fn keys_guessed_on_the_console_session_endpoint_count_toward_the_throttle() {
+    let database = TestDatabase::create().await;
+    let server = keyed_setup(&database, "").http_server(&[]);
+    let guesser: IpAddr = "127.0.0.40".parse().unwrap();
+    for guess in 0..10 {
+        let (status, _, session) =
+            session_from(guesser, &server, Some(&format!("Bearer guess-{guess}"))).await;
+        assert_eq!(status, 200);
+        assert_eq!(session["key_refused"], true);
+    }
+    let (status, retry_after, _) = session_from(guesser, &server, Some("Bearer guess-10")).await;
+    assert_eq!(status, 429);
+    let seconds: u64 = retry_after.unwrap().parse().unwrap();
+    assert!((1..=60).contains(&seconds), "{seconds}");
+    let (status, _) = status_from(guesser, &server.url("/mcp"), "Bearer guess-11").await;
+    assert_eq!(status, 429, "the guesses on the console counted for /mcp too");
+    let (status, _) = status_from(guesser, &server.url("/mcp"), &format!("Bearer {KEY}")).await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn clients_behind_a_trusted_proxy_are_throttled_apart_and_others_cannot_spoof_an_address() {
+    let database = TestDatabase::create().await;
+    let server = keyed_setup(&database, "  trusted_proxies: ['127.0.0.50', '10.0.0.0/8']\n")
+        .http_server(&[]);
+    let url = server.url("/mcp");
+    let proxy: IpAddr = "127.0.0.50".parse().unwrap();
+    let mut guess = 0;
+    let mut next_guess = || {
+        guess += 1;
+        format!("Bearer guess-{guess}")
+    };
+
+    // One client behind the proxy uses up its limit; written as the proxy appends it, after
+    // whatever the client sent itself.
+    let first = [("x-forwarded-for", "198.51.100.7, 203.0.113.1, 10.1.2.3")];
+    for _ in 0..10 {
+        assert_eq!(status_through(proxy, &url, &next_guess(), &first).await.0, 401);
+    }
+    let (status, retry_after) = status_through(proxy, &url, &next_guess(), &first).await;
+    assert_eq!((status, retry_after.is_some()), (429, true));
+    // The same client named the RFC 7239 way is the same client.
+    let forwarded = [("forwarded", "for=203.0.113.1;proto=https")];
+    assert_eq!(status_through(proxy, &url, &next_guess(), &forwarded).await.0, 429);
+    // Another client behind the same proxy is checked, and its right key served by all.
+    let second = [("x-forwarded-for", "203.0.113.2")];
+    assert_eq!(status_through(proxy, &url, &next_guess(), &second).await.0, 401);
+    let ipv6 = [("forwarded", r#"for="[2001:db8::3]:4711""#)];
+    assert_eq!(status_through(proxy, &url, &next_guess(), &ipv6).await.0, 401);
+    assert_eq!(status_through(proxy, &url, &format!("Bearer {KEY}"), &first).await.0, 200);
+
+    // A peer that is not a trusted proxy is its own address, whatever X-Forwarded-For says.
+    let spoofer: IpAddr = "127.0.0.51".parse().unwrap();
+    for attempt in 0..10 {
+        let spoofed = format!("192.0.2.{attempt}");
+        let header = [("x-forwarded-for", spoofed.as_str())];
+        assert_eq!(status_through(spoofer, &url, &next_guess(), &header).await.0, 401);
+    }
+    let fresh = [("x-forwarded-for", "192.0.2.200"), ("forwarded", "for=192.0.2.201")];
+    assert_eq!(status_through(spoofer, &url, &next_guess(), &fresh).await.0, 429);
+    still_serves(&server, Some(KEY)).await;
 }
