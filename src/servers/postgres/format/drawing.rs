@@ -8,7 +8,7 @@ use plotters::backend::{BitMapBackend, DrawingBackend, RGBPixel};
 use plotters::coord::Shift;
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
 use plotters::drawing::{DrawingArea, DrawingAreaErrorKind, IntoDrawingArea};
-use plotters::element::{Circle, PathElement, Rectangle, Text};
+use plotters::element::{Circle, EmptyElement, PathElement, Rectangle, Text};
 use plotters::prelude::{Cartesian2d, ChartBuilder, ChartContext};
 use plotters::style::{Color, FontStyle, RGBColor, WHITE};
 
@@ -242,6 +242,8 @@ fn draw_grouped_bars(
     let values = groups.iter().flat_map(|group| group.values.iter().flatten().copied());
     let (low, high) = bounds(values);
     let (x_low, x_high) = padded_range(low, high, true);
+    // Room on the right for the label of the longest bar.
+    let x_high = x_high + (x_high - x_low) * 0.08;
     let x = Axis::numeric(x_low, x_high, 8, figure.y_name.clone());
     let count = groups.len();
     let (y, label_area) =
@@ -259,6 +261,13 @@ fn draw_grouped_bars(
             bar.set_margin(1, 1, 0, 0);
             Some(bar)
         }))?;
+        // Each bar's value at its end, so that a zero reads apart from a missing value.
+        plot.draw_series(groups.iter().enumerate().filter_map(|(rank, group)| {
+            let value = (*group.values.get(run)?)?;
+            let middle = (count - 1 - rank) as f64 + 0.4 - height * (run as f64 + 0.5);
+            let text = Text::new(value_label(value), (4, -7), (FONT_FAMILY, 12));
+            Some(EmptyElement::at((value.max(0.0), middle)) + text)
+        }))?;
     }
     let mut left = i32::try_from(label_area).unwrap_or(80) + 16;
     for (run, name) in runs.iter().enumerate() {
@@ -268,6 +277,19 @@ fn draw_grouped_bars(
         left += 20 + i32::try_from(name.chars().count()).unwrap_or(0) * 8 + 28;
     }
     Ok(())
+}
+
+/// A bar's value as its label: at most two decimals, without trailing zeros.
+fn value_label(value: f64) -> String {
+    let magnitude = value.abs();
+    if magnitude != 0.0 && !(1e-3..1e7).contains(&magnitude) {
+        return format!("{value:.2e}");
+    }
+    let text = format!("{value:.2}");
+    match text.trim_end_matches('0').trim_end_matches('.') {
+        "-0" => "0".to_owned(),
+        trimmed => trimmed.to_owned(),
+    }
 }
 
 /// The colour of the `index`th run of a grouped chart.
@@ -574,6 +596,16 @@ mod tests {
         );
         assert_eq!(short_label("a\nb"), "a b");
         assert_eq!(truncate_chars("ab", 1), "…");
+        for (value, label) in [
+            (66.7, "66.7"),
+            (100.0, "100"),
+            (0.0, "0"),
+            (-0.001, "0"),
+            (0.126, "0.13"),
+            (2e9, "2.00e9"),
+        ] {
+            assert_eq!(value_label(value), label, "{value}");
+        }
         assert_eq!(padded_range(5.0, 5.0, false), (4.75, 5.25));
         assert_eq!(padded_range(0.0, 0.0, true), (-1.0, 1.0));
         assert_eq!(padded_range(2.0, 12.0, true), (0.0, 12.6));
