@@ -109,11 +109,16 @@ async function loadServers() {
     const tools = (server.tools || []).filter((name) => byName.has(name)).map((name) => byName.get(name));
     tools.forEach((tool) => claimed.add(tool.name));
     // A server whose every tool this key may not use is not shown; one without tools (down) is.
-    if (tools.length || !(server.tools || []).length) groups.push({ name: server.name, status: server.status, description: server.description, tools });
+    if (tools.length || !(server.tools || []).length) groups.push({ name: server.name, version: versionOf(server), status: server.status, description: server.description, tools });
   }
   const rest = state.tools.filter((tool) => !claimed.has(tool.name));
   if (rest.length) groups.push({ name: servers.length ? "other" : "tools", status: "", description: "", tools: rest });
   renderServers(groups);
+}
+
+/** A server's version when `list_servers` reports one as a non-empty string; null otherwise. */
+function versionOf(server) {
+  return typeof server.version === "string" && server.version.trim() ? server.version.trim() : null;
 }
 
 function renderServers(groups) {
@@ -125,10 +130,13 @@ function renderServers(groups) {
     const open = index === 0 && groups.length <= 2;
     const toggle = element("button", { type: "button", id: buttonId, class: "server-toggle", "aria-expanded": String(open), "aria-controls": panelId }, group.name);
     const statusKind = group.status === "running" ? "ok" : group.status ? "warn" : "";
+    // The name and version come first; a long status wraps to its own line and is cut short
+    // there, with the whole text on hover.
     const head = element("div", { class: "server-head" },
       element("h3", { class: "server-name" }, toggle),
-      group.status ? element("span", { class: `badge ${statusKind}`, text: group.status }) : null,
-      element("span", { class: "muted small", text: `${group.tools.length} tool${group.tools.length === 1 ? "" : "s"}` }));
+      group.version ? element("span", { class: "server-version muted small", text: group.version }) : null,
+      element("span", { class: "muted small tool-count", text: `${group.tools.length} tool${group.tools.length === 1 ? "" : "s"}` }),
+      group.status ? element("span", { class: `badge server-status ${statusKind}`, title: group.status, text: group.status }) : null);
     const panel = element("div", { id: panelId, role: "region", "aria-labelledby": buttonId, class: "server-tools" });
     panel.hidden = !open;
     if (group.description) panel.append(element("p", { class: "muted small server-description", text: group.description }));
@@ -152,6 +160,7 @@ function renderServers(groups) {
 
 function selectTool(tool, button) {
   state.selected = tool;
+  closeFallback();
   document.querySelectorAll(".tool-button[aria-current]").forEach((node) => node.removeAttribute("aria-current"));
   button?.setAttribute("aria-current", "true");
   $("tool-title").textContent = tool.name;
@@ -248,9 +257,7 @@ function showResult(tool, args, result, error, elapsed, page, previous) {
     if (value && typeof value.sql === "string" && tool.name === "generate_sql") {
       container.append(element("pre", { class: "sql", "aria-label": "Generated SQL", text: value.sql }));
     }
-    const json = element("details", { class: "json-view", open: table ? undefined : true }, element("summary", { text: "JSON" }));
-    json.append(element("pre", { class: "json", text: JSON.stringify(value ?? result.content, null, 2) }));
-    container.append(json);
+    container.append(jsonView(value ?? result.content, !table));
     const actions = element("div", { class: "result-actions" });
     const csv = element("button", { type: "button", class: "secondary" }, "Download CSV");
     csv.disabled = !table;
@@ -266,6 +273,24 @@ function showResult(tool, args, result, error, elapsed, page, previous) {
     footer.append(feedbackControls(mcp, token, { idPrefix: `result-${state.resultCount}`, onSent: () => setTimeout(refreshSide, 150) }));
     container.append(footer);
   }
+}
+
+/**
+ * The result as pretty-printed JSON in a <details>: open (and built) at once when there is no
+ * table, otherwise built the first time it is opened, so a large result costs nothing folded.
+ */
+function jsonView(value, open) {
+  const view = element("details", { class: "json-view" }, element("summary", { text: "JSON" }));
+  const build = () => {
+    if (!view.querySelector("pre")) view.append(element("pre", { class: "json", "aria-label": "The result as JSON", text: JSON.stringify(value, null, 2) }));
+  };
+  if (open) {
+    build();
+    view.open = true;
+  } else {
+    view.addEventListener("toggle", () => view.open && build());
+  }
+  return view;
 }
 
 /** The plain top-level fields of a result that is not itself a table, as a list of facts. */
@@ -308,6 +333,19 @@ $("feedback-dialog").addEventListener("close", () => {
   else $("tool-panel").focus();
 });
 
+/**
+ * Hide the manual fallback (its flow finished, or another tool was chosen); the focus, when it
+ * was inside, moves to the result.
+ */
+function closeFallback() {
+  const panel = $("fallback-panel");
+  if (panel.hidden) return;
+  const hadFocus = panel.contains(document.activeElement);
+  panel.hidden = true;
+  $("fallback").replaceChildren();
+  if (hadFocus) ($("result-panel").hidden ? $("tool-panel") : $("result-panel")).focus();
+}
+
 function showFallback(error) {
   const panel = $("fallback-panel");
   const container = $("fallback");
@@ -348,7 +386,10 @@ function showFallback(error) {
       const runRead = element("button", { type: "button", class: "secondary follow-up" }, "Run query");
       runRead.addEventListener("click", async () => {
         const tool = state.tools.find((candidate) => candidate.name === "execute_sql");
-        if (tool) await runTool(tool, { sql: statement, dry_run: false });
+        if (!tool) return;
+        await runTool(tool, { sql: statement, dry_run: false });
+        // The read ran and its rows are in the result: the fallback's work is done.
+        if (!state.lastResult?.error) closeFallback();
       });
       actions.append(runRead);
     }
@@ -357,29 +398,33 @@ function showFallback(error) {
 }
 
 async function confirmWrite(statement, dryRun, status) {
-  if (dryRun.approval_id) {
-    const { result, error } = await callTool("execute_sql", { sql: statement, dry_run: false, read_only: false });
-    setTimeout(refreshSide, 250);
-    if (error && error.code === "CONFIRMATION_REQUIRED") {
-      status.replaceChildren(element("p", { class: "approval-wait" }, "Waiting for a person to approve this write: approval id ", element("code", { text: dryRun.approval_id }), ". It is listed under Approvals; once approved, press Confirm again."));
-      return;
-    }
-    showWriteOutcome(result, error, status);
+  const args = dryRun.approval_id
+    ? { sql: statement, dry_run: false, read_only: false }
+    : { sql: statement, dry_run: false, read_only: false, confirmation_token: dryRun.confirmation_token };
+  const started = performance.now();
+  const { result, error } = await callTool("execute_sql", args);
+  const elapsed = Math.round(performance.now() - started);
+  setTimeout(refreshSide, 250);
+  if (dryRun.approval_id && error && error.code === "CONFIRMATION_REQUIRED") {
+    status.replaceChildren(element("p", { class: "approval-wait" }, "Waiting for a person to approve this write: approval id ", element("code", { text: dryRun.approval_id }), ". It is listed under Approvals; once approved, press Confirm again."));
     return;
   }
-  const { result, error } = await callTool("execute_sql", { sql: statement, dry_run: false, read_only: false, confirmation_token: dryRun.confirmation_token });
-  setTimeout(refreshSide, 250);
-  showWriteOutcome(result, error, status);
+  showWriteOutcome(args, result, error, status, elapsed);
 }
 
-function showWriteOutcome(result, error, status) {
+/** A failed write stays in the fallback to be fixed; a confirmed one closes it and is shown as the result. */
+function showWriteOutcome(args, result, error, status, elapsed) {
   if (error) {
     status.replaceChildren(renderError(error));
     return;
   }
   const value = result.structuredContent || {};
   const affected = value.affected_rows ?? value.rows_affected;
-  status.replaceChildren(element("p", { class: "ok-text", role: "status", text: `The write ran${affected != null ? `: ${affected} row${affected === 1 ? "" : "s"} affected` : ""}.` }));
+  $("result-panel").hidden = false;
+  state.lastResult = { tool: "execute_sql", args, result, error: null };
+  showResult({ name: "execute_sql" }, args, result, null, elapsed, 1, null);
+  $("result").prepend(element("p", { class: "ok-text", role: "status", text: `The write ran${affected != null ? `: ${affected} row${affected === 1 ? "" : "s"} affected` : ""}.` }));
+  closeFallback();
 }
 
 // ---- approvals and recent executions ----

@@ -53,7 +53,15 @@ function cellText(value) {
   return String(value);
 }
 
-/** A table with a caption, column headers and one row per result row. */
+/** Rows put in the page at once; the rest follow in batches, after the first rows are drawn. */
+const FIRST_ROWS = 100;
+const BATCH_ROWS = 300;
+
+/**
+ * A table with a caption, column headers and one row per result row. A long result shows its
+ * first rows at once and adds the others a batch per task (the scroll region is `aria-busy`
+ * until the last is in), so the first rows are not held back by laying out a thousand.
+ */
 export function renderTable(table, caption) {
   const node = element("table", { class: "data-table" });
   node.append(element("caption", { text: caption }));
@@ -62,18 +70,38 @@ export function renderTable(table, caption) {
   table.columns.forEach((name, index) => headRow.append(element("th", { scope: "col", text: name, class: table.numeric?.[index] ? "number" : undefined })));
   head.append(headRow);
   const body = element("tbody");
-  for (const row of table.rows) {
-    const tr = element("tr");
-    row.forEach((value, index) => {
-      const td = element("td", { text: cellText(value) });
-      if (value === null || value === undefined) td.classList.add("null");
-      else if (typeof value === "number" || table.numeric?.[index]) td.classList.add("number");
-      tr.append(td);
-    });
-    body.append(tr);
-  }
   node.append(head, body);
-  return element("div", { class: "table-scroll", tabindex: "0", role: "region", "aria-label": caption }, node);
+  const region = element("div", { class: "table-scroll", tabindex: "0", role: "region", "aria-label": caption }, node);
+  const append = (from, to) => {
+    const rows = document.createDocumentFragment();
+    for (const row of table.rows.slice(from, to)) {
+      const tr = document.createElement("tr");
+      row.forEach((value, index) => {
+        const td = document.createElement("td");
+        td.textContent = cellText(value);
+        if (value === null || value === undefined) td.className = "null";
+        else if (typeof value === "number" || table.numeric?.[index]) td.className = "number";
+        tr.append(td);
+      });
+      rows.append(tr);
+    }
+    body.append(rows);
+  };
+  append(0, FIRST_ROWS);
+  if (table.rows.length > FIRST_ROWS) {
+    region.setAttribute("aria-busy", "true");
+    let next = FIRST_ROWS;
+    const more = () => {
+      // A table replaced before it was complete stops growing.
+      if (!region.isConnected) return;
+      append(next, next + BATCH_ROWS);
+      next += BATCH_ROWS;
+      if (next < table.rows.length) setTimeout(more, 0);
+      else region.removeAttribute("aria-busy");
+    };
+    requestAnimationFrame(() => setTimeout(more, 0));
+  }
+  return region;
 }
 
 /** RFC 4180 CSV of a table. */

@@ -69,7 +69,79 @@ async function run(page) {
   await page.locator("#result-panel:not([aria-busy])").waitFor();
 }
 
+/** The server list at `width`: each long status stays off its server's name, nothing scrolls sideways. */
+async function checkServerList(page, width) {
+  const name = page.getByRole("button", exact("github"));
+  await name.waitFor();
+  const server = page.locator(".server", { has: page.getByRole("heading", exact("github")) });
+  const badge = server.getByText(/^missing credentials: /);
+  const title = await badge.getAttribute("title");
+  assert.match(title ?? "", /^missing credentials: ORCA_CONSOLE_UNSET_GITHUB_API_KEY, ORCA_CONSOLE_UNSET_GITHUB_ORG$/, `${width} px: the whole status on hover`);
+  assert.equal(await badge.textContent(), title);
+  const [nameBox, badgeBox] = [await name.boundingBox(), await badge.boundingBox()];
+  const apart = nameBox.x + nameBox.width <= badgeBox.x || badgeBox.x + badgeBox.width <= nameBox.x
+    || nameBox.y + nameBox.height <= badgeBox.y || badgeBox.y + badgeBox.height <= nameBox.y;
+  assert.ok(apart, `${width} px: the status ${JSON.stringify(badgeBox)} overlaps the name ${JSON.stringify(nameBox)}`);
+  for (const server of ["github", "orca", "postgres", "data"]) {
+    const fits = await page.getByRole("button", exact(server)).evaluate((node) => node.scrollWidth <= node.clientWidth && node.clientWidth > 40);
+    assert.ok(fits, `${width} px: the name ${server} is cut or squeezed`);
+  }
+  const scrolls = await page.getByRole("navigation", exact("Servers")).evaluate((node) => ({
+    sidebar: node.scrollWidth - node.clientWidth,
+    page: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+  }));
+  assert.deepEqual(scrolls, { sidebar: 0, page: 0 }, `${width} px: something scrolls sideways`);
+  await shot(page, `00-servers-${width}`);
+}
+
+/**
+ * `list_servers` as orca answers it, with versions set the ways a server may report one: a
+ * string (postgres), null (data), absent (orca) and empty (github).
+ */
+async function withVersions(route) {
+  const request = route.request().postDataJSON();
+  if (request?.method !== "tools/call" || request.params?.name !== "list_servers") return route.continue();
+  const response = await route.fetch();
+  const edit = (message) => {
+    for (const server of message.result?.structuredContent?.servers || []) {
+      if (server.name === "postgres") server.version = "16.4-test";
+      else if (server.name === "data") server.version = null;
+      else if (server.name === "github") server.version = "";
+      else delete server.version;
+    }
+    return message;
+  };
+  const text = await response.text();
+  const body = (response.headers()["content-type"] || "").includes("text/event-stream")
+    ? text.replace(/^data: ?(.*)$/gm, (_, data) => `data: ${JSON.stringify(edit(JSON.parse(data)))}`)
+    : JSON.stringify(edit(JSON.parse(text)));
+  const headers = { ...response.headers() };
+  delete headers["content-length"];
+  await route.fulfill({ status: response.status(), headers, body });
+}
+
+async function checkVersions(browser) {
+  step("a server's version stands next to its name when list_servers reports one");
+  const { context, page } = await openPage(browser);
+  await page.route(`${base}/mcp`, withVersions);
+  await page.goto(`${base}/`);
+  const head = (name) => page.locator(".server-head", { has: page.getByRole("heading", exact(name)) });
+  const version = head("postgres").getByText("16.4-test", { exact: true });
+  await version.waitFor();
+  const [nameBox, versionBox] = [await page.getByRole("heading", exact("postgres")).boundingBox(), await version.boundingBox()];
+  assert.ok(Math.abs(nameBox.y + nameBox.height / 2 - (versionBox.y + versionBox.height / 2)) < 8, "the version is on the name's line");
+  assert.ok(versionBox.x - (nameBox.x + nameBox.width) < 24, `the version stands next to the name: ${JSON.stringify([nameBox, versionBox])}`);
+  for (const name of ["data", "orca", "github"]) {
+    const text = await head(name).innerText();
+    assert.match(text, new RegExp(`^${name}\\s+\\d+ tools?\\b`), `${name} shows no version: ${JSON.stringify(text)}`);
+  }
+  await shot(page, "00-servers-versions");
+  assertClean(page, "versions page");
+  await context.close();
+}
+
 async function scenarioOpen(browser) {
+  await checkVersions(browser);
   const { page } = await openPage(browser);
   await page.goto(`${base}/`);
   assert.equal(await page.title(), "orca console");
@@ -83,6 +155,14 @@ async function scenarioOpen(browser) {
   await region.getByRole("button", exact("query_sql")).waitFor();
   assert.match(await region.innerText(), /query_sql/);
   assert.match(await page.locator(".server", { has: page.getByRole("heading", exact("postgres")) }).innerText(), /running/);
+
+  step("a long status wraps or is cut short beside the server's name, with the whole text on hover");
+  await page.getByRole("button", exact("data")).click();
+  for (const width of [1280, 390]) {
+    await page.setViewportSize({ width, height: 800 });
+    await checkServerList(page, width);
+  }
+  await page.setViewportSize({ width: 1280, height: 800 });
 
   step("a tool's form has one labelled control per parameter");
   await openTool(page, "postgres", "execute_sql");
@@ -116,6 +196,10 @@ async function scenarioOpen(browser) {
   let rows = table.getByRole("row");
   assert.equal(await rows.count(), 11, "a header and 10 rows");
   assert.match(await rows.nth(1).innerText(), /AC\/DC/);
+  const jsonSummary = page.getByText("JSON", { exact: true });
+  assert.equal(await jsonSummary.evaluate((summary) => summary.parentElement.textContent), "JSON", "the folded JSON view is built when opened");
+  await jsonSummary.click();
+  assert.match(await page.getByLabel("The result as JSON").innerText(), /"AC\/DC"/);
   await shot(page, "01-query-results");
   await page.getByRole("button", exact("Next page")).click();
   await page.getByRole("table", { name: /page 2/ }).waitFor();
@@ -149,6 +233,17 @@ async function scenarioOpen(browser) {
   for (const header of ["Tool", "Status", "Latency", "Time", "Rating"]) await recent.getByRole("columnheader", exact(header)).waitFor();
   assert.match(await recent.innerText(), /query_sql/);
   await shot(page, "02-feedback-and-recent");
+
+  step("a long result shows its first rows at once and the others right after");
+  await openTool(page, "data", "query_sql");
+  await page.getByLabel("sql", { exact: true }).fill("SELECT track_id, name FROM track ORDER BY track_id");
+  await page.getByLabel("max_rows", { exact: true }).fill("250");
+  await run(page);
+  const long = page.getByRole("region", { name: /^query_sql, 250 rows$/ });
+  await long.and(page.locator(":not([aria-busy])")).waitFor();
+  const longRows = long.getByRole("row");
+  assert.equal(await longRows.count(), 251, "a header and 250 rows");
+  assert.match(await longRows.last().innerText(), /^250\s/);
 
   step("three failed calls in a row open the feedback dialog, which Escape closes");
   await openTool(page, "postgres", "execute_sql");
@@ -189,12 +284,38 @@ async function scenarioOpen(browser) {
   await sql.fill("UPDATE artist SET name = name WHERE artist_id = 1");
   await page.getByRole("button", exact("Dry run")).click();
   await page.getByText(/changes data/).waitFor();
+  await shot(page, "04-manual-fallback");
   await page.getByRole("button", exact("Confirm")).click();
   await page.getByText("The write ran: 1 row affected.").waitFor();
-  await shot(page, "04-manual-fallback");
+  const fallbackTitle = page.getByRole("heading", exact("Fix the SQL by hand"));
+  await fallbackTitle.waitFor({ state: "hidden" });
+  assert.equal(await page.getByRole("heading", exact("execute_sql result")).count(), 1, "the write is shown as the result");
+
+  step("the fallback closes once its read has run");
+  const giveUp = async () => {
+    await openTool(page, "postgres", "generate_sql");
+    await page.getByLabel("prompt", { exact: true }).fill("how many albums per artist?");
+    await page.getByLabel("max_retries", { exact: true }).fill("3");
+    await run(page);
+    await dialog.waitFor();
+    await dialog.getByRole("button", exact("Close")).click();
+    await dialog.waitFor({ state: "hidden" });
+    await fallbackTitle.waitFor();
+  };
+  await giveUp();
+  await sql.fill("SELECT name FROM artist WHERE artist_id = 1");
+  await page.getByRole("button", exact("Dry run")).click();
+  await page.getByRole("button", exact("Run query")).click();
+  await page.getByRole("table", { name: /^execute_sql, 1 row$/ }).waitFor();
+  await fallbackTitle.waitFor({ state: "hidden" });
+
+  step("choosing another tool closes the fallback");
+  await giveUp();
+
+  await openTool(page, "postgres", "format_results");
+  await fallbackTitle.waitFor({ state: "hidden" });
 
   step("a chart is shown as an image");
-  await openTool(page, "postgres", "format_results");
   await page.locator("#tool-form").getByLabel("data", { exact: true }).fill('[{"genre": "Rock", "tracks": 1297}, {"genre": "Latin", "tracks": 579}, {"genre": "Metal", "tracks": 374}]');
   await page.getByRole("combobox", exact("format")).selectOption("chart");
   await run(page);

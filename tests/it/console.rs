@@ -108,12 +108,15 @@ fn sql_reply(sql: &str) -> Reply {
 async fn in_a_browser_the_console_runs_tools_pages_rates_downloads_and_recovers_from_failures() {
     let database = samples::chinook().await;
     let fake = FakeLlm::start().await;
-    // generate_sql never gets it right: three answers naming a column that does not exist.
+    // generate_sql never gets it right: three runs of three answers naming a column that does
+    // not exist, each ending in the manual fallback.
     fake.script(
         Wire::Anthropic,
-        (0..3).map(|_| sql_reply("SELECT artist.title_of_album FROM artist")),
+        (0..9).map(|_| sql_reply("SELECT artist.title_of_album FROM artist")),
     );
-    let setup = OrcaSetup::new(&database.url).with_fake_llm(&fake);
+    // An external server whose credentials are missing: listed, disabled, with a long status.
+    let external = "mcps:\n  github:\n    command: npx\n    args: [\"-y\", \"@modelcontextprotocol/server-github\"]\n    env:\n      GITHUB_PERSONAL_ACCESS_TOKEN: \"${ORCA_CONSOLE_UNSET_GITHUB_API_KEY}\"\n    credentials:\n      api_key_env: ORCA_CONSOLE_UNSET_GITHUB_API_KEY\n      org_env: ORCA_CONSOLE_UNSET_GITHUB_ORG\n";
+    let setup = OrcaSetup::new(&database.url).with_fake_llm(&fake).with_external(external);
     let server = setup.http_server(&[]);
     run_scenario("open", &server.base, &[]);
 
@@ -142,13 +145,13 @@ async fn in_a_browser_the_console_runs_tools_pages_rates_downloads_and_recovers_
             ),
         ]
     );
-    let (code,): (Option<String>,) = sqlx::query_as(
+    let codes: Vec<Option<String>> = sqlx::query_scalar(
         "SELECT error_code FROM orca.mcp_executions WHERE tool_name = 'generate_sql'",
     )
-    .fetch_one(&pool)
+    .fetch_all(&pool)
     .await
     .unwrap();
-    assert_eq!(code.as_deref(), Some("EXCEEDED_RETRIES"));
+    assert_eq!(codes, vec![Some("EXCEEDED_RETRIES".to_owned()); 3]);
     // The confirmed write of the manual fallback ran once, with its token.
     let writes: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM orca.mcp_executions WHERE tool_name = 'execute_sql' \
@@ -166,7 +169,7 @@ async fn in_a_browser_the_console_runs_tools_pages_rates_downloads_and_recovers_
     .await
     .unwrap();
     assert_eq!(redeemed, 1);
-    assert_eq!(fake.requests().len(), 3, "three attempts reached the model");
+    assert_eq!(fake.requests().len(), 9, "three runs of three attempts reached the model");
     assert!(fake.violations().is_empty(), "{:?}", fake.violations());
     pool.close().await;
 }

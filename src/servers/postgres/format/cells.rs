@@ -327,7 +327,7 @@ pub(super) fn civil_from_days(days: i64) -> (i64, i64, i64) {
 mod tests {
     use serde_json::{Value, json};
 
-    use super::super::drawing::format_instant;
+    use super::super::text::format_instant;
     use super::*;
 
     #[test]

@@ -6,11 +6,13 @@ use std::collections::{BTreeMap, HashMap};
 use serde_json::{Map, Value, json};
 
 use super::cells::{Cell, ColumnKind, cell, cell_text, classify, column_kind};
-use super::drawing::{format_instant, render_png, short, truncate_chars};
+use super::drawing::render_png;
+use super::figure::{Bin, Figure, Series};
 use super::summary::number_value;
 use super::tables::unique_names;
+use super::text::{format_instant, short, truncate_chars};
 use super::{
-    Chart, ChartKind, Dataset, FormatError, HISTOGRAM_BINS, MAX_BAR_CATEGORIES, MAX_CHART_POINTS,
+    Chart, Dataset, FormatError, HISTOGRAM_BINS, MAX_BAR_CATEGORIES, MAX_CHART_POINTS,
     MAX_LABEL_CHARS, MAX_PLOT_MAGNITUDE, VEGA_LITE_SCHEMA,
 };
 
@@ -96,39 +98,6 @@ fn describe_columns(data: &Dataset, kinds: &[ColumnKind]) -> String {
         listed.push(format!("and {} more", data.columns.len() - LISTED));
     }
     if listed.is_empty() { "no columns".to_owned() } else { listed.join(", ") }
-}
-
-/// What a chart shows, independent of how it is drawn.
-pub(super) struct Figure {
-    pub(super) title: String,
-    pub(super) description: String,
-    pub(super) x_name: String,
-    pub(super) y_name: String,
-    pub(super) series: Series,
-}
-
-pub(super) enum Series {
-    Line { points: Vec<(f64, f64)>, date_only: bool },
-    Bar { bars: Vec<(String, f64)> },
-    Scatter { points: Vec<(f64, f64)> },
-    Histogram { bins: Vec<Bin> },
-}
-
-pub(super) struct Bin {
-    pub(super) start: f64,
-    pub(super) end: f64,
-    pub(super) count: usize,
-}
-
-impl Figure {
-    pub(super) fn kind(&self) -> ChartKind {
-        match self.series {
-            Series::Line { .. } => ChartKind::Line,
-            Series::Bar { .. } => ChartKind::Bar,
-            Series::Scatter { .. } => ChartKind::Scatter,
-            Series::Histogram { .. } => ChartKind::Histogram,
-        }
-    }
 }
 
 fn build_figure(data: &Dataset, names: &[String], plan: ChartPlan) -> Result<Figure, FormatError> {
@@ -368,6 +337,27 @@ fn vega_lite_spec(figure: &Figure) -> Value {
                 "x": {"field": y_field, "type": "quantitative", "title": figure.y_name},
             }),
         ),
+        Series::GroupedBar { runs, groups } => (
+            groups
+                .iter()
+                .flat_map(|group| {
+                    runs.iter().zip(&group.values).filter_map(|(run, value)| {
+                        let mut entry = Map::new();
+                        entry.insert(figure.x_name.clone(), Value::String(group.label.clone()));
+                        entry.insert("run".to_owned(), Value::String(run.clone()));
+                        entry.insert(figure.y_name.clone(), number_value((*value)?));
+                        Some(Value::Object(entry))
+                    })
+                })
+                .collect(),
+            json!("bar"),
+            json!({
+                "y": {"field": x_field, "type": "nominal", "sort": null, "title": figure.x_name},
+                "yOffset": {"field": "run", "sort": runs},
+                "x": {"field": y_field, "type": "quantitative", "title": figure.y_name},
+                "color": {"field": "run", "type": "nominal", "sort": runs, "title": "run"},
+            }),
+        ),
         Series::Scatter { points } => (
             points.iter().map(|(x, y)| pair(number_value(*x), number_value(*y))).collect(),
             json!("point"),
@@ -426,8 +416,9 @@ fn vega_field(name: &str) -> String {
 mod tests {
     use serde_json::{Value, json};
 
+    use super::super::figure::BarGroup;
     use super::super::testing::{check_png, data};
-    use super::super::{Column, summary};
+    use super::super::{ChartKind, Column, summary};
     use super::*;
 
     struct ChartCase {
@@ -582,5 +573,37 @@ mod tests {
         assert_eq!(stats["columns"][1]["mean"], 49_999.5);
         assert_eq!(stats["columns"][3]["distinct"], 100_000);
         assert_eq!(stats["columns"][3]["top_values"][0], json!({"value": "k0", "count": 1}));
+    }
+
+    #[test]
+    fn grouped_bars_keep_each_categorys_runs_together_in_the_spec_and_the_png() {
+        let group =
+            |label: &str, values: Vec<Option<f64>>| BarGroup { label: label.to_owned(), values };
+        let figure = Figure {
+            title: "accuracy by tag".to_owned(),
+            description: "grouped".to_owned(),
+            x_name: "tag".to_owned(),
+            y_name: "accuracy (%)".to_owned(),
+            series: Series::GroupedBar {
+                runs: vec!["with".to_owned(), "without".to_owned()],
+                groups: vec![
+                    group("joins", vec![Some(80.0), Some(40.0)]),
+                    group("dates", vec![None, Some(50.0)]),
+                ],
+            },
+        };
+        assert_eq!(figure.kind(), ChartKind::Bar);
+        let spec = vega_lite_spec(&figure);
+        assert_eq!(
+            spec["data"]["values"],
+            json!([
+                {"tag": "joins", "run": "with", "accuracy (%)": 80.0},
+                {"tag": "joins", "run": "without", "accuracy (%)": 40.0},
+                {"tag": "dates", "run": "without", "accuracy (%)": 50.0},
+            ])
+        );
+        assert_eq!(spec["encoding"]["yOffset"]["field"], "run");
+        assert_eq!(spec["encoding"]["color"]["sort"], json!(["with", "without"]));
+        check_png(&render_png(&figure).unwrap());
     }
 }

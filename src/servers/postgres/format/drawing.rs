@@ -1,7 +1,6 @@
 //! Drawing a figure as a PNG in memory with plotters and the embedded font: axes, round ticks,
 //! shortened labels and the encoder.
 
-use std::borrow::Cow;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::OnceLock;
 
@@ -9,15 +8,16 @@ use plotters::backend::{BitMapBackend, DrawingBackend, RGBPixel};
 use plotters::coord::Shift;
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
 use plotters::drawing::{DrawingArea, DrawingAreaErrorKind, IntoDrawingArea};
-use plotters::element::{Circle, PathElement, Rectangle};
+use plotters::element::{Circle, EmptyElement, PathElement, Rectangle, Text};
 use plotters::prelude::{Cartesian2d, ChartBuilder, ChartContext};
-use plotters::style::{Color, FontStyle, WHITE};
+use plotters::style::{Color, FontStyle, RGBColor, WHITE};
 
 use super::cells::{civil_from_days, days_from_civil};
-use super::chart::{Bin, Figure, Series};
+use super::figure::{BarGroup, Bin, Figure, Series};
+use super::text::{short, split_instant, truncate_chars};
 use super::{
     BAR_COLOR, DEJAVU_SANS, FONT_FAMILY, FormatError, GRID_COLOR, MAX_LABEL_CHARS, MAX_TITLE_CHARS,
-    MILLIS_PER_DAY, PNG_HEIGHT, PNG_WIDTH,
+    MILLIS_PER_DAY, PNG_HEIGHT, PNG_WIDTH, SERIES_COLORS,
 };
 
 type DrawError = DrawingAreaErrorKind<<BitMapBackend<'static> as DrawingBackend>::ErrorType>;
@@ -55,7 +55,7 @@ impl Ranged for TickedAxis {
     }
 }
 
-pub(super) fn render_png(figure: &Figure) -> Result<Vec<u8>, FormatError> {
+pub(crate) fn render_png(figure: &Figure) -> Result<Vec<u8>, FormatError> {
     register_font()?;
     let mut pixels = vec![255u8; PNG_WIDTH as usize * PNG_HEIGHT as usize * 3];
     // Plotters is third-party drawing code with internal `expect`s; the inputs are sanitised
@@ -90,6 +90,7 @@ fn draw_figure(figure: &Figure, pixels: &mut [u8]) -> Result<(), String> {
     let drawn = root.fill(&WHITE).and_then(|()| match &figure.series {
         Series::Line { points, .. } => draw_line(&root, figure, points),
         Series::Bar { bars } => draw_bars(&root, figure, bars),
+        Series::GroupedBar { runs, groups } => draw_grouped_bars(&root, figure, runs, groups),
         Series::Scatter { points } => draw_scatter(&root, figure, points),
         Series::Histogram { bins } => draw_histogram(&root, figure, bins),
     });
@@ -188,26 +189,8 @@ fn draw_bars(root: &Canvas<'_>, figure: &Figure, bars: &[(String, f64)]) -> Resu
     let (low, high) = bounds(bars.iter().map(|bar| bar.1));
     let (x_low, x_high) = padded_range(low, high, true);
     let x = Axis::numeric(x_low, x_high, 8, figure.y_name.clone());
-    // Bar `rank` (0 is the largest) sits in slot `count - 1 - rank`, so the largest is on top.
     let count = bars.len();
-    let labels: Vec<String> = bars.iter().map(|bar| short_label(&bar.0)).collect();
-    let label = |slot: &f64| {
-        let rank = (count as f64 - 1.0 - slot).round();
-        let exact = (count as f64 - 1.0 - slot - rank).abs() < 1e-6 && rank >= 0.0;
-        let found = if exact { labels.get(rank as usize) } else { None };
-        found.cloned().unwrap_or_default()
-    };
-    let slots = (0..count).map(|slot| slot as f64).collect();
-    let y = Axis {
-        low: -0.5,
-        high: count as f64 - 0.5,
-        ticks: slots,
-        label: Box::new(label),
-        title: figure.x_name.clone(),
-        grid: false,
-    };
-    let longest = labels.iter().map(|label| label.chars().count()).max().unwrap_or(0);
-    let label_area = (longest as u32 * 7 + 48).clamp(80, 260);
+    let (y, label_area) = category_axis(bars.iter().map(|bar| bar.0.as_str()), &figure.x_name);
     let mut plot = plot_area(root, &figure.title, x, y, label_area)?;
     // About 380 pixels are left for the bars: thin gaps when there are many, at most 48 pixels
     // of bar when there are few.
@@ -220,6 +203,98 @@ fn draw_bars(root: &Canvas<'_>, figure: &Figure, bars: &[(String, f64)]) -> Resu
         bar
     }))?;
     Ok(())
+}
+
+/// The category axis of a horizontal bar chart: category `rank` (0 first) sits in slot
+/// `count - 1 - rank`, so the first is on top; with the width its labels need.
+fn category_axis<'l>(labels: impl Iterator<Item = &'l str>, title: &str) -> (Axis<'static>, u32) {
+    let labels: Vec<String> = labels.map(short_label).collect();
+    let count = labels.len();
+    let longest = labels.iter().map(|label| label.chars().count()).max().unwrap_or(0);
+    let label_area = (longest as u32 * 7 + 48).clamp(80, 260);
+    let label = move |slot: &f64| {
+        let rank = (count as f64 - 1.0 - slot).round();
+        let exact = (count as f64 - 1.0 - slot - rank).abs() < 1e-6 && rank >= 0.0;
+        let found = if exact { labels.get(rank as usize) } else { None };
+        found.cloned().unwrap_or_default()
+    };
+    let axis = Axis {
+        low: -0.5,
+        high: count as f64 - 0.5,
+        ticks: (0..count).map(|slot| slot as f64).collect(),
+        label: Box::new(label),
+        title: title.to_owned(),
+        grid: false,
+    };
+    (axis, label_area)
+}
+
+/// Horizontal bars grouped by category, each run's bar beside the others' in its colour, and a
+/// legend under the plot naming the runs.
+fn draw_grouped_bars(
+    root: &Canvas<'_>,
+    figure: &Figure,
+    runs: &[String],
+    groups: &[BarGroup],
+) -> Result<(), DrawError> {
+    const LEGEND_HEIGHT: u32 = 36;
+    let (upper, legend) = root.split_vertically(PNG_HEIGHT - LEGEND_HEIGHT);
+    let values = groups.iter().flat_map(|group| group.values.iter().flatten().copied());
+    let (low, high) = bounds(values);
+    let (x_low, x_high) = padded_range(low, high, true);
+    // Room on the right for the label of the longest bar.
+    let x_high = x_high + (x_high - x_low) * 0.08;
+    let x = Axis::numeric(x_low, x_high, 8, figure.y_name.clone());
+    let count = groups.len();
+    let (y, label_area) =
+        category_axis(groups.iter().map(|group| group.label.as_str()), &figure.x_name);
+    let mut plot = plot_area(&upper, &figure.title, x, y, label_area)?;
+    // Each slot keeps a tenth free above and below; the runs share the rest, first on top.
+    let runs_count = runs.len().max(1);
+    let height = 0.8 / runs_count as f64;
+    for (run, _) in runs.iter().enumerate() {
+        let color = series_color(run);
+        plot.draw_series(groups.iter().enumerate().filter_map(|(rank, group)| {
+            let value = (*group.values.get(run)?)?;
+            let top = (count - 1 - rank) as f64 + 0.4 - height * run as f64;
+            let mut bar = Rectangle::new([(0.0, top - height), (value, top)], color.filled());
+            bar.set_margin(1, 1, 0, 0);
+            Some(bar)
+        }))?;
+        // Each bar's value at its end, so that a zero reads apart from a missing value.
+        plot.draw_series(groups.iter().enumerate().filter_map(|(rank, group)| {
+            let value = (*group.values.get(run)?)?;
+            let middle = (count - 1 - rank) as f64 + 0.4 - height * (run as f64 + 0.5);
+            let text = Text::new(value_label(value), (4, -7), (FONT_FAMILY, 12));
+            Some(EmptyElement::at((value.max(0.0), middle)) + text)
+        }))?;
+    }
+    let mut left = i32::try_from(label_area).unwrap_or(80) + 16;
+    for (run, name) in runs.iter().enumerate() {
+        let name = short(name);
+        legend.draw(&Rectangle::new([(left, 10), (left + 14, 24)], series_color(run).filled()))?;
+        legend.draw(&Text::new(name.clone(), (left + 20, 9), (FONT_FAMILY, 15)))?;
+        left += 20 + i32::try_from(name.chars().count()).unwrap_or(0) * 8 + 28;
+    }
+    Ok(())
+}
+
+/// A bar's value as its label: at most two decimals, without trailing zeros.
+fn value_label(value: f64) -> String {
+    let magnitude = value.abs();
+    if magnitude != 0.0 && !(1e-3..1e7).contains(&magnitude) {
+        return format!("{value:.2e}");
+    }
+    let text = format!("{value:.2}");
+    match text.trim_end_matches('0').trim_end_matches('.') {
+        "-0" => "0".to_owned(),
+        trimmed => trimmed.to_owned(),
+    }
+}
+
+/// The colour of the `index`th run of a grouped chart.
+fn series_color(index: usize) -> RGBColor {
+    SERIES_COLORS[index % SERIES_COLORS.len()]
 }
 
 fn draw_scatter(
@@ -456,39 +531,6 @@ fn format_time_label(millis: f64, step: TimeStep) -> String {
     }
 }
 
-/// Formats milliseconds since the Unix epoch as ISO 8601 in UTC (`YYYY-MM-DD` when `date_only`).
-pub(super) fn format_instant(millis: f64, date_only: bool) -> String {
-    match split_instant(millis) {
-        Some((date, _)) if date_only => date,
-        Some((date, time)) => format!("{date}T{time}Z"),
-        None => String::new(),
-    }
-}
-
-/// Splits an instant into `YYYY-MM-DD` and `HH:MM:SS` (with `.mmm` when not whole seconds).
-fn split_instant(millis: f64) -> Option<(String, String)> {
-    if !millis.is_finite() || millis.abs() > 1e15 {
-        return None;
-    }
-    let millis = millis.floor() as i64;
-    let days = millis.div_euclid(MILLIS_PER_DAY);
-    let of_day = millis.rem_euclid(MILLIS_PER_DAY);
-    let (year, month, day) = civil_from_days(days);
-    let (hour, minute) = (of_day / 3_600_000, of_day / 60_000 % 60);
-    let (second, milli) = (of_day / 1_000 % 60, of_day % 1_000);
-    let date = format!("{year:04}-{month:02}-{day:02}");
-    let time = if milli == 0 {
-        format!("{hour:02}:{minute:02}:{second:02}")
-    } else {
-        format!("{hour:02}:{minute:02}:{second:02}.{milli:03}")
-    };
-    Some((date, time))
-}
-
-pub(super) fn short(name: &str) -> String {
-    truncate_chars(name, MAX_LABEL_CHARS).into_owned()
-}
-
 fn short_title(title: &str) -> String {
     truncate_chars(title, MAX_TITLE_CHARS).into_owned()
 }
@@ -508,18 +550,6 @@ fn short_label(label: &str) -> String {
         cut
     };
     cut.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
-}
-
-/// Cuts `text` to `limit` characters, the last being `…`, when it is longer.
-pub(super) fn truncate_chars(text: &str, limit: usize) -> Cow<'_, str> {
-    match text.char_indices().nth(limit) {
-        None => Cow::Borrowed(text),
-        Some(_) => {
-            let mut cut: String = text.chars().take(limit.saturating_sub(1)).collect();
-            cut.push('…');
-            Cow::Owned(cut)
-        }
-    }
 }
 
 fn encode_png(pixels: &[u8]) -> Result<Vec<u8>, FormatError> {
@@ -566,6 +596,16 @@ mod tests {
         );
         assert_eq!(short_label("a\nb"), "a b");
         assert_eq!(truncate_chars("ab", 1), "…");
+        for (value, label) in [
+            (66.7, "66.7"),
+            (100.0, "100"),
+            (0.0, "0"),
+            (-0.001, "0"),
+            (0.126, "0.13"),
+            (2e9, "2.00e9"),
+        ] {
+            assert_eq!(value_label(value), label, "{value}");
+        }
         assert_eq!(padded_range(5.0, 5.0, false), (4.75, 5.25));
         assert_eq!(padded_range(0.0, 0.0, true), (-1.0, 1.0));
         assert_eq!(padded_range(2.0, 12.0, true), (0.0, 12.6));

@@ -11,9 +11,11 @@
 mod cells;
 mod chart;
 mod drawing;
+mod figure;
 mod parse;
 mod summary;
 mod tables;
+mod text;
 
 use std::fmt;
 
@@ -24,6 +26,8 @@ use serde_json::Value;
 use chart::counted;
 
 pub(crate) use chart::chart;
+pub(crate) use drawing::render_png;
+pub(crate) use figure::{BarGroup, Figure, Series};
 pub(crate) use parse::parse_dataset;
 pub(crate) use summary::summary;
 pub(crate) use tables::{csv_text, json_objects, markdown_table};
@@ -56,6 +60,9 @@ const VEGA_LITE_SCHEMA: &str = "https://vega.github.io/schema/vega-lite/v5.json"
 /// The family plotters asks for by default, which the embedded font is registered under.
 const FONT_FAMILY: &str = "sans-serif";
 const BAR_COLOR: RGBColor = RGBColor(31, 119, 180);
+/// The colours of the runs of a grouped bar chart, the first being the plain bars' colour.
+const SERIES_COLORS: [RGBColor; 4] =
+    [BAR_COLOR, RGBColor(255, 127, 14), RGBColor(44, 160, 44), RGBColor(214, 39, 40)];
 const GRID_COLOR: RGBColor = RGBColor(230, 230, 230);
 
 /// DejaVu Sans (fonts-dejavu-core), embedded so the PNG needs no system fonts; its licence is in

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Number, Value, json};
 
 use super::cells::{Cell, ColumnKind, cell, cell_text, classify, column_kind};
-use super::drawing::truncate_chars;
+use super::text::truncate_chars;
 use super::{Column, Dataset, MAX_SUMMARY_TEXT, MAX_TOP_VALUES};
 
 /// Computes deterministic statistics for every column.
