@@ -6,6 +6,7 @@ mod external;
 mod ip_range;
 mod llm;
 mod metabase;
+mod oauth;
 mod pool;
 mod raw;
 #[cfg(test)]
@@ -28,6 +29,7 @@ pub(crate) use external::{Availability, ExternalConfig, ExternalServerConfig, Ex
 pub(crate) use ip_range::IpRange;
 pub(crate) use llm::{LlmConfig, LlmTool, provider_names};
 pub(crate) use metabase::{MetabaseAuth, MetabaseConfig};
+pub(crate) use oauth::{OAuthConfig, Role, secure_or_loopback, split_origin};
 pub(crate) use pool::PoolConfig;
 use raw::{RawApiKey, RawAuth, RawData, RawHttp, RawPrincipal, RawSql, RawTracking};
 pub(crate) use weaviate::WeaviateConfig;
@@ -100,6 +102,17 @@ pub(crate) struct AuthConfig {
     pub(crate) api_keys: Vec<ApiKey>,
     pub(crate) stdio: Principal,
     pub(crate) anonymous: Principal,
+    /// Bearer JWTs from this issuer are accepted next to the API keys.
+    pub(crate) oauth: Option<OAuthConfig>,
+    /// What each role named by a token's roles claim may do.
+    pub(crate) roles: BTreeMap<String, Role>,
+}
+
+impl AuthConfig {
+    /// Whether HTTP callers must authenticate (API keys or OAuth are configured).
+    pub(crate) fn required(&self) -> bool {
+        !self.api_keys.is_empty() || self.oauth.is_some()
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -1062,10 +1075,19 @@ fn validate_auth(raw: RawAuth, file: &str, errors: &mut Vec<String>) -> AuthConf
         let verbs = validate_verbs(&verbs, &format!("{key}.verbs"), file, errors);
         api_keys.push(ApiKey { sha256: digest, principal: Principal { name, verbs } });
     }
+    let roles = oauth::validate_roles(raw.roles, file, errors);
+    let oauth = raw.oauth.and_then(|raw| oauth::validate_oauth(raw, file, errors));
+    if !roles.is_empty() && oauth.as_ref().is_none_or(|oauth| oauth.roles_claim.is_none()) {
+        errors.push(format!(
+            "{file}: auth.roles: roles come from a token's claim: set auth.oauth.roles_claim (for example `groups`)"
+        ));
+    }
     AuthConfig {
         api_keys,
         stdio: validate_principal(raw.stdio, "local", "auth.stdio", file, errors),
         anonymous: validate_principal(raw.anonymous, "anonymous", "auth.anonymous", file, errors),
+        oauth,
+        roles,
     }
 }
 

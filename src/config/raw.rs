@@ -14,6 +14,11 @@ pub(super) struct RawAuth {
     pub(super) stdio: Option<RawPrincipal>,
     /// Verbs of anonymous loopback callers when no API key is configured.
     pub(super) anonymous: Option<RawPrincipal>,
+    /// orca as an OAuth 2.1 resource server: the issuer whose tokens it accepts.
+    pub(super) oauth: Option<super::oauth::RawOAuth>,
+    /// Roles named by a token's roles claim, each with its verbs.
+    #[serde(default)]
+    pub(super) roles: std::collections::BTreeMap<String, super::oauth::RawRole>,
 }
 
 /// One entry of `auth.api_keys`.

@@ -76,6 +76,8 @@ mod tests {
                 .collect(),
             stdio: principal("local", &Verb::ALL),
             anonymous: principal("anonymous", &Verb::ALL),
+            oauth: None,
+            roles: std::collections::BTreeMap::new(),
         }
     }
 

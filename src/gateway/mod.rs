@@ -11,6 +11,7 @@ mod forwarded;
 pub(crate) mod http;
 mod logging;
 mod metrics;
+mod oauth;
 mod respond;
 pub(crate) mod stdio;
 

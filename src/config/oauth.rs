@@ -1,0 +1,229 @@
+//! `auth.oauth` and `auth.roles` of `orca.yaml`: orca as an OAuth 2.1 resource server (the
+//! issuer whose tokens it accepts, its own canonical URL as the audience, the scopes and the
+//! claims it reads) and the roles a token's claim names, each with its verbs.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::validate_verbs;
+use crate::tool::Verb;
+
+/// `auth.oauth` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawOAuth {
+    issuer: String,
+    resource: String,
+    #[serde(default)]
+    scopes_supported: Vec<String>,
+    #[serde(default)]
+    required_scopes: Vec<String>,
+    user_claim: Option<String>,
+    client_claim: Option<String>,
+    roles_claim: Option<String>,
+    leeway_seconds: Option<u64>,
+    jwks_min_refresh_seconds: Option<u64>,
+}
+
+/// One entry of `auth.roles` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRole {
+    verbs: Vec<String>,
+}
+
+/// The issuer orca trusts and what a token must carry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct OAuthConfig {
+    /// Exactly the `iss` a token must carry; its metadata is found by discovery.
+    pub(crate) issuer: String,
+    /// orca's canonical URL: the audience a token must name (RFC 8707).
+    pub(crate) resource: String,
+    pub(crate) scopes_supported: Vec<String>,
+    /// Scopes every token must hold.
+    pub(crate) required_scopes: Vec<String>,
+    /// The claim naming the person (`sub`).
+    pub(crate) user_claim: String,
+    /// The claim naming the client (`client_id`, else `azp`).
+    pub(crate) client_claim: String,
+    /// The claim listing the caller's roles (a list or a space-separated string).
+    pub(crate) roles_claim: Option<String>,
+    /// How far `exp` and `nbf` may be off.
+    pub(crate) leeway: Duration,
+    /// The key set is fetched again for an unknown `kid` at most this often.
+    pub(crate) jwks_min_refresh: Duration,
+}
+
+impl OAuthConfig {
+    /// Where orca serves its protected-resource metadata (RFC 9728): the well-known path
+    /// inserted before the resource's own path.
+    pub(crate) fn metadata_url(&self) -> String {
+        let (origin, path) = split_origin(&self.resource);
+        format!("{origin}/.well-known/oauth-protected-resource{}", path.trim_end_matches('/'))
+    }
+}
+
+/// A role a token (or an API key) may hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Role {
+    pub(crate) verbs: BTreeSet<Verb>,
+}
+
+/// `scheme://host[:port]` and the path (with its leading `/`, possibly empty) of a URL.
+pub(crate) fn split_origin(url: &str) -> (&str, &str) {
+    let after_scheme = url.find("://").map_or(0, |at| at + 3);
+    match url[after_scheme..].find('/') {
+        Some(slash) => url.split_at(after_scheme + slash),
+        None => (url, ""),
+    }
+}
+
+/// Whether `url` may be used for an authorization endpoint or metadata: HTTPS, or HTTP on a
+/// loopback host (local providers and tests).
+pub(crate) fn secure_or_loopback(url: &str) -> bool {
+    if url.starts_with("https://") {
+        return true;
+    }
+    let Some(rest) = url.strip_prefix("http://") else { return false };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = match authority.strip_prefix('[') {
+        Some(bracketed) => bracketed.split(']').next().unwrap_or_default(),
+        None => authority.rsplit_once(':').map_or(authority, |(host, _)| host),
+    };
+    is_loopback_host(host)
+}
+
+/// `localhost`, or an address in 127.0.0.0/8 or `::1`.
+fn is_loopback_host(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<std::net::IpAddr>().is_ok_and(|address| address.is_loopback())
+}
+
+pub(super) fn validate_oauth(
+    raw: RawOAuth,
+    file: &str,
+    errors: &mut Vec<String>,
+) -> Option<OAuthConfig> {
+    let before = errors.len();
+    let url = |key: &str, value: &str, errors: &mut Vec<String>| {
+        if !secure_or_loopback(value) {
+            errors.push(format!(
+                "{file}: auth.oauth.{key}: `{value}` must be an https:// URL (http:// only on a loopback address)"
+            ));
+        } else if value.contains(['?', '#']) {
+            errors.push(format!("{file}: auth.oauth.{key}: must have no query or fragment"));
+        }
+    };
+    url("issuer", &raw.issuer, errors);
+    url("resource", &raw.resource, errors);
+    for scope in raw.scopes_supported.iter().chain(&raw.required_scopes) {
+        if scope.is_empty() || scope.contains(char::is_whitespace) {
+            errors.push(format!(
+                "{file}: auth.oauth: scope `{scope}` must be one word without spaces"
+            ));
+        }
+    }
+    if !raw.scopes_supported.is_empty() {
+        for scope in &raw.required_scopes {
+            if !raw.scopes_supported.contains(scope) {
+                errors.push(format!(
+                    "{file}: auth.oauth.required_scopes: `{scope}` is not in scopes_supported"
+                ));
+            }
+        }
+    }
+    let claim = |key: &str, value: Option<String>, default: &str, errors: &mut Vec<String>| {
+        let value = value.unwrap_or_else(|| default.to_owned());
+        if value.trim().is_empty() {
+            errors.push(format!("{file}: auth.oauth.{key}: must not be empty"));
+        }
+        value
+    };
+    let user_claim = claim("user_claim", raw.user_claim, "sub", errors);
+    let client_claim = claim("client_claim", raw.client_claim, "client_id", errors);
+    let roles_claim = raw.roles_claim.map(|value| claim("roles_claim", Some(value), "", errors));
+    let leeway = raw.leeway_seconds.unwrap_or(60);
+    if leeway > 600 {
+        errors.push(format!("{file}: auth.oauth.leeway_seconds: at most 600"));
+    }
+    let jwks_min_refresh = raw.jwks_min_refresh_seconds.unwrap_or(30);
+    (errors.len() == before).then(|| OAuthConfig {
+        issuer: raw.issuer,
+        resource: raw.resource,
+        scopes_supported: raw.scopes_supported,
+        required_scopes: raw.required_scopes,
+        user_claim,
+        client_claim,
+        roles_claim,
+        leeway: Duration::from_secs(leeway),
+        jwks_min_refresh: Duration::from_secs(jwks_min_refresh),
+    })
+}
+
+pub(super) fn validate_roles(
+    raw: BTreeMap<String, RawRole>,
+    file: &str,
+    errors: &mut Vec<String>,
+) -> BTreeMap<String, Role> {
+    raw.into_iter()
+        .map(|(name, role)| {
+            let key = format!("auth.roles.{name}");
+            if name.trim().is_empty() {
+                errors.push(format!("{file}: auth.roles: a role name must not be empty"));
+            }
+            let verbs = validate_verbs(&role.verbs, &format!("{key}.verbs"), file, errors);
+            (name, Role { verbs })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_urls_insert_the_well_known_path_before_the_resource_path() {
+        let config = |resource: &str| OAuthConfig {
+            issuer: "https://login.example.com".into(),
+            resource: resource.into(),
+            scopes_supported: vec![],
+            required_scopes: vec![],
+            user_claim: "sub".into(),
+            client_claim: "client_id".into(),
+            roles_claim: None,
+            leeway: Duration::from_secs(60),
+            jwks_min_refresh: Duration::from_secs(30),
+        };
+        for (resource, expected) in [
+            (
+                "https://orca.example.com/mcp",
+                "https://orca.example.com/.well-known/oauth-protected-resource/mcp",
+            ),
+            ("https://orca.example.com", "https://orca.example.com/.well-known/oauth-protected-resource"),
+            (
+                "http://127.0.0.1:9000/mcp/",
+                "http://127.0.0.1:9000/.well-known/oauth-protected-resource/mcp",
+            ),
+        ] {
+            assert_eq!(config(resource).metadata_url(), expected, "{resource}");
+        }
+    }
+
+    #[test]
+    fn only_https_or_loopback_http_is_accepted() {
+        for (url, accepted) in [
+            ("https://login.example.com/realms/acme", true),
+            ("http://127.0.0.1:8080", true),
+            ("http://localhost/x", true),
+            ("http://[::1]:9/x", true),
+            ("http://login.example.com", false),
+            ("http://127.0.0.1.evil.example/x", false),
+            ("ftp://127.0.0.1", false),
+            ("login.example.com", false),
+        ] {
+            assert_eq!(secure_or_loopback(url), accepted, "{url}");
+        }
+    }
+}

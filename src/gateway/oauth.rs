@@ -1,0 +1,705 @@
+//! orca as an OAuth 2.1 resource server (MCP authorization): bearer JWTs from the configured
+//! issuer, checked against its key set. The issuer's metadata is found by discovery (OpenID
+//! Connect, else RFC 8414), its JWKS cached and fetched again for an unknown `kid` (a rotation)
+//! at most every `jwks_min_refresh`; the algorithm comes from the key, never from the token
+//! alone, so `none` and a public key used as an HMAC secret are refused. A token must carry
+//! exactly the issuer, orca's resource in its audience (RFC 8707) and the required scopes.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet, PublicKeyUse};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde_json::{Map, Value, json};
+use tokio::sync::{Mutex, RwLock};
+
+use crate::config::{OAuthConfig, secure_or_loopback, split_origin};
+
+/// The keys are fetched again after this long, keeping the old ones if that fails.
+const KEYS_STALE_AFTER: Duration = Duration::from_secs(300);
+/// How long one request to the issuer may take.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+/// The largest metadata or key set document read.
+const MAX_DOCUMENT_BYTES: usize = 1024 * 1024;
+
+/// Who a valid token says is calling.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TokenIdentity {
+    /// The user claim (`sub`).
+    pub(crate) user: String,
+    /// The client claim (`client_id`, else `azp`), when the token names one.
+    pub(crate) client: Option<String>,
+    pub(crate) roles: Vec<String>,
+    pub(crate) scopes: Vec<String>,
+}
+
+/// Why a bearer token was not accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Refusal {
+    /// 401 `invalid_token`.
+    #[error("{0}")]
+    Invalid(String),
+    /// 403 `insufficient_scope`: the scopes the token lacks.
+    #[error("the token lacks the scope(s) {}", .0.join(", "))]
+    InsufficientScope(Vec<String>),
+    /// 503: the issuer's keys cannot be had, so no token can be checked.
+    #[error("the authorization server cannot be reached to check the token: {0}")]
+    Unavailable(String),
+}
+
+/// A verification key with the one algorithm it may be used with.
+struct Key {
+    algorithm: Algorithm,
+    key: DecodingKey,
+}
+
+#[derive(Default)]
+struct Keys {
+    jwks_uri: Option<String>,
+    by_kid: HashMap<String, std::sync::Arc<Key>>,
+    /// Keys without a `kid`, usable only when the token has none either.
+    unnamed: Vec<std::sync::Arc<Key>>,
+    fetched: Option<Instant>,
+}
+
+#[derive(Default)]
+struct Attempt {
+    at: Option<Instant>,
+    error: Option<String>,
+}
+
+/// Checks bearer JWTs for one issuer and one resource.
+pub(crate) struct Verifier {
+    config: OAuthConfig,
+    http: reqwest::Client,
+    keys: RwLock<Keys>,
+    /// Held while fetching, so concurrent requests share one fetch.
+    fetching: Mutex<Attempt>,
+}
+
+impl std::fmt::Debug for Verifier {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("Verifier").field("issuer", &self.config.issuer).finish()
+    }
+}
+
+impl Verifier {
+    pub(crate) fn new(config: OAuthConfig) -> Verifier {
+        let http = reqwest::Client::builder()
+            .timeout(FETCH_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap_or_default();
+        Verifier { config, http, keys: RwLock::default(), fetching: Mutex::default() }
+    }
+
+    pub(crate) fn config(&self) -> &OAuthConfig {
+        &self.config
+    }
+
+    /// Whether a bearer credential has the form of a JWT (three base64url parts), rather than
+    /// an API key.
+    pub(crate) fn looks_like_jwt(credential: &str) -> bool {
+        let parts: Vec<&str> = credential.split('.').collect();
+        parts.len() == 3
+            && parts[..2].iter().all(|part| {
+                !part.is_empty()
+                    && part.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            })
+    }
+
+    /// The identity a token carries, once its signature, issuer, audience, times and scopes
+    /// are checked.
+    ///
+    /// # Errors
+    ///
+    /// `Invalid` for a token that is not acceptable, `InsufficientScope` for a valid token
+    /// without the required scopes, `Unavailable` when no key can be had to check it.
+    pub(crate) async fn verify(&self, token: &str) -> Result<TokenIdentity, Refusal> {
+        let header = jsonwebtoken::decode_header(token)
+            .map_err(|_| Refusal::Invalid("the token is not a signed JWT".to_owned()))?;
+        let key = self.key_for(header.kid.as_deref()).await?;
+        if header.alg != key.algorithm {
+            return Err(Refusal::Invalid(format!(
+                "the token is signed with {:?} but the issuer's key is for {:?}",
+                header.alg, key.algorithm
+            )));
+        }
+        let mut validation = Validation::new(key.algorithm);
+        validation.set_issuer(&[&self.config.issuer]);
+        validation.set_audience(&[&self.config.resource]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+        validation.leeway = self.config.leeway.as_secs();
+        validation.validate_nbf = true;
+        let claims = jsonwebtoken::decode::<Map<String, Value>>(token, &key.key, &validation)
+            .map_err(|error| Refusal::Invalid(self.describe(error.kind())))?
+            .claims;
+        let identity = self.identity(&claims)?;
+        let missing: Vec<String> = self
+            .config
+            .required_scopes
+            .iter()
+            .filter(|scope| !identity.scopes.contains(scope))
+            .cloned()
+            .collect();
+        if !missing.is_empty() {
+            return Err(Refusal::InsufficientScope(missing));
+        }
+        Ok(identity)
+    }
+
+    fn describe(&self, kind: &jsonwebtoken::errors::ErrorKind) -> String {
+        use jsonwebtoken::errors::ErrorKind;
+        match kind {
+            ErrorKind::ExpiredSignature => "the token has expired".to_owned(),
+            ErrorKind::ImmatureSignature => "the token is not valid yet (nbf)".to_owned(),
+            ErrorKind::InvalidIssuer => {
+                format!("the token was not issued by {}", self.config.issuer)
+            }
+            ErrorKind::InvalidAudience => format!(
+                "the token was issued for another resource: its audience does not name {}",
+                self.config.resource
+            ),
+            ErrorKind::InvalidSignature => "the token's signature does not verify".to_owned(),
+            ErrorKind::MissingRequiredClaim(claim) => format!("the token has no `{claim}` claim"),
+            _ => "the token is not valid".to_owned(),
+        }
+    }
+
+    fn identity(&self, claims: &Map<String, Value>) -> Result<TokenIdentity, Refusal> {
+        let text = |name: &str| claims.get(name).and_then(Value::as_str).map(str::to_owned);
+        let user = text(&self.config.user_claim).filter(|user| !user.is_empty()).ok_or_else(|| {
+            Refusal::Invalid(format!("the token has no `{}` claim", self.config.user_claim))
+        })?;
+        let client = text(&self.config.client_claim)
+            .or_else(|| text("azp"))
+            .or_else(|| text("client_id"));
+        let words = |value: Option<&Value>| -> Vec<String> {
+            match value {
+                Some(Value::String(text)) => text.split_whitespace().map(str::to_owned).collect(),
+                Some(Value::Array(items)) => {
+                    items.iter().filter_map(Value::as_str).map(str::to_owned).collect()
+                }
+                _ => Vec::new(),
+            }
+        };
+        let scopes = match claims.get("scope") {
+            Some(scope) => words(Some(scope)),
+            None => words(claims.get("scp")),
+        };
+        let roles = self
+            .config
+            .roles_claim
+            .as_deref()
+            .map(|claim| words(claims.get(claim)))
+            .unwrap_or_default();
+        Ok(TokenIdentity { user, client, roles, scopes })
+    }
+
+    /// The key for `kid`: from the cache, else from a fresh fetch of the key set (at most every
+    /// `jwks_min_refresh`, one fetch shared by concurrent requests). A cached key stays usable
+    /// while the issuer cannot be reached.
+    async fn key_for(&self, kid: Option<&str>) -> Result<std::sync::Arc<Key>, Refusal> {
+        if let (Some(key), true) = self.cached(kid).await {
+            return Ok(key);
+        }
+        let mut attempt = self.fetching.lock().await;
+        // Another request may have fetched while this one waited.
+        let (cached, fresh) = self.cached(kid).await;
+        if let (Some(key), true) = (&cached, fresh) {
+            return Ok(key.clone());
+        }
+        if attempt.at.is_some_and(|at| at.elapsed() < self.config.jwks_min_refresh) {
+            // Asked a moment ago: not again yet.
+            return match (cached, &attempt.error) {
+                (Some(key), _) => Ok(key),
+                (None, Some(error)) => Err(Refusal::Unavailable(error.clone())),
+                (None, None) => Err(unknown_key(kid)),
+            };
+        }
+        attempt.at = Some(Instant::now());
+        match self.fetch_keys().await {
+            Ok(fetched) => {
+                attempt.error = None;
+                let mut keys = self.keys.write().await;
+                *keys = fetched;
+                pick(&keys, kid).ok_or_else(|| unknown_key(kid))
+            }
+            Err(error) => {
+                tracing::warn!(issuer = %self.config.issuer, "cannot fetch the issuer's keys: {error}");
+                attempt.error = Some(error.clone());
+                cached.ok_or(Refusal::Unavailable(error))
+            }
+        }
+    }
+
+    /// The cached key for `kid`, and whether the cache is fresh.
+    async fn cached(&self, kid: Option<&str>) -> (Option<std::sync::Arc<Key>>, bool) {
+        let keys = self.keys.read().await;
+        (pick(&keys, kid), keys.fetched.is_some_and(|at| at.elapsed() < KEYS_STALE_AFTER))
+    }
+
+    /// Discover the issuer's metadata (once) and fetch its key set.
+    async fn fetch_keys(&self) -> Result<Keys, String> {
+        let jwks_uri = match self.keys.read().await.jwks_uri.clone() {
+            Some(uri) => uri,
+            None => self.discover().await?,
+        };
+        let document = self.get_json(&jwks_uri).await?;
+        let set: JwkSet = serde_json::from_value(document)
+            .map_err(|error| format!("the key set at {jwks_uri} is not a JWK set: {error}"))?;
+        let mut keys = Keys {
+            jwks_uri: Some(jwks_uri.clone()),
+            fetched: Some(Instant::now()),
+            ..Keys::default()
+        };
+        for jwk in &set.keys {
+            if jwk.common.public_key_use.as_ref().is_some_and(|usage| *usage != PublicKeyUse::Signature) {
+                continue;
+            }
+            let Some(algorithm) = algorithm_of(jwk) else { continue };
+            let Ok(key) = DecodingKey::from_jwk(jwk) else { continue };
+            let key = std::sync::Arc::new(Key { algorithm, key });
+            match &jwk.common.key_id {
+                Some(kid) => {
+                    keys.by_kid.insert(kid.clone(), key);
+                }
+                None => keys.unnamed.push(key),
+            }
+        }
+        if keys.by_kid.is_empty() && keys.unnamed.is_empty() {
+            return Err(format!("the key set at {jwks_uri} holds no usable signing key"));
+        }
+        Ok(keys)
+    }
+
+    /// The `jwks_uri` from the issuer's OpenID Connect metadata, else its RFC 8414 metadata.
+    async fn discover(&self) -> Result<String, String> {
+        let issuer = self.config.issuer.trim_end_matches('/');
+        let (origin, path) = split_origin(issuer);
+        let candidates = [
+            format!("{issuer}/.well-known/openid-configuration"),
+            format!("{origin}/.well-known/oauth-authorization-server{path}"),
+        ];
+        let mut last_error = String::new();
+        for url in &candidates {
+            match self.get_json(url).await {
+                Ok(metadata) => return self.jwks_uri_of(&metadata, url),
+                Err(error) => last_error = error,
+            }
+        }
+        Err(last_error)
+    }
+
+    fn jwks_uri_of(&self, metadata: &Value, url: &str) -> Result<String, String> {
+        let issuer = metadata.get("issuer").and_then(Value::as_str);
+        if issuer != Some(self.config.issuer.as_str()) {
+            return Err(format!(
+                "the metadata at {url} names issuer {} instead of {}",
+                issuer.unwrap_or("(none)"),
+                self.config.issuer
+            ));
+        }
+        let jwks_uri = metadata
+            .get("jwks_uri")
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("the metadata at {url} has no jwks_uri"))?;
+        if !secure_or_loopback(jwks_uri) {
+            return Err(format!("the jwks_uri {jwks_uri} is neither https:// nor on loopback"));
+        }
+        Ok(jwks_uri.to_owned())
+    }
+
+    async fn get_json(&self, url: &str) -> Result<Value, String> {
+        let response = self
+            .http
+            .get(url)
+            .header(reqwest::header::ACCEPT, "application/json")
+            .send()
+            .await
+            .map_err(|error| {
+                if error.is_timeout() {
+                    format!("{url} did not answer in time")
+                } else {
+                    format!("cannot connect to {url}")
+                }
+            })?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(format!("{url} answered HTTP {}", status.as_u16()));
+        }
+        let bytes = response.bytes().await.map_err(|_| format!("{url}: the answer was cut off"))?;
+        if bytes.len() > MAX_DOCUMENT_BYTES {
+            return Err(format!("{url}: the answer is larger than {MAX_DOCUMENT_BYTES} bytes"));
+        }
+        serde_json::from_slice(&bytes).map_err(|_| format!("{url} did not answer JSON"))
+    }
+
+    /// What `orca doctor` says of the issuer: its key set can be fetched and holds keys.
+    ///
+    /// # Errors
+    ///
+    /// Why the issuer's metadata or keys cannot be had.
+    pub(crate) async fn check(&self) -> Result<String, String> {
+        let keys = self.fetch_keys().await?;
+        let count = keys.by_kid.len() + keys.unnamed.len();
+        let jwks_uri = keys.jwks_uri.clone().unwrap_or_default();
+        *self.keys.write().await = keys;
+        Ok(format!(
+            "issuer {} reachable, {count} signing key(s) at {jwks_uri}; tokens must name the audience {}",
+            self.config.issuer, self.config.resource
+        ))
+    }
+
+    /// The `WWW-Authenticate` value for a request without a usable token.
+    pub(crate) fn challenge(&self, refusal: Option<&Refusal>) -> String {
+        let mut parts = vec![format!("resource_metadata=\"{}\"", self.config.metadata_url())];
+        let scope = match refusal {
+            Some(Refusal::InsufficientScope(_)) => {
+                parts.insert(0, "error=\"insufficient_scope\"".to_owned());
+                self.config.required_scopes.join(" ")
+            }
+            Some(Refusal::Invalid(reason)) => {
+                parts.insert(0, "error=\"invalid_token\"".to_owned());
+                parts.insert(1, format!("error_description=\"{}\"", quoted(reason)));
+                self.config.required_scopes.join(" ")
+            }
+            _ => self.config.required_scopes.join(" "),
+        };
+        if !scope.is_empty() {
+            parts.push(format!("scope=\"{scope}\""));
+        }
+        format!("Bearer {}", parts.join(", "))
+    }
+
+    /// The protected-resource metadata (RFC 9728) orca serves.
+    pub(crate) fn metadata(&self) -> Value {
+        let mut document = json!({
+            "resource": self.config.resource,
+            "authorization_servers": [self.config.issuer],
+            "bearer_methods_supported": ["header"],
+            "resource_name": "orca",
+        });
+        if !self.config.scopes_supported.is_empty() {
+            document["scopes_supported"] = json!(self.config.scopes_supported);
+        }
+        document
+    }
+}
+
+fn pick(keys: &Keys, kid: Option<&str>) -> Option<std::sync::Arc<Key>> {
+    match kid {
+        Some(kid) => keys.by_kid.get(kid).cloned(),
+        None if keys.unnamed.len() + keys.by_kid.len() == 1 => {
+            keys.unnamed.first().or_else(|| keys.by_kid.values().next()).cloned()
+        }
+        None => None,
+    }
+}
+
+fn unknown_key(kid: Option<&str>) -> Refusal {
+    Refusal::Invalid(match kid {
+        Some(kid) => format!("no key of the issuer has the id `{}`", quoted(kid)),
+        None => "the token names no key (`kid`) and the issuer has several".to_owned(),
+    })
+}
+
+/// The one algorithm a key may verify: its `alg` when it states one, else the usual one for its
+/// type. Symmetric keys are never accepted from a key set.
+fn algorithm_of(jwk: &jsonwebtoken::jwk::Jwk) -> Option<Algorithm> {
+    let stated = jwk
+        .common
+        .key_algorithm
+        .and_then(|alg| serde_json::to_value(alg).ok())
+        .and_then(|name| serde_json::from_value::<Algorithm>(name).ok());
+    let family = match &jwk.algorithm {
+        AlgorithmParameters::RSA(_) => jsonwebtoken::AlgorithmFamily::Rsa,
+        AlgorithmParameters::EllipticCurve(_) => jsonwebtoken::AlgorithmFamily::Ec,
+        AlgorithmParameters::OctetKeyPair(_) => jsonwebtoken::AlgorithmFamily::Ed,
+        _ => return None,
+    };
+    let usual = match &jwk.algorithm {
+        AlgorithmParameters::RSA(_) => Algorithm::RS256,
+        AlgorithmParameters::EllipticCurve(params) => match params.curve {
+            EllipticCurve::P256 => Algorithm::ES256,
+            EllipticCurve::P384 => Algorithm::ES384,
+            _ => return None,
+        },
+        AlgorithmParameters::OctetKeyPair(params) => match params.curve {
+            EllipticCurve::Ed25519 => Algorithm::EdDSA,
+            _ => return None,
+        },
+        _ => return None,
+    };
+    let algorithm = stated.unwrap_or(usual);
+    family.algorithms().contains(&algorithm).then_some(algorithm)
+}
+
+/// Text safe inside a quoted `WWW-Authenticate` parameter.
+fn quoted(text: &str) -> String {
+    text.chars()
+        .filter(|c| c.is_ascii() && !c.is_ascii_control())
+        .map(|c| if c == '"' || c == '\\' { '\'' } else { c })
+        .take(200)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex as StdMutex};
+
+    use jsonwebtoken::{EncodingKey, Header, encode};
+
+    use super::*;
+
+    const RESOURCE: &str = "https://orca.example.com/mcp";
+    const JWKS: &str = include_str!("oauth_test_keys/public.jwks.json");
+
+    /// A local issuer serving its OpenID metadata and a key set the test can change.
+    struct Issuer {
+        url: String,
+        published: Arc<StdMutex<Vec<&'static str>>>,
+        server: tokio::task::JoinHandle<()>,
+    }
+
+    impl Issuer {
+        async fn start(kids: &[&'static str]) -> Issuer {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let url = format!("http://{}", listener.local_addr().unwrap());
+            let published = Arc::new(StdMutex::new(kids.to_vec()));
+            let metadata = json!({"issuer": url, "jwks_uri": format!("{url}/jwks")});
+            let keys = published.clone();
+            let app = axum::Router::new()
+                .route(
+                    "/.well-known/openid-configuration",
+                    axum::routing::get(move || async move { axum::Json(metadata) }),
+                )
+                .route(
+                    "/jwks",
+                    axum::routing::get(move || {
+                        let kids = keys.lock().unwrap().clone();
+                        async move {
+                            let all: Value = serde_json::from_str(JWKS).unwrap();
+                            let chosen: Vec<Value> = all["keys"]
+                                .as_array()
+                                .unwrap()
+                                .iter()
+                                .filter(|key| kids.contains(&key["kid"].as_str().unwrap()))
+                                .cloned()
+                                .collect();
+                            axum::Json(json!({"keys": chosen}))
+                        }
+                    }),
+                );
+            let server = tokio::spawn(async move {
+                axum::serve(listener, app).await.unwrap();
+            });
+            Issuer { url, published, server }
+        }
+
+        fn publish(&self, kid: &'static str) {
+            self.published.lock().unwrap().push(kid);
+        }
+
+        fn verifier(&self) -> Verifier {
+            Verifier::new(OAuthConfig {
+                issuer: self.url.clone(),
+                resource: RESOURCE.to_owned(),
+                scopes_supported: vec!["orca.read".into(), "orca.write".into()],
+                required_scopes: vec!["orca.read".into()],
+                user_claim: "sub".into(),
+                client_claim: "client_id".into(),
+                roles_claim: Some("groups".into()),
+                leeway: Duration::from_secs(5),
+                jwks_min_refresh: Duration::ZERO,
+            })
+        }
+
+        fn claims(&self) -> Value {
+            let now = jsonwebtoken::get_current_timestamp();
+            json!({
+                "iss": self.url, "aud": RESOURCE, "sub": "ann", "azp": "inspector",
+                "scope": "orca.read openid", "groups": ["analyst", "staff"],
+                "iat": now, "exp": now + 300,
+            })
+        }
+    }
+
+    fn key(kid: &str) -> (Algorithm, EncodingKey) {
+        let der = match kid {
+            "rsa-1" => include_bytes!("oauth_test_keys/rsa-1.der").as_slice(),
+            "rsa-2" => include_bytes!("oauth_test_keys/rsa-2.der").as_slice(),
+            "ec-1" => include_bytes!("oauth_test_keys/ec-1.der").as_slice(),
+            "ed-1" => include_bytes!("oauth_test_keys/ed-1.der").as_slice(),
+            other => panic!("no test key {other}"),
+        };
+        match kid {
+            "ec-1" => (Algorithm::ES256, EncodingKey::from_ec_der(der)),
+            "ed-1" => (Algorithm::EdDSA, EncodingKey::from_ed_der(der)),
+            _ => (Algorithm::RS256, EncodingKey::from_rsa_der(der)),
+        }
+    }
+
+    fn sign(kid: &str, claims: &Value) -> String {
+        let (algorithm, key) = key(kid);
+        let mut header = Header::new(algorithm);
+        header.kid = Some(kid.to_owned());
+        encode(&header, claims, &key).unwrap()
+    }
+
+    fn b64(value: &Value) -> String {
+        use base64::Engine;
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(value.to_string())
+    }
+
+    #[tokio::test]
+    async fn tokens_signed_with_each_kind_of_key_are_accepted_with_who_they_name() {
+        let issuer = Issuer::start(&["rsa-1", "ec-1", "ed-1"]).await;
+        let verifier = issuer.verifier();
+        for kid in ["rsa-1", "ec-1", "ed-1"] {
+            let identity = verifier.verify(&sign(kid, &issuer.claims())).await.unwrap();
+            assert_eq!(
+                identity,
+                TokenIdentity {
+                    user: "ann".into(),
+                    client: Some("inspector".into()),
+                    roles: vec!["analyst".into(), "staff".into()],
+                    scopes: vec!["orca.read".into(), "openid".into()],
+                },
+                "{kid}"
+            );
+        }
+        issuer.server.abort();
+    }
+
+    #[tokio::test]
+    async fn every_kind_of_bad_token_is_refused_with_its_reason() {
+        let issuer = Issuer::start(&["rsa-1"]).await;
+        let verifier = issuer.verifier();
+        let now = jsonwebtoken::get_current_timestamp();
+        let with = |changes: Value| {
+            let mut claims = issuer.claims();
+            for (name, value) in changes.as_object().unwrap() {
+                if value.is_null() {
+                    claims.as_object_mut().unwrap().remove(name);
+                } else {
+                    claims[name] = value.clone();
+                }
+            }
+            claims
+        };
+        let valid = sign("rsa-1", &issuer.claims());
+        let (head, rest) = valid.split_once('.').unwrap();
+        let signature = rest.split_once('.').unwrap().1;
+        let public_key: Value = serde_json::from_str(JWKS).unwrap();
+        let cases: Vec<(&str, String, &str)> = vec![
+            ("expired", sign("rsa-1", &with(json!({"exp": now - 600}))), "has expired"),
+            ("not yet valid", sign("rsa-1", &with(json!({"nbf": now + 600}))), "not valid yet"),
+            (
+                "another issuer",
+                sign("rsa-1", &with(json!({"iss": "https://elsewhere.example"}))),
+                "not issued by",
+            ),
+            (
+                "another resource",
+                sign("rsa-1", &with(json!({"aud": "https://other.example/mcp"}))),
+                "issued for another resource",
+            ),
+            ("no audience", sign("rsa-1", &with(json!({"aud": null}))), "no `aud` claim"),
+            ("no subject", sign("rsa-1", &with(json!({"sub": null}))), "no `sub` claim"),
+            (
+                "alg none",
+                format!("{}.{}.", b64(&json!({"alg": "none", "kid": "rsa-1"})), b64(&issuer.claims())),
+                "not a signed JWT",
+            ),
+            (
+                "HS256 with the public key as the secret",
+                {
+                    let mut header = Header::new(Algorithm::HS256);
+                    header.kid = Some("rsa-1".into());
+                    let secret = public_key["keys"][0].to_string();
+                    encode(&header, &issuer.claims(), &EncodingKey::from_secret(secret.as_bytes()))
+                        .unwrap()
+                },
+                "issuer's key is for RS256",
+            ),
+            (
+                "tampered payload",
+                format!("{head}.{}.{signature}", b64(&with(json!({"sub": "root"})))),
+                "signature does not verify",
+            ),
+            ("an unknown key", sign("rsa-2", &issuer.claims()), "no key of the issuer has the id `rsa-2`"),
+            ("not a JWT", "a.b".to_owned(), "not a signed JWT"),
+        ];
+        for (case, token, reason) in cases {
+            match verifier.verify(&token).await {
+                Err(Refusal::Invalid(message)) => {
+                    assert!(message.contains(reason), "{case}: {message}");
+                }
+                other => panic!("{case}: {other:?}"),
+            }
+        }
+        let no_scope = sign("rsa-1", &with(json!({"scope": "openid"})));
+        assert_eq!(
+            verifier.verify(&no_scope).await,
+            Err(Refusal::InsufficientScope(vec!["orca.read".into()]))
+        );
+        let as_list = sign("rsa-1", &with(json!({"scope": null, "scp": ["orca.read"]})));
+        assert!(verifier.verify(&as_list).await.is_ok(), "scopes may come as `scp`");
+        issuer.server.abort();
+    }
+
+    #[tokio::test]
+    async fn a_rotated_key_is_fetched_and_a_cached_key_outlives_the_issuer() {
+        let mut issuer = Issuer::start(&["rsa-1"]).await;
+        let verifier = issuer.verifier();
+        assert!(verifier.verify(&sign("rsa-1", &issuer.claims())).await.is_ok());
+        issuer.publish("rsa-2");
+        assert!(verifier.verify(&sign("rsa-2", &issuer.claims())).await.is_ok(), "rotation");
+
+        issuer.server.abort();
+        let _ = (&mut issuer.server).await;
+        assert!(
+            verifier.verify(&sign("rsa-1", &issuer.claims())).await.is_ok(),
+            "a cached key still checks tokens while the issuer is away"
+        );
+        match verifier.verify(&sign("ec-1", &issuer.claims())).await {
+            Err(Refusal::Unavailable(message)) => assert!(message.contains("cannot connect"), "{message}"),
+            other => panic!("an unknown key with the issuer away: {other:?}"),
+        }
+        let fresh = issuer.verifier();
+        assert!(matches!(
+            fresh.verify(&sign("rsa-1", &issuer.claims())).await,
+            Err(Refusal::Unavailable(_))
+        ));
+    }
+
+    #[test]
+    fn challenges_name_the_metadata_the_error_and_the_scope() {
+        let verifier = Verifier::new(OAuthConfig {
+            issuer: "https://login.example.com".into(),
+            resource: RESOURCE.into(),
+            scopes_supported: vec!["orca.read".into()],
+            required_scopes: vec!["orca.read".into()],
+            user_claim: "sub".into(),
+            client_claim: "client_id".into(),
+            roles_claim: None,
+            leeway: Duration::from_secs(60),
+            jwks_min_refresh: Duration::from_secs(30),
+        });
+        let metadata = "resource_metadata=\"https://orca.example.com/.well-known/oauth-protected-resource/mcp\"";
+        assert_eq!(verifier.challenge(None), format!("Bearer {metadata}, scope=\"orca.read\""));
+        assert_eq!(
+            verifier.challenge(Some(&Refusal::Invalid("the token has \"expired\"".into()))),
+            format!(
+                "Bearer error=\"invalid_token\", error_description=\"the token has 'expired'\", {metadata}, scope=\"orca.read\""
+            )
+        );
+        assert_eq!(
+            verifier.challenge(Some(&Refusal::InsufficientScope(vec!["orca.read".into()]))),
+            format!("Bearer error=\"insufficient_scope\", {metadata}, scope=\"orca.read\"")
+        );
+        assert!(Verifier::looks_like_jwt("eyJhbGciOi.eyJzdWIiOi.c2ln"));
+        assert!(!Verifier::looks_like_jwt("orca_k_0123456789abcdef"));
+    }
+}
