@@ -589,6 +589,9 @@ async fn doctor(config: Config) -> anyhow::Result<ExitCode> {
             databases.close().await?;
         }
     }
+    if let Some(oauth) = &config.auth.oauth {
+        check(&mut report, "oauth issuer", crate::gateway::check_issuer(oauth).await);
+    }
     if let Some(metabase) = &config.metabase {
         check(&mut report, "metabase", crate::servers::metabase::doctor(metabase).await);
     }

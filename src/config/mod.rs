@@ -294,6 +294,30 @@ impl Config {
                 keys.join("; ")
             },
         );
+        if let Some(oauth) = &self.auth.oauth {
+            out.insert(
+                "auth.oauth",
+                format!(
+                    "issuer {}, audience {}, required scopes [{}], user {}, client {}, roles {}",
+                    oauth.issuer,
+                    oauth.resource,
+                    oauth.required_scopes.join(", "),
+                    oauth.user_claim,
+                    oauth.client_claim,
+                    oauth.roles_claim.as_deref().unwrap_or("(none)")
+                ),
+            );
+            let roles: Vec<String> = self
+                .auth
+                .roles
+                .iter()
+                .map(|(name, role)| format!("{name} [{}]", verbs_text(&role.verbs)))
+                .collect();
+            out.insert(
+                "auth.roles",
+                if roles.is_empty() { "(none: tokens may read)".into() } else { roles.join("; ") },
+            );
+        }
         out.insert(
             "auth.stdio",
             format!("{} [{}]", self.auth.stdio.name, verbs_text(&self.auth.stdio.verbs)),

@@ -201,7 +201,10 @@ mod tests {
                 "https://orca.example.com/mcp",
                 "https://orca.example.com/.well-known/oauth-protected-resource/mcp",
             ),
-            ("https://orca.example.com", "https://orca.example.com/.well-known/oauth-protected-resource"),
+            (
+                "https://orca.example.com",
+                "https://orca.example.com/.well-known/oauth-protected-resource",
+            ),
             (
                 "http://127.0.0.1:9000/mcp/",
                 "http://127.0.0.1:9000/.well-known/oauth-protected-resource/mcp",

@@ -23,7 +23,7 @@ pub(crate) fn authenticate(
     auth: &AuthConfig,
     header: Option<&str>,
 ) -> Result<Principal, AuthFailure> {
-    if auth.api_keys.is_empty() {
+    if !auth.required() {
         return Ok(auth.anonymous.clone());
     }
     let header = header.ok_or(AuthFailure::Missing)?;

@@ -77,7 +77,7 @@ pub(crate) struct RecentQuery {
 /// Whose rows a caller sees: everyone's when orca has no API keys (the anonymous caller on
 /// loopback is the machine's owner), else only the key's own principal's.
 fn visible_principal<'a>(state: &AppState, principal: &'a Principal) -> Option<&'a str> {
-    (!state.config.auth.api_keys.is_empty()).then_some(principal.name.as_str())
+    state.config.auth.required().then_some(principal.name.as_str())
 }
 
 fn unavailable(what: &str) -> Response {
@@ -175,7 +175,7 @@ pub(crate) async fn approvals(State(state): State<AppState>, request: Request) -
 /// the failed-authentication throttle as at `/mcp`, and past the limit gets the same 429.
 pub(crate) async fn session(State(gate): State<AuthGate>, request: Request) -> Response {
     let required = gate.keys_required();
-    match gate.admit_presented(&request) {
+    match gate.admit_presented(gate.presented(&request)).await {
         Admission::Admitted(principal) => axum::Json(json!({
             "api_key_required": required,
             "authenticated": true,
@@ -190,5 +190,17 @@ pub(crate) async fn session(State(gate): State<AuthGate>, request: Request) -> R
         }))
         .into_response(),
         Admission::Throttled { retry_after } => throttled(retry_after),
+        Admission::RefusedToken(_) | Admission::InsufficientScope(_) => axum::Json(json!({
+            "api_key_required": required,
+            "authenticated": false,
+            "key_refused": true,
+        }))
+        .into_response(),
+        Admission::Unavailable(_) => super::respond::error_response(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            crate::tool::ErrorCode::UpstreamUnavailable,
+            "the authorization server cannot be reached to check the token",
+            Some("try again shortly"),
+        ),
     }
 }

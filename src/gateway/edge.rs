@@ -27,6 +27,7 @@ use tower::Service;
 
 use super::auth::{AuthFailure, authenticate};
 use super::forwarded::client_address;
+use super::oauth::{Refusal, TokenIdentity, Verifier};
 use crate::config::{Config, HttpConfig, Principal};
 use crate::tool::{ErrorCode, ToolError};
 
@@ -213,6 +214,13 @@ impl AuthThrottle {
     }
 }
 
+/// What a request presents to authentication, taken from it before any waiting.
+#[derive(Debug)]
+pub(crate) struct Presented {
+    authorization: Option<String>,
+    client: Option<IpAddr>,
+}
+
 /// What is decided about a request's key.
 #[derive(Debug)]
 pub(crate) enum Admission {
@@ -224,50 +232,105 @@ pub(crate) enum Admission {
     /// The key failed from an address, or is one, over the limit: the same answer for any key
     /// that fails, so it says nothing a 401 would not.
     Throttled { retry_after: u64 },
+    /// A bearer JWT that is not acceptable, and why; counted like a wrong key.
+    RefusedToken(String),
+    /// A valid token without the scopes orca requires (403, so the client can step up).
+    InsufficientScope(Vec<String>),
+    /// The issuer's keys cannot be had, so the token cannot be checked (503).
+    Unavailable(String),
 }
 
 /// Authentication with the throttle: the key is checked first, always the same way (SHA-256 and
 /// a constant-time comparison with every configured hash), and only a failure meets the
 /// throttle, so that callers sharing an address (a NAT, a reverse proxy) cannot lock each other
 /// out with wrong keys.
+/// With `auth.oauth`, a bearer credential shaped like a JWT is checked as an OAuth access token
+/// (`oauth::Verifier`) and an invalid one counts toward the throttle like a wrong key.
 #[derive(Debug, Clone)]
 pub(crate) struct AuthGate {
     config: Arc<Config>,
     throttle: Arc<AuthThrottle>,
+    verifier: Option<Arc<Verifier>>,
 }
 
 impl AuthGate {
     pub(crate) fn new(config: Arc<Config>) -> AuthGate {
         let throttle = Arc::new(AuthThrottle::new(config.http.auth_failures_per_minute));
-        AuthGate { config, throttle }
+        let verifier = config.auth.oauth.clone().map(|oauth| Arc::new(Verifier::new(oauth)));
+        AuthGate { config, throttle, verifier }
     }
 
-    /// Whether callers need an API key.
+    /// Whether callers need an API key or a token.
     pub(crate) fn keys_required(&self) -> bool {
-        !self.config.auth.api_keys.is_empty()
+        self.config.auth.required()
+    }
+
+    /// The OAuth verifier, when orca accepts tokens.
+    pub(crate) fn verifier(&self) -> Option<&Verifier> {
+        self.verifier.as_deref()
+    }
+
+    /// What `request` presents: its `Authorization` and the address its failures count under.
+    pub(crate) fn presented(&self, request: &Request) -> Presented {
+        Presented {
+            authorization: request
+                .headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_owned),
+            client: self.client(request),
+        }
     }
 
     /// The decision for a request; a missing or malformed `Authorization` counts as a failure.
-    pub(crate) fn admit(&self, request: &Request) -> Admission {
-        let authorization =
-            request.headers().get(header::AUTHORIZATION).and_then(|value| value.to_str().ok());
+    pub(crate) async fn admit(&self, presented: Presented) -> Admission {
+        let Presented { authorization, client } = presented;
+        let authorization = authorization.as_deref();
+        if let Some(verifier) = &self.verifier
+            && let Some(token) = authorization.and_then(bearer)
+            && Verifier::looks_like_jwt(token)
+        {
+            return match verifier.verify(token).await {
+                Ok(identity) => Admission::Admitted(self.token_principal(&identity)),
+                Err(Refusal::InsufficientScope(scopes)) => Admission::InsufficientScope(scopes),
+                Err(Refusal::Unavailable(reason)) => Admission::Unavailable(reason),
+                Err(Refusal::Invalid(reason)) => match self.throttle.fail(client, authorization) {
+                    Some(retry_after) => Admission::Throttled { retry_after },
+                    None => Admission::RefusedToken(reason),
+                },
+            };
+        }
         match authenticate(&self.config.auth, authorization) {
             Ok(principal) => Admission::Admitted(principal),
-            Err(failure) => {
-                let client = self.client(request);
-                match self.throttle.fail(client, authorization) {
-                    Some(retry_after) => Admission::Throttled { retry_after },
-                    None => Admission::Refused(failure),
-                }
-            }
+            Err(failure) => match self.throttle.fail(client, authorization) {
+                Some(retry_after) => Admission::Throttled { retry_after },
+                None => Admission::Refused(failure),
+            },
         }
+    }
+
+    /// The principal of a valid token: its user, with the verbs of the roles it holds among
+    /// `auth.roles` (`read` alone when no roles are configured).
+    fn token_principal(&self, identity: &TokenIdentity) -> Principal {
+        let roles = &self.config.auth.roles;
+        let verbs = if roles.is_empty() {
+            std::collections::BTreeSet::from([crate::tool::Verb::Read])
+        } else {
+            identity
+                .roles
+                .iter()
+                .filter_map(|role| roles.get(role))
+                .flat_map(|role| role.verbs.iter().copied())
+                .collect()
+        };
+        Principal { name: identity.user.clone(), verbs }
     }
 
     /// The decision for a request that may carry no key at all (the console asking whether one
     /// is needed): without an `Authorization` header nothing is guessed, so nothing is counted.
-    pub(crate) fn admit_presented(&self, request: &Request) -> Admission {
-        if request.headers().contains_key(header::AUTHORIZATION) {
-            return self.admit(request);
+    pub(crate) async fn admit_presented(&self, presented: Presented) -> Admission {
+        if presented.authorization.is_some() {
+            return self.admit(presented).await;
         }
         match authenticate(&self.config.auth, None) {
             Ok(principal) => Admission::Admitted(principal),
@@ -416,6 +479,12 @@ pub(crate) fn bad_body(problem: &BodyProblem) -> Response {
         "error": { "code": problem.rpc_code(), "message": problem.to_string(), "data": data },
     });
     (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
+}
+
+/// The credential of `Bearer <credential>`.
+fn bearer(authorization: &str) -> Option<&str> {
+    let (scheme, credential) = authorization.trim().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| credential.trim())
 }
 
 #[cfg(test)]

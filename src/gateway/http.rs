@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::auth::AuthFailure;
 use super::edge::{self, Admission, AuthGate};
+use super::oauth::Refusal;
 use super::respond::error_response;
 use super::{AppState, Gateway, Transport};
 use crate::config::{Config, Principal, is_loopback};
@@ -44,7 +45,7 @@ pub(crate) struct HttpOptions {
 ///
 /// When no API key is configured and `addr` is not loopback.
 pub(crate) fn check_bind(config: &Config, addr: SocketAddr) -> anyhow::Result<()> {
-    if config.auth.api_keys.is_empty() && !is_loopback(&addr) {
+    if !config.auth.required() && !is_loopback(&addr) {
         bail!(
             "refusing to serve {addr} without API keys: anonymous callers are served on loopback addresses only; \
              add auth.api_keys to orca.yaml (`orca key new` prints one) or bind to 127.0.0.1"
@@ -135,7 +136,15 @@ pub(crate) fn router(
         .route("/", get(super::console::index))
         .route("/favicon.ico", get(super::console::favicon))
         .route("/console/{file}", get(super::console::asset))
-        .route("/console/api/session", get(super::console::session).with_state(gate))
+        .route("/console/api/session", get(super::console::session).with_state(gate.clone()))
+        .route(
+            "/.well-known/oauth-protected-resource",
+            get(protected_resource).with_state(gate.clone()),
+        )
+        .route(
+            "/.well-known/oauth-protected-resource/mcp",
+            get(protected_resource).with_state(gate),
+        )
         .layer(DefaultBodyLimit::max(config.http.max_body_bytes))
         .layer(middleware::from_fn_with_state(guard, check_host_and_origin))
         .with_state(state)
@@ -338,26 +347,84 @@ async fn require_principal(
     mut request: Request,
     next: Next,
 ) -> Response {
-    match gate.admit(&request) {
+    match gate.admit(gate.presented(&request)).await {
         Admission::Admitted(principal) => {
             request.extensions_mut().insert::<Principal>(principal);
             next.run(request).await
         }
-        Admission::Throttled { retry_after } => edge::throttled(retry_after),
-        Admission::Refused(failure) => {
-            let message = match failure {
-                AuthFailure::Missing => {
-                    "an API key is required: send `Authorization: Bearer <key>`"
-                }
-                AuthFailure::Invalid => "the API key is not valid",
-            };
-            let mut response =
-                error_response(StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized, message, None);
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            response
+        refused => refusal(&gate, refused),
+    }
+}
+
+/// The answer to a request that was not admitted: 401 with a `WWW-Authenticate` challenge (with
+/// OAuth, naming the protected-resource metadata and the scope), 403 `insufficient_scope`, 429
+/// or 503.
+fn refusal(gate: &AuthGate, admission: Admission) -> Response {
+    let oauth = gate.verifier();
+    let (status, code, message, refusal) = match admission {
+        Admission::Admitted(_) => unreachable!("an admitted request is served"),
+        Admission::Throttled { retry_after } => return edge::throttled(retry_after),
+        Admission::Unavailable(reason) => {
+            tracing::warn!("cannot check a bearer token: {reason}");
+            let mut response = error_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::UpstreamUnavailable,
+                "the authorization server cannot be reached to check the token",
+                Some("try again shortly"),
+            );
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+            return response;
         }
+        Admission::Refused(AuthFailure::Missing) => (
+            StatusCode::UNAUTHORIZED,
+            ErrorCode::Unauthorized,
+            if oauth.is_some() {
+                "authorization is required: send `Authorization: Bearer <token>` with an access token from the authorization server named in the protected-resource metadata, or an API key".to_owned()
+            } else {
+                "an API key is required: send `Authorization: Bearer <key>`".to_owned()
+            },
+            None,
+        ),
+        Admission::Refused(AuthFailure::Invalid) => (
+            StatusCode::UNAUTHORIZED,
+            ErrorCode::Unauthorized,
+            "the API key is not valid".to_owned(),
+            None,
+        ),
+        Admission::RefusedToken(reason) => (
+            StatusCode::UNAUTHORIZED,
+            ErrorCode::Unauthorized,
+            format!("the access token is not valid: {reason}"),
+            Some(Refusal::Invalid(reason)),
+        ),
+        Admission::InsufficientScope(scopes) => (
+            StatusCode::FORBIDDEN,
+            ErrorCode::Unauthorized,
+            format!("the access token lacks the scope(s) {}", scopes.join(", ")),
+            Some(Refusal::InsufficientScope(scopes)),
+        ),
+    };
+    let mut response = error_response(status, code, &message, None);
+    let challenge = match oauth {
+        Some(verifier) => HeaderValue::from_str(&verifier.challenge(refusal.as_ref()))
+            .unwrap_or_else(|_| HeaderValue::from_static("Bearer")),
+        None => HeaderValue::from_static("Bearer"),
+    };
+    response.headers_mut().insert(header::WWW_AUTHENTICATE, challenge);
+    response
+}
+
+/// `GET /.well-known/oauth-protected-resource[/mcp]`: orca's protected-resource metadata
+/// (RFC 9728), when it accepts OAuth tokens.
+async fn protected_resource(State(gate): State<AuthGate>) -> Response {
+    match gate.verifier() {
+        Some(verifier) => axum::Json(verifier.metadata()).into_response(),
+        None => error_response(
+            StatusCode::NOT_FOUND,
+            ErrorCode::NotFound,
+            "this server accepts API keys, not OAuth tokens (auth.oauth is not configured)",
+            None,
+        ),
     }
 }
 

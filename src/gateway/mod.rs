@@ -45,6 +45,15 @@ pub(crate) use auth::hash_key;
 pub(crate) use edge::{BodyProblem, check_json_rpc};
 pub(crate) use metrics::Metrics;
 
+/// `orca doctor`'s check of the OAuth issuer: its metadata found, its keys fetched.
+///
+/// # Errors
+///
+/// Why the issuer's metadata or keys cannot be had.
+pub(crate) async fn check_issuer(config: &crate::config::OAuthConfig) -> Result<String, String> {
+    oauth::Verifier::new(config.clone()).check().await
+}
+
 /// Everything a request needs, as cheap clones.
 #[derive(Debug, Clone)]
 pub(crate) struct AppState {

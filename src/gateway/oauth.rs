@@ -93,10 +93,6 @@ impl Verifier {
         Verifier { config, http, keys: RwLock::default(), fetching: Mutex::default() }
     }
 
-    pub(crate) fn config(&self) -> &OAuthConfig {
-        &self.config
-    }
-
     /// Whether a bearer credential has the form of a JWT (three base64url parts), rather than
     /// an API key.
     pub(crate) fn looks_like_jwt(credential: &str) -> bool {
@@ -168,12 +164,12 @@ impl Verifier {
 
     fn identity(&self, claims: &Map<String, Value>) -> Result<TokenIdentity, Refusal> {
         let text = |name: &str| claims.get(name).and_then(Value::as_str).map(str::to_owned);
-        let user = text(&self.config.user_claim).filter(|user| !user.is_empty()).ok_or_else(|| {
-            Refusal::Invalid(format!("the token has no `{}` claim", self.config.user_claim))
-        })?;
-        let client = text(&self.config.client_claim)
-            .or_else(|| text("azp"))
-            .or_else(|| text("client_id"));
+        let user =
+            text(&self.config.user_claim).filter(|user| !user.is_empty()).ok_or_else(|| {
+                Refusal::Invalid(format!("the token has no `{}` claim", self.config.user_claim))
+            })?;
+        let client =
+            text(&self.config.client_claim).or_else(|| text("azp")).or_else(|| text("client_id"));
         let words = |value: Option<&Value>| -> Vec<String> {
             match value {
                 Some(Value::String(text)) => text.split_whitespace().map(str::to_owned).collect(),
@@ -254,7 +250,12 @@ impl Verifier {
             ..Keys::default()
         };
         for jwk in &set.keys {
-            if jwk.common.public_key_use.as_ref().is_some_and(|usage| *usage != PublicKeyUse::Signature) {
+            if jwk
+                .common
+                .public_key_use
+                .as_ref()
+                .is_some_and(|usage| *usage != PublicKeyUse::Signature)
+            {
                 continue;
             }
             let Some(algorithm) = algorithm_of(jwk) else { continue };
@@ -609,7 +610,11 @@ mod tests {
             ("no subject", sign("rsa-1", &with(json!({"sub": null}))), "no `sub` claim"),
             (
                 "alg none",
-                format!("{}.{}.", b64(&json!({"alg": "none", "kid": "rsa-1"})), b64(&issuer.claims())),
+                format!(
+                    "{}.{}.",
+                    b64(&json!({"alg": "none", "kid": "rsa-1"})),
+                    b64(&issuer.claims())
+                ),
                 "not a signed JWT",
             ),
             (
@@ -628,7 +633,11 @@ mod tests {
                 format!("{head}.{}.{signature}", b64(&with(json!({"sub": "root"})))),
                 "signature does not verify",
             ),
-            ("an unknown key", sign("rsa-2", &issuer.claims()), "no key of the issuer has the id `rsa-2`"),
+            (
+                "an unknown key",
+                sign("rsa-2", &issuer.claims()),
+                "no key of the issuer has the id `rsa-2`",
+            ),
             ("not a JWT", "a.b".to_owned(), "not a signed JWT"),
         ];
         for (case, token, reason) in cases {
@@ -664,7 +673,9 @@ mod tests {
             "a cached key still checks tokens while the issuer is away"
         );
         match verifier.verify(&sign("ec-1", &issuer.claims())).await {
-            Err(Refusal::Unavailable(message)) => assert!(message.contains("cannot connect"), "{message}"),
+            Err(Refusal::Unavailable(message)) => {
+                assert!(message.contains("cannot connect"), "{message}")
+            }
             other => panic!("an unknown key with the issuer away: {other:?}"),
         }
         let fresh = issuer.verifier();

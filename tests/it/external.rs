@@ -530,7 +530,7 @@ async fn no_child_process_remains_after_shutdown() {
 }
 
 /// Start the fixture as a Streamable HTTP server on `port` (0: any) and return it with its URL.
-fn start_http_fixture(port: u16, token: &str) -> (std::process::Child, String) {
+pub(crate) fn start_http_fixture(port: u16, token: &str) -> (std::process::Child, String) {
     use std::io::BufRead;
     let mut child = std::process::Command::new(fixture())
         .args(["--http", &format!("127.0.0.1:{port}")])

@@ -24,6 +24,7 @@ mod gateway_stdio;
 mod llm_fake_wire;
 mod llm_generate;
 mod metabase;
+mod oauth;
 mod sql_classify;
 mod sql_execute;
 mod sql_safety;

@@ -1,0 +1,355 @@
+//! orca as an OAuth 2.1 resource server, against a real OpenID provider: `oidc-provider` from
+//! npm (`tests/oauth/provider.mjs`), started, stopped and restarted with a new key by these
+//! tests. Tokens come from its token endpoint (client credentials with a resource indicator);
+//! none is written by hand here (the refused forms that a provider will not mint, such as
+//! `alg: none` or a tampered payload, are unit tests of `gateway::oauth`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::support::orca::{BINARY, HttpServer};
+use crate::support::{OrcaSetup, TestDatabase, call};
+
+const RESOURCE: &str = "https://orca.test/mcp";
+const API_KEY: &str = "orca_test_key_next_to_oauth";
+
+/// oidc-provider, installed once per target directory.
+fn provider_dir() -> PathBuf {
+    let root = Path::new(BINARY).parent().unwrap().join("oauth-provider");
+    let package = root.join("node_modules/oidc-provider/package.json");
+    std::fs::create_dir_all(&root).unwrap();
+    let lock = std::fs::File::create(root.with_extension("lock")).unwrap();
+    lock.lock().unwrap();
+    if !package.is_file() {
+        let output = Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&root)
+            .arg("oidc-provider@9")
+            .output()
+            .unwrap_or_else(|error| {
+                panic!(
+                    "the OAuth tests need Node.js and npm (apt-get install -y nodejs npm): {error}"
+                )
+            });
+        assert!(
+            output.status.success(),
+            "npm install oidc-provider failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    root
+}
+
+/// A running provider on a fixed port, so that a restart keeps its issuer.
+struct Provider {
+    port: u16,
+    child: Option<Child>,
+}
+
+impl Provider {
+    fn start(kid: &str, alg: &str, ttl: u64) -> Provider {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut provider = Provider { port, child: None };
+        provider.restart(kid, alg, ttl);
+        provider
+    }
+
+    fn issuer(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Stop it (if running) and start it again with a fresh key `kid`.
+    fn restart(&mut self, kid: &str, alg: &str, ttl: u64) {
+        self.stop();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oauth/provider.mjs");
+        let child = Command::new("node")
+            .arg(&script)
+            .env("PROVIDER_DIR", provider_dir())
+            .env("PORT", self.port.to_string())
+            .env("KID", kid)
+            .env("ALG", alg)
+            .env("TTL", ttl.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("cannot run node");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let url = format!("{}/.well-known/openid-configuration", self.issuer());
+        while !answers_ok(&url) {
+            assert!(Instant::now() < deadline, "the provider did not start");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// An access token for `client`, with `scope`, for `resource`.
+    async fn token(&self, client: &str, scope: &str, resource: &str) -> String {
+        let response = reqwest::Client::new()
+            .post(format!("{}/token", self.issuer()))
+            .basic_auth(client, Some(format!("{client}-secret")))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form(&[
+                ("grant_type", "client_credentials"),
+                ("scope", scope),
+                ("resource", resource),
+            ]))
+            .send()
+            .await
+            .unwrap();
+        let body: Value = response.json().await.unwrap();
+        body["access_token"].as_str().unwrap_or_else(|| panic!("no token: {body}")).to_owned()
+    }
+}
+
+impl Drop for Provider {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// `application/x-www-form-urlencoded` of `fields`.
+fn form(fields: &[(&str, &str)]) -> String {
+    let encode = |text: &str| -> String {
+        text.bytes()
+            .map(|byte| match byte {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                    char::from(byte).to_string()
+                }
+                b' ' => "+".to_owned(),
+                other => format!("%{other:02X}"),
+            })
+            .collect()
+    };
+    fields
+        .iter()
+        .map(|(name, value)| format!("{}={}", encode(name), encode(value)))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+/// Whether a GET of `url` (plain HTTP on loopback) answers 200.
+fn answers_ok(url: &str) -> bool {
+    use std::io::{Read, Write};
+    let Some((authority, path)) = url.strip_prefix("http://").and_then(|rest| rest.split_once('/'))
+    else {
+        return false;
+    };
+    let Ok(mut stream) = std::net::TcpStream::connect(authority) else { return false };
+    let request = format!("GET /{path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
+    let mut answer = String::new();
+    stream.write_all(request.as_bytes()).is_ok()
+        && stream.read_to_string(&mut answer).is_ok()
+        && answer.starts_with("HTTP/1.1 200")
+}
+
+fn setup(database: &TestDatabase, issuer: &str) -> OrcaSetup {
+    let hash = hex::encode(Sha256::digest(API_KEY.as_bytes()));
+    OrcaSetup::new(&database.url).with_config(&format!(
+        "auth:\n  api_keys:\n    - name: ops\n      sha256: {hash}\n      verbs: [read]\n  oauth:\n    issuer: {issuer}\n    resource: {RESOURCE}\n    scopes_supported: [orca.read, orca.write]\n    required_scopes: [orca.read]\n    roles_claim: groups\n    leeway_seconds: 0\n    jwks_min_refresh_seconds: 0\n  roles:\n    analyst:\n      verbs: [read]\n    admin:\n      verbs: [read, create, update, delete]\n"
+    ))
+}
+
+/// `POST /mcp` of `tools/list` with `token`: the status, the `WWW-Authenticate` header and the
+/// body.
+async fn list_tools_raw(server: &HttpServer, token: Option<&str>) -> (u16, String, Value) {
+    let mut request = reqwest::Client::new()
+        .post(server.url("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", "2025-06-18")
+        .body(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string());
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let challenge = response
+        .headers()
+        .get("www-authenticate")
+        .map(|value| value.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    (status, challenge, response.json().await.unwrap_or(Value::Null))
+}
+
+async fn tool_names(server: &HttpServer, token: &str) -> Vec<String> {
+    let client = server.client(Some(token)).await;
+    let names =
+        client.list_all_tools().await.unwrap().iter().map(|tool| tool.name.to_string()).collect();
+    client.cancel().await.unwrap();
+    names
+}
+
+async fn executions(database: &TestDatabase) -> i64 {
+    let pool = database.connect().await;
+    sqlx::query_scalar("SELECT count(*) FROM orca.mcp_executions").fetch_one(&pool).await.unwrap()
+}
+
+#[tokio::test]
+async fn tokens_from_a_real_provider_are_checked_for_audience_scope_roles_and_rotation() {
+    let mut provider = Provider::start("key-1", "RS256", 300);
+    let database = TestDatabase::create().await;
+    let setup = setup(&database, &provider.issuer());
+    let server = setup.http_server(&[]);
+
+    // No token: 401 with the challenge a client follows to the provider.
+    let (status, challenge, _) = list_tools_raw(&server, None).await;
+    assert_eq!(status, 401);
+    assert_eq!(
+        challenge,
+        "Bearer resource_metadata=\"https://orca.test/.well-known/oauth-protected-resource/mcp\", scope=\"orca.read\""
+    );
+    let metadata: Value = reqwest::get(server.url("/.well-known/oauth-protected-resource/mcp"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        metadata,
+        json!({
+            "resource": RESOURCE,
+            "authorization_servers": [provider.issuer()],
+            "bearer_methods_supported": ["header"],
+            "resource_name": "orca",
+            "scopes_supported": ["orca.read", "orca.write"],
+        })
+    );
+
+    // A valid token: its roles give its verbs, its client id is the principal.
+    let analyst = provider.token("analyst-app", "orca.read", RESOURCE).await;
+    let admin = provider.token("admin-app", "orca.read orca.write", RESOURCE).await;
+    let analyst_tools = tool_names(&server, &analyst).await;
+    let admin_tools = tool_names(&server, &admin).await;
+    assert!(analyst_tools.contains(&"list_servers".to_owned()), "{analyst_tools:?}");
+    assert!(!analyst_tools.contains(&"add_records".to_owned()), "read only: {analyst_tools:?}");
+    assert!(admin_tools.contains(&"add_records".to_owned()), "{admin_tools:?}");
+    let client = server.client(Some(&analyst)).await;
+    call(&client, "list_servers", json!({}), None).await.unwrap();
+    client.cancel().await.unwrap();
+    let pool = database.connect().await;
+    crate::support::eventually("the call is recorded", Duration::from_secs(20), || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM orca.mcp_executions WHERE principal = 'analyst-app'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+            == 1
+    })
+    .await;
+
+    // Refused tokens reach no tool.
+    let before = executions(&database).await;
+    let elsewhere = provider.token("analyst-app", "orca.read", "https://other.example/mcp").await;
+    let (status, challenge, body) = list_tools_raw(&server, Some(&elsewhere)).await;
+    assert_eq!(status, 401, "{body}");
+    assert!(challenge.starts_with("Bearer error=\"invalid_token\""), "{challenge}");
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("issued for another resource"),
+        "{body}"
+    );
+    let write_only = provider.token("write-only-app", "orca.write", RESOURCE).await;
+    let (status, challenge, body) = list_tools_raw(&server, Some(&write_only)).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(challenge.starts_with("Bearer error=\"insufficient_scope\""), "{challenge}");
+    assert!(challenge.ends_with("scope=\"orca.read\""), "{challenge}");
+    let (status, _, _) =
+        list_tools_raw(&server, Some("eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0.")).await;
+    assert_eq!(status, 401);
+
+    // API keys keep working next to OAuth.
+    let (status, _, body) = list_tools_raw(&server, Some(API_KEY)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(executions(&database).await, before, "no refused request ran anything");
+
+    // The provider rotates its key: a token signed with the new one is accepted at once.
+    provider.restart("key-2", "ES256", 300);
+    let rotated = provider.token("analyst-app", "orca.read", RESOURCE).await;
+    let (status, _, body) = list_tools_raw(&server, Some(&rotated)).await;
+    assert_eq!(status, 200, "a token signed with the new key: {body}");
+
+    // `orca doctor` checks the issuer, its keys and says which audience tokens must name.
+    let (_, stdout, _) = crate::support::run(&setup, &["doctor"]);
+    assert!(
+        stdout.contains(&format!(
+            "ok    oauth issuer: issuer {} reachable, 1 signing key(s) at {}/jwks; tokens must name the audience {RESOURCE}",
+            provider.issuer(),
+            provider.issuer()
+        )),
+        "{stdout}"
+    );
+    assert!(stdout.contains("auth.roles"), "{stdout}");
+
+    // The provider stopped: a cached key still checks tokens; an orca with none answers 503.
+    provider.stop();
+    let (code, stdout, _) = crate::support::run(&setup, &["doctor"]);
+    assert_ne!(code, 0);
+    assert!(stdout.contains("FAIL  oauth issuer: cannot connect to"), "{stdout}");
+    let (status, _, body) = list_tools_raw(&server, Some(&rotated)).await;
+    assert_eq!(status, 200, "the cached key: {body}");
+    let second = setup.http_server(&[]);
+    let (status, _, body) = list_tools_raw(&second, Some(&rotated)).await;
+    assert_eq!(status, 503, "no key can be had: {body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("authorization server cannot be reached"),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn an_expired_token_and_a_missing_scope_are_refused_and_a_token_with_the_scope_succeeds() {
+    let provider = Provider::start("key-1", "EdDSA", 3);
+    let database = TestDatabase::create().await;
+    let server = setup(&database, &provider.issuer()).http_server(&[]);
+    let short = provider.token("admin-app", "orca.read", RESOURCE).await;
+    let (status, _, body) = list_tools_raw(&server, Some(&short)).await;
+    assert_eq!(status, 200, "{body}");
+    tokio::time::sleep(Duration::from_millis(4100)).await;
+    let (status, challenge, body) = list_tools_raw(&server, Some(&short)).await;
+    assert_eq!(status, 401, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("has expired"), "{body}");
+    assert!(challenge.contains("error=\"invalid_token\""), "{challenge}");
+
+    let without = provider.token("admin-app", "orca.write", RESOURCE).await;
+    let (status, _, _) = list_tools_raw(&server, Some(&without)).await;
+    assert_eq!(status, 403);
+    let with = provider.token("admin-app", "orca.read orca.write", RESOURCE).await;
+    let (status, _, body) = list_tools_raw(&server, Some(&with)).await;
+    assert_eq!(status, 200, "the same client stepped up: {body}");
+}
+
+#[tokio::test]
+async fn a_clients_token_never_reaches_an_upstream_which_gets_orcas_own_credential() {
+    let provider = Provider::start("key-1", "RS256", 300);
+    let database = TestDatabase::create().await;
+    let (mut upstream, url) = crate::external::start_http_fixture(0, "upstream-credential");
+    let mut setup = setup(&database, &provider.issuer()).with_external(&format!(
+        "mcps:\n  web:\n    url: {url}\n    timeout: 5s\n    credentials:\n      token_env: WEB_TOKEN\n"
+    ));
+    setup.env.insert("WEB_TOKEN".into(), "upstream-credential".into());
+    let server = setup.http_server(&[]);
+    let token = provider.token("admin-app", "orca.read orca.write", RESOURCE).await;
+    let client = server.client(Some(&token)).await;
+    let result = call(&client, "web_headers", json!({}), None).await.unwrap();
+    let text = crate::support::text_of(&result);
+    let headers: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(headers["authorization"], "Bearer upstream-credential", "{headers}");
+    assert!(!text.contains(&token), "the client's token reached the upstream: {text}");
+    client.cancel().await.unwrap();
+    upstream.kill().unwrap();
+    let _ = upstream.wait();
+}
