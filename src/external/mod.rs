@@ -53,17 +53,23 @@ impl StartError {
     }
 }
 
+/// Exposed tool name -> (server, position in its catalog).
+type Owners = HashMap<String, (usize, usize)>;
+
+/// A name left out: the name, who has it (`None`: an internal tool), the server left without it.
+type LeftOut = (String, Option<usize>, usize);
+
 /// Who serves each exposed name: `names[server]` lists each server's exposed tool names in its
 /// catalog's order. A name served in `previous` stays with its server while that server still
 /// lists it; then every other name goes to the first server (in configuration order) listing
 /// it, unless an internal tool has it. Returns the index and, for each name left out, the name,
 /// who has it (`None`: an internal tool) and the server left without it.
 fn assign_names(
-    previous: &HashMap<String, (usize, usize)>,
+    previous: &Owners,
     names: &[Vec<&str>],
     internal: &HashSet<String>,
-) -> (HashMap<String, (usize, usize)>, Vec<(String, Option<usize>, usize)>) {
-    let mut index: HashMap<String, (usize, usize)> = HashMap::new();
+) -> (Owners, Vec<LeftOut>) {
+    let mut index = Owners::new();
     for (name, &(server, _)) in previous {
         let still_listed = names.get(server).and_then(|list| list.iter().position(|n| n == name));
         if let Some(position) = still_listed
@@ -129,10 +135,9 @@ impl RoutedTool {
     }
 }
 
-/// Exposed tool name -> (server, position in its catalog).
 #[derive(Debug, Default)]
 struct Index {
-    tools: HashMap<String, (usize, usize)>,
+    tools: Owners,
 }
 
 #[derive(Debug)]
