@@ -7,6 +7,7 @@ mod ip_range;
 mod llm;
 mod metabase;
 mod oauth;
+mod policy;
 mod pool;
 mod raw;
 #[cfg(test)]
@@ -30,6 +31,7 @@ pub(crate) use ip_range::IpRange;
 pub(crate) use llm::{LlmConfig, LlmTool, provider_names};
 pub(crate) use metabase::{MetabaseAuth, MetabaseConfig};
 pub(crate) use oauth::{OAuthConfig, Role, secure_or_loopback, split_origin};
+pub(crate) use policy::ToolPolicy;
 pub(crate) use pool::PoolConfig;
 use raw::{RawApiKey, RawAuth, RawData, RawHttp, RawPrincipal, RawSql, RawTracking};
 pub(crate) use weaviate::WeaviateConfig;
@@ -82,11 +84,55 @@ impl ServerKind {
 pub(crate) struct Principal {
     pub(crate) name: String,
     pub(crate) verbs: BTreeSet<Verb>,
+    /// The tools it may see and call: those some policy admits; `None`: every tool.
+    pub(crate) tools: Option<std::sync::Arc<[ToolPolicy]>>,
+    /// Tool calls a minute it may make (per replica); `None`: no limit.
+    pub(crate) calls_per_minute: Option<u32>,
 }
 
 impl Principal {
+    /// A principal with `verbs`, every tool and no rate limit.
+    pub(crate) fn new(name: impl Into<String>, verbs: BTreeSet<Verb>) -> Principal {
+        Principal { name: name.into(), verbs, tools: None, calls_per_minute: None }
+    }
+
     pub(crate) fn may(&self, verb: Verb) -> bool {
         self.verbs.contains(&verb)
+    }
+
+    /// Whether its tool policy admits `tool` of `server` (verbs aside).
+    pub(crate) fn may_use(&self, tool: &str, server: &str) -> bool {
+        self.tools
+            .as_ref()
+            .is_none_or(|policies| policies.iter().any(|policy| policy.admits(tool, server)))
+    }
+
+    /// A principal holding `roles`: their verbs together, the tools any of them admits, the
+    /// most generous rate limit (none when one of them has none).
+    pub(crate) fn with_roles<'a>(
+        name: impl Into<String>,
+        roles: impl IntoIterator<Item = &'a Role>,
+    ) -> Principal {
+        let mut principal = Principal::new(name, BTreeSet::new());
+        let mut policies = Some(Vec::new());
+        let mut limit = Some(0u32);
+        let mut any = false;
+        for role in roles {
+            any = true;
+            principal.verbs.extend(role.verbs.iter().copied());
+            match (&mut policies, &role.tools) {
+                (Some(list), Some(policy)) => list.push(policy.clone()),
+                (_, None) => policies = None,
+                (None, Some(_)) => {}
+            }
+            limit = match (limit, role.calls_per_minute) {
+                (Some(most), Some(this)) => Some(most.max(this)),
+                _ => None,
+            };
+        }
+        principal.tools = policies.map(Into::into);
+        principal.calls_per_minute = if any { limit } else { None };
+        principal
     }
 }
 
@@ -311,7 +357,16 @@ impl Config {
                 .auth
                 .roles
                 .iter()
-                .map(|(name, role)| format!("{name} [{}]", verbs_text(&role.verbs)))
+                .map(|(name, role)| {
+                    let tools = role
+                        .tools
+                        .as_ref()
+                        .map_or_else(|| "every tool".to_owned(), |tools| tools.written().join(" "));
+                    let limit = role
+                        .calls_per_minute
+                        .map_or_else(String::new, |limit| format!(", {limit} calls/min"));
+                    format!("{name} [{}] tools: {tools}{limit}", verbs_text(&role.verbs))
+                })
                 .collect();
             out.insert(
                 "auth.roles",
@@ -1061,14 +1116,15 @@ fn validate_principal(
     if name.trim().is_empty() {
         errors.push(format!("{file}: {key}.name: must not be empty"));
     }
-    Principal { name, verbs }
+    Principal::new(name, verbs)
 }
 
 fn validate_auth(raw: RawAuth, file: &str, errors: &mut Vec<String>) -> AuthConfig {
+    let roles = oauth::validate_roles(raw.roles, file, errors);
     let mut api_keys = Vec::new();
     let mut names = BTreeSet::new();
     let mut hashes = BTreeSet::new();
-    for (index, RawApiKey { name, sha256, verbs }) in raw.api_keys.into_iter().enumerate() {
+    for (index, RawApiKey { name, sha256, verbs, role }) in raw.api_keys.into_iter().enumerate() {
         let key = format!("auth.api_keys[{index}]");
         if name.trim().is_empty() {
             errors.push(format!("{file}: {key}.name: must not be empty"));
@@ -1091,19 +1147,39 @@ fn validate_auth(raw: RawAuth, file: &str, errors: &mut Vec<String>) -> AuthConf
                 [0u8; 32]
             }
         };
-        if verbs.is_empty() {
-            errors.push(format!(
-                "{file}: {key}.verbs: list at least one of read, create, update, delete"
-            ));
-        }
-        let verbs = validate_verbs(&verbs, &format!("{key}.verbs"), file, errors);
-        api_keys.push(ApiKey { sha256: digest, principal: Principal { name, verbs } });
+        let principal = match (role, verbs) {
+            (Some(role), None) => match roles.get(&role) {
+                Some(found) => Principal::with_roles(name, [found]),
+                None => {
+                    errors.push(format!(
+                        "{file}: {key}.role: `{role}` is not one of auth.roles ({})",
+                        roles.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ));
+                    Principal::new(name, BTreeSet::new())
+                }
+            },
+            (Some(_), Some(_)) => {
+                errors.push(format!(
+                    "{file}: {key}: give either verbs or a role (whose verbs the key gets), not both"
+                ));
+                Principal::new(name, BTreeSet::new())
+            }
+            (None, verbs) => {
+                let verbs = verbs.unwrap_or_default();
+                if verbs.is_empty() {
+                    errors.push(format!(
+                        "{file}: {key}.verbs: list at least one of read, create, update, delete (or give a role)"
+                    ));
+                }
+                Principal::new(name, validate_verbs(&verbs, &format!("{key}.verbs"), file, errors))
+            }
+        };
+        api_keys.push(ApiKey { sha256: digest, principal });
     }
-    let roles = oauth::validate_roles(raw.roles, file, errors);
     let oauth = raw.oauth.and_then(|raw| oauth::validate_oauth(raw, file, errors));
-    if !roles.is_empty() && oauth.as_ref().is_none_or(|oauth| oauth.roles_claim.is_none()) {
+    if !roles.is_empty() && oauth.as_ref().is_some_and(|oauth| oauth.roles_claim.is_none()) {
         errors.push(format!(
-            "{file}: auth.roles: roles come from a token's claim: set auth.oauth.roles_claim (for example `groups`)"
+            "{file}: auth.roles: a token's roles come from a claim: set auth.oauth.roles_claim (for example `groups`)"
         ));
     }
     AuthConfig {

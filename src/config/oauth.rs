@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::policy::ToolPolicy;
 use super::validate_verbs;
 use crate::tool::Verb;
 
@@ -32,6 +33,9 @@ pub(super) struct RawOAuth {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawRole {
     verbs: Vec<String>,
+    /// Gateway tool names (globs), `server:<name>`, and `!` exclusions; default: every tool.
+    tools: Option<Vec<String>>,
+    calls_per_minute: Option<u32>,
 }
 
 /// The issuer orca trusts and what a token must carry.
@@ -69,6 +73,10 @@ impl OAuthConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Role {
     pub(crate) verbs: BTreeSet<Verb>,
+    /// The tools it may see and call; `None`: every tool.
+    pub(crate) tools: Option<ToolPolicy>,
+    /// Tool calls a minute per principal holding it (per replica); `None`: no limit.
+    pub(crate) calls_per_minute: Option<u32>,
 }
 
 /// `scheme://host[:port]` and the path (with its leading `/`, possibly empty) of a URL.
@@ -174,7 +182,19 @@ pub(super) fn validate_roles(
                 errors.push(format!("{file}: auth.roles: a role name must not be empty"));
             }
             let verbs = validate_verbs(&role.verbs, &format!("{key}.verbs"), file, errors);
-            (name, Role { verbs })
+            let tools = role.tools.and_then(|entries| match ToolPolicy::parse(&entries) {
+                Ok(policy) => Some(policy),
+                Err(error) => {
+                    errors.push(format!("{file}: {key}.tools: {error}"));
+                    None
+                }
+            });
+            if role.calls_per_minute == Some(0) {
+                errors.push(format!(
+                    "{file}: {key}.calls_per_minute: at least 1 (leave it out for no limit)"
+                ));
+            }
+            (name, Role { verbs, tools, calls_per_minute: role.calls_per_minute })
         })
         .collect()
 }

@@ -27,7 +27,9 @@ pub(super) struct RawAuth {
 pub(super) struct RawApiKey {
     pub(super) name: String,
     pub(super) sha256: String,
-    pub(super) verbs: Vec<String>,
+    /// The key's verbs; or `role`, whose verbs, tools and rate limit it gets.
+    pub(super) verbs: Option<Vec<String>>,
+    pub(super) role: Option<String>,
 }
 
 /// `auth.stdio` and `auth.anonymous`.

@@ -285,7 +285,7 @@ impl ExternalServers {
             hasher.finish()
         }
         let tools: Vec<(Tool, &str)> =
-            self.tools().into_iter().map(|(tool, verb)| (tool, verb.as_str())).collect();
+            self.tools().into_iter().map(|(tool, verb, _)| (tool, verb.as_str())).collect();
         [hash(&tools), hash(&self.prompts()), hash(&(self.resources(), self.resource_templates()))]
     }
 
@@ -392,8 +392,8 @@ impl ExternalServers {
         }
     }
 
-    /// Every exposed tool with its verb, in configuration order.
-    pub(crate) fn tools(&self) -> Vec<(Tool, Verb)> {
+    /// Every exposed tool with its verb and its server's key, in configuration order.
+    pub(crate) fn tools(&self) -> Vec<(Tool, Verb, &str)> {
         let index = self.index.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
         let mut out = Vec::new();
         for upstream in &self.upstreams {
@@ -403,7 +403,7 @@ impl ExternalServers {
                     .get(tool.tool.name.as_ref())
                     .is_some_and(|&owner| owner == (upstream.index, position))
                 {
-                    out.push((tool.tool.clone(), tool.verb));
+                    out.push((tool.tool.clone(), tool.verb, upstream.config.key.as_str()));
                 }
             }
         }
@@ -439,6 +439,14 @@ impl ExternalServers {
 
     pub(crate) fn resource_templates(&self) -> Vec<ResourceTemplate> {
         self.upstreams.iter().flat_map(|upstream| upstream.catalog().templates.clone()).collect()
+    }
+
+    /// The key of the server whose exposed prompt this is, if any.
+    pub(crate) fn prompt_server(&self, name: &str) -> Option<String> {
+        self.upstreams
+            .iter()
+            .find(|upstream| upstream.catalog().prompt_names.contains_key(name))
+            .map(|upstream| upstream.config.key.clone())
     }
 
     /// `None` when no server owns the name.

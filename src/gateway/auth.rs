@@ -61,7 +61,7 @@ mod tests {
     use crate::tool::Verb;
 
     fn principal(name: &str, verbs: &[Verb]) -> Principal {
-        Principal { name: name.into(), verbs: verbs.iter().copied().collect::<BTreeSet<_>>() }
+        Principal::new(name, verbs.iter().copied().collect::<BTreeSet<_>>())
     }
 
     fn config(keys: &[(&str, &str, &[Verb])]) -> AuthConfig {

@@ -139,10 +139,11 @@ enum ThrottleKey {
     Key([u8; 32]),
 }
 
+/// What happened in one minute: failed authentications, or tool calls.
 #[derive(Debug, Clone, Copy)]
 struct Window {
     started: Instant,
-    failures: usize,
+    count: usize,
 }
 
 /// Failed authentications counted per client address and per presented key over a minute;
@@ -182,8 +183,7 @@ impl AuthThrottle {
             .iter()
             .filter_map(|key| entries.get(key))
             .filter(|window| {
-                window.failures >= self.limit
-                    && now.duration_since(window.started) < THROTTLE_WINDOW
+                window.count >= self.limit && now.duration_since(window.started) < THROTTLE_WINDOW
             })
             .map(|window| {
                 let left = THROTTLE_WINDOW.saturating_sub(now.duration_since(window.started));
@@ -204,11 +204,11 @@ impl AuthThrottle {
             {
                 continue;
             }
-            let window = entries.entry(key).or_insert(Window { started: now, failures: 0 });
+            let window = entries.entry(key).or_insert(Window { started: now, count: 0 });
             if now.duration_since(window.started) >= THROTTLE_WINDOW {
-                *window = Window { started: now, failures: 0 };
+                *window = Window { started: now, count: 0 };
             }
-            window.failures += 1;
+            window.count += 1;
         }
         None
     }
@@ -309,21 +309,20 @@ impl AuthGate {
         }
     }
 
-    /// The principal of a valid token: its user, with the verbs of the roles it holds among
-    /// `auth.roles` (`read` alone when no roles are configured).
+    /// The principal of a valid token: its user, with the verbs, tools and rate limit of the
+    /// roles it holds among `auth.roles` (`read` and every tool when no roles are configured).
     fn token_principal(&self, identity: &TokenIdentity) -> Principal {
         let roles = &self.config.auth.roles;
-        let verbs = if roles.is_empty() {
-            std::collections::BTreeSet::from([crate::tool::Verb::Read])
-        } else {
-            identity
-                .roles
-                .iter()
-                .filter_map(|role| roles.get(role))
-                .flat_map(|role| role.verbs.iter().copied())
-                .collect()
-        };
-        Principal { name: identity.user.clone(), verbs }
+        if roles.is_empty() {
+            return Principal::new(
+                identity.user.clone(),
+                std::collections::BTreeSet::from([crate::tool::Verb::Read]),
+            );
+        }
+        Principal::with_roles(
+            identity.user.clone(),
+            identity.roles.iter().filter_map(|role| roles.get(role)),
+        )
     }
 
     /// The decision for a request that may carry no key at all (the console asking whether one
@@ -479,6 +478,46 @@ pub(crate) fn bad_body(problem: &BodyProblem) -> Response {
         "error": { "code": problem.rpc_code(), "message": problem.to_string(), "data": data },
     });
     (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
+}
+
+/// Tool calls per principal in the current minute, for roles with `calls_per_minute`.
+#[derive(Debug, Default)]
+pub(crate) struct CallLimiter {
+    windows: Mutex<HashMap<String, Window>>,
+}
+
+impl CallLimiter {
+    /// Count one call of `principal`; `Some(seconds to wait)` when it is over `limit` this
+    /// minute (the call is then not counted).
+    pub(crate) fn admit(&self, principal: &str, limit: u32) -> Option<u64> {
+        let now = Instant::now();
+        let mut windows = self.windows.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if windows.len() >= MAX_THROTTLE_ENTRIES && !windows.contains_key(principal) {
+            windows.retain(|_, window| now.duration_since(window.started) < THROTTLE_WINDOW);
+        }
+        let window =
+            windows.entry(principal.to_owned()).or_insert(Window { started: now, count: 0 });
+        if now.duration_since(window.started) >= THROTTLE_WINDOW {
+            *window = Window { started: now, count: 0 };
+        }
+        if window.count >= usize::try_from(limit).unwrap_or(usize::MAX) {
+            let left = THROTTLE_WINDOW.saturating_sub(now.duration_since(window.started));
+            return Some(left.as_secs() + 1);
+        }
+        window.count += 1;
+        None
+    }
+}
+
+/// Whether a JSON-RPC body (already checked) is a `tools/call` request.
+pub(crate) fn is_tool_call(body: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Method<'a> {
+        #[serde(borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
+    }
+    serde_json::from_slice::<Method<'_>>(body)
+        .is_ok_and(|message| message.method.as_deref() == Some("tools/call"))
 }
 
 /// The credential of `Bearer <credential>`.

@@ -124,7 +124,11 @@ pub(crate) fn router(
         .route("/console/api/executions", get(super::console::executions))
         .route("/console/api/approvals", get(super::console::approvals))
         .route_layer(middleware::from_fn_with_state(
-            (config.http.max_json_depth, config.http.max_body_bytes),
+            BodyCheck {
+                max_depth: config.http.max_json_depth,
+                max_body_bytes: config.http.max_body_bytes,
+                calls: Arc::new(edge::CallLimiter::default()),
+            },
             check_mcp_body,
         ))
         .route_layer(middleware::from_fn_with_state(gate.clone(), require_principal))
@@ -304,10 +308,19 @@ fn origin_matches(allowed: &str, origin: &str) -> bool {
     }
 }
 
+/// What `check_mcp_body` needs: the limits of a body and the per-principal call counts.
+#[derive(Clone)]
+struct BodyCheck {
+    max_depth: usize,
+    max_body_bytes: usize,
+    calls: Arc<edge::CallLimiter>,
+}
+
 /// Refuse a JSON-RPC body sent to `/mcp` that is not UTF-8, nests too deep, is not JSON or is
-/// a batch, with a clear 400, before rmcp parses it.
+/// a batch, with a clear 400, before rmcp parses it; and a `tools/call` past the caller's
+/// `calls_per_minute` with 429.
 async fn check_mcp_body(
-    State((max_depth, max_body_bytes)): State<(usize, usize)>,
+    State(BodyCheck { max_depth, max_body_bytes, calls }): State<BodyCheck>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -325,6 +338,24 @@ async fn check_mcp_body(
     };
     if let Err(problem) = edge::check_json_rpc(&bytes, max_depth) {
         return edge::bad_body(&problem);
+    }
+    if let Some(principal) = parts.extensions.get::<Principal>()
+        && let Some(limit) = principal.calls_per_minute
+        && edge::is_tool_call(&bytes)
+        && let Some(retry_after) = calls.admit(&principal.name, limit)
+    {
+        let mut response = error_response(
+            StatusCode::TOO_MANY_REQUESTS,
+            ErrorCode::RateLimited,
+            &format!("`{}` may make {limit} tool calls a minute", principal.name),
+            Some(
+                "wait for Retry-After seconds; the limit is calls_per_minute of the caller's role in auth.roles",
+            ),
+        );
+        if let Ok(value) = HeaderValue::from_str(&retry_after.to_string()) {
+            response.headers_mut().insert(header::RETRY_AFTER, value);
+        }
+        return response;
     }
     next.run(Request::from_parts(parts, axum::body::Body::from(bytes))).await
 }

@@ -138,24 +138,54 @@ impl Gateway {
         }
     }
 
+    /// The tools `principal` may see and call: its verbs and its tool policy allow them.
     fn visible_tools(&self, principal: &Principal) -> Vec<Tool> {
-        let mut tools: Vec<Tool> = self
+        self.visible_tools_by_server(principal).into_iter().map(|(tool, _)| tool).collect()
+    }
+
+    fn visible_tools_by_server(&self, principal: &Principal) -> Vec<(Tool, String)> {
+        let mut tools: Vec<(Tool, String)> = self
             .state
             .registry
             .tools()
-            .filter(|tool| principal.may(tool.spec.verb))
-            .map(|tool| tool.spec.tool.clone())
+            .filter(|tool| {
+                principal.may(tool.spec.verb) && principal.may_use(tool.spec.name(), tool.server)
+            })
+            .map(|tool| (tool.spec.tool.clone(), tool.server.to_owned()))
             .collect();
         if let Some(external) = self.state.registry.external() {
             tools.extend(
                 external
                     .tools()
                     .into_iter()
-                    .filter(|(_, verb)| principal.may(*verb))
-                    .map(|(tool, _)| tool),
+                    .filter(|(tool, verb, server)| {
+                        principal.may(*verb) && principal.may_use(&tool.name, server)
+                    })
+                    .map(|(tool, _, server)| (tool, server.to_owned())),
             );
         }
         tools
+    }
+
+    /// Whether the server owning `uri` (a resource or a template) is in `reach`.
+    fn resource_in_reach(
+        &self,
+        reach: Option<&std::collections::HashSet<String>>,
+        uri: &str,
+    ) -> bool {
+        let owner = self.state.registry.resource_server(uri).map(str::to_owned).or_else(|| {
+            self.state.registry.external().and_then(|external| external.resource_server(uri))
+        });
+        owner.is_some_and(|owner| in_reach(reach, &owner))
+    }
+
+    /// The servers whose prompts and resources `principal` may see: those it may use a tool
+    /// of; `None`: every server (no tool policy).
+    fn servers_in_reach(&self, principal: &Principal) -> Option<std::collections::HashSet<String>> {
+        principal.tools.as_ref()?;
+        Some(
+            self.visible_tools_by_server(principal).into_iter().map(|(_, server)| server).collect(),
+        )
     }
 
     /// The external servers, when there are any and the caller may read (prompts and
@@ -190,6 +220,11 @@ fn instructions(registry: &Registry) -> String {
          (or POST /mcp/feedback) so the people who curate the context can learn from it. \
          Call list_servers to see every server, its status and its tools.{sql}"
     )
+}
+
+/// Whether `server` is among `reach` (`None`: every server).
+fn in_reach(reach: Option<&std::collections::HashSet<String>>, server: &str) -> bool {
+    reach.is_none_or(|servers| servers.contains(server))
 }
 
 fn http_parts(context: &RequestContext<RoleServer>) -> Option<&::http::request::Parts> {
@@ -547,10 +582,18 @@ impl ServerHandler for Gateway {
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
         let principal = self.principal(&context)?;
-        let mut prompts =
-            if principal.may(Verb::Read) { self.state.registry.prompts() } else { Vec::new() };
+        let reach = self.servers_in_reach(&principal);
+        let mut prompts = if principal.may(Verb::Read) && in_reach(reach.as_ref(), "data") {
+            self.state.registry.prompts()
+        } else {
+            Vec::new()
+        };
         if let Some(external) = self.readable_external(&context)? {
-            prompts.extend(external.prompts());
+            prompts.extend(external.prompts().into_iter().filter(|prompt| {
+                external
+                    .prompt_server(&prompt.name)
+                    .is_some_and(|server| in_reach(reach.as_ref(), &server))
+            }));
         }
         Ok(ListPromptsResult::with_all_items(prompts))
     }
@@ -563,7 +606,9 @@ impl ServerHandler for Gateway {
         let unknown =
             || McpError::invalid_params(format!("unknown prompt: {}", shown(&request.name)), None);
         let principal = self.principal(&context)?;
+        let reach = self.servers_in_reach(&principal);
         if principal.may(Verb::Read)
+            && in_reach(reach.as_ref(), "data")
             && let Some(filled) =
                 self.state.registry.get_prompt(&request.name, request.arguments.as_ref())
         {
@@ -574,6 +619,12 @@ impl ServerHandler for Gateway {
         let Some(external) = self.readable_external(&context)? else {
             return Err(unknown());
         };
+        if !external
+            .prompt_server(&request.name)
+            .is_some_and(|server| in_reach(reach.as_ref(), &server))
+        {
+            return Err(unknown());
+        }
         match external.get_prompt(&request.name, request.arguments.clone()).await {
             None => Err(unknown()),
             Some(Ok(result)) => Ok(GetPromptResponse::Complete(result)),
@@ -594,6 +645,8 @@ impl ServerHandler for Gateway {
         if let Some(external) = self.readable_external(&context)? {
             resources.extend(external.resources());
         }
+        let reach = self.servers_in_reach(&principal);
+        resources.retain(|resource| self.resource_in_reach(reach.as_ref(), &resource.uri));
         Ok(ListResourcesResult::with_all_items(resources))
     }
 
@@ -608,6 +661,8 @@ impl ServerHandler for Gateway {
         if let Some(external) = self.readable_external(&context)? {
             templates.extend(external.resource_templates());
         }
+        let reach = self.servers_in_reach(&principal);
+        templates.retain(|template| self.resource_in_reach(reach.as_ref(), &template.uri_template));
         Ok(ListResourceTemplatesResult::with_all_items(templates))
     }
 
@@ -621,8 +676,12 @@ impl ServerHandler for Gateway {
         let uri = request.uri.as_str();
         let unknown =
             || McpError::resource_not_found(format!("unknown resource: {}", shown(uri)), None);
+        let reach = self.servers_in_reach(&principal);
         let (server, outcome) = match self.state.registry.resource_server(uri) {
             Some(server) if principal.may(Verb::Read) => {
+                if !in_reach(reach.as_ref(), server) {
+                    return Err(unknown());
+                }
                 let call_context = CallContext { principal: principal.clone() };
                 let Some(outcome) = self.state.registry.read_resource(uri, &call_context).await
                 else {
@@ -641,6 +700,9 @@ impl ServerHandler for Gateway {
                     return Err(unknown());
                 };
                 let Some(server) = external.resource_server(uri) else { return Err(unknown()) };
+                if !in_reach(reach.as_ref(), &server) {
+                    return Err(unknown());
+                }
                 let Some(outcome) = external.read_resource(uri).await else {
                     return Err(unknown());
                 };
@@ -725,8 +787,29 @@ impl ServerHandler for Gateway {
         meta.insert("execution_id".into(), Value::from(execution_id.to_string()));
         meta.insert("feedback_token".into(), Value::from(feedback_token.to_string()));
         meta.insert("trace_id".into(), Value::from(trace_id.clone()));
+        // A tool outside the caller's tool policy is refused by name and recorded as denied.
         let Dispatched { mut result, status, llm, error, retried, upstream_error, spliced } =
-            self.dispatch(&route, arguments, &call_context, &trace_id, meta).await;
+            if principal.may_use(&tool_name, &server) {
+                self.dispatch(&route, arguments, &call_context, &trace_id, meta).await
+            } else {
+                let denied = ToolError::new(
+                    ErrorCode::Unauthorized,
+                    format!(
+                        "`{}` may not use `{tool_name}`: its roles' tools in auth.roles do not admit it",
+                        principal.name
+                    ),
+                )
+                .with_hint("ask for a role whose tools include it, or use another tool");
+                Dispatched {
+                    result: error::failure(&denied, &trace_id, meta),
+                    status: ExecutionStatus::Error,
+                    llm: None,
+                    error: Some(denied),
+                    retried: Vec::new(),
+                    upstream_error: None,
+                    spliced: None,
+                }
+            };
         let elapsed = started.elapsed();
         self.state.metrics.observe(&tool_name, status.as_str(), elapsed);
 

@@ -154,9 +154,20 @@ fn answers_ok(url: &str) -> bool {
 }
 
 fn setup(database: &TestDatabase, issuer: &str) -> OrcaSetup {
+    setup_with_roles(
+        database,
+        issuer,
+        "    analyst:\n      verbs: [read]\n    admin:\n      verbs: [read, create, update, delete]\n",
+        "verbs: [read]",
+    )
+}
+
+/// orca accepting tokens from `issuer`, with `roles` (YAML under `auth.roles`) and an API key
+/// whose entry ends with `key` (its verbs or its role).
+fn setup_with_roles(database: &TestDatabase, issuer: &str, roles: &str, key: &str) -> OrcaSetup {
     let hash = hex::encode(Sha256::digest(API_KEY.as_bytes()));
     OrcaSetup::new(&database.url).with_config(&format!(
-        "auth:\n  api_keys:\n    - name: ops\n      sha256: {hash}\n      verbs: [read]\n  oauth:\n    issuer: {issuer}\n    resource: {RESOURCE}\n    scopes_supported: [orca.read, orca.write]\n    required_scopes: [orca.read]\n    roles_claim: groups\n    leeway_seconds: 0\n    jwks_min_refresh_seconds: 0\n  roles:\n    analyst:\n      verbs: [read]\n    admin:\n      verbs: [read, create, update, delete]\n"
+        "auth:\n  api_keys:\n    - name: ops\n      sha256: {hash}\n      {key}\n  oauth:\n    issuer: {issuer}\n    resource: {RESOURCE}\n    scopes_supported: [orca.read, orca.write]\n    required_scopes: [orca.read]\n    roles_claim: groups\n    leeway_seconds: 0\n    jwks_min_refresh_seconds: 0\n  roles:\n{roles}"
     ))
 }
 
@@ -352,4 +363,100 @@ async fn a_clients_token_never_reaches_an_upstream_which_gets_orcas_own_credenti
     client.cancel().await.unwrap();
     upstream.kill().unwrap();
     let _ = upstream.wait();
+}
+
+#[tokio::test]
+async fn each_role_sees_and_calls_only_its_tools_within_its_rate() {
+    let provider = Provider::start("key-1", "RS256", 300);
+    let database = TestDatabase::create().await;
+    let roles = "    analyst:\n      verbs: [read]\n      tools: [\"*\", \"!execute_sql\", \"!*materialize*\"]\n      calls_per_minute: 4\n    admin:\n      verbs: [read, create, update, delete]\n      tools: [\"*\"]\n    auditor:\n      verbs: [read]\n      tools: [\"server:orca\"]\n";
+    let setup = setup_with_roles(&database, &provider.issuer(), roles, "role: auditor");
+    let server = setup.http_server(&[]);
+    let analyst = provider.token("analyst-app", "orca.read", RESOURCE).await;
+    let admin = provider.token("admin-app", "orca.read orca.write", RESOURCE).await;
+
+    let analyst_tools = tool_names(&server, &analyst).await;
+    assert!(!analyst_tools.contains(&"execute_sql".to_owned()), "{analyst_tools:?}");
+    assert!(analyst_tools.contains(&"query_sql".to_owned()), "{analyst_tools:?}");
+    assert!(tool_names(&server, &admin).await.contains(&"execute_sql".to_owned()));
+    assert_eq!(
+        tool_names(&server, API_KEY).await,
+        ["list_servers", "submit_feedback"],
+        "an API key with a role gets the role's tools"
+    );
+
+    // The auditor key reaches only orca's own server: no data prompts or resources either.
+    let auditor = server.client(Some(API_KEY)).await;
+    assert!(auditor.list_all_resources().await.unwrap().is_empty());
+    assert!(auditor.list_all_prompts().await.unwrap().is_empty());
+    assert!(
+        auditor
+            .read_resource(rmcp::model::ReadResourceRequestParams::new("res://catalogs"))
+            .await
+            .is_err()
+    );
+    let listed = call(&auditor, "list_servers", json!({}), None).await.unwrap();
+    let servers = listed.structured_content.unwrap()["servers"].clone();
+    assert_eq!(servers.as_array().unwrap().len(), 1, "{servers}");
+    assert_eq!(servers[0]["name"], "orca");
+    auditor.cancel().await.unwrap();
+
+    // A call outside the policy is refused by name and recorded as denied; nothing ran.
+    let client = server.client(Some(&analyst)).await;
+    let listed = call(&client, "list_servers", json!({}), None).await.unwrap();
+    let postgres = listed.structured_content.unwrap()["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|server| server["name"] == "postgres")
+        .cloned()
+        .unwrap();
+    assert!(!postgres["tools"].as_array().unwrap().contains(&json!("execute_sql")), "{postgres}");
+    let refused = call(&client, "execute_sql", json!({"sql": "SELECT 1"}), None).await.unwrap();
+    assert_eq!(refused.is_error, Some(true));
+    let error = refused.structured_content.unwrap()["error"].clone();
+    assert_eq!(error["code"], "UNAUTHORIZED", "{error}");
+    assert!(
+        error["message"].as_str().unwrap().contains("`analyst-app` may not use `execute_sql`"),
+        "{error}"
+    );
+    let pool = database.connect().await;
+    crate::support::eventually("the denied call is recorded", Duration::from_secs(20), || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM orca.mcp_executions \
+              WHERE tool_name = 'execute_sql' AND principal = 'analyst-app' \
+                AND status = 'error' AND error_code = 'UNAUTHORIZED'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+            == 1
+    })
+    .await;
+
+    // Two calls made, two more allowed this minute, then 429 with Retry-After.
+    for _ in 0..2 {
+        call(&client, "list_servers", json!({}), None).await.unwrap();
+    }
+    let response = reqwest::Client::new()
+        .post(server.url("/mcp"))
+        .bearer_auth(&analyst)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", "2025-06-18")
+        .body(
+            json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "list_servers", "arguments": {}}})
+                .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 429);
+    let wait: u64 = response.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=60).contains(&wait), "{wait}");
+    let (status, _, _) = list_tools_raw(&server, Some(&analyst)).await;
+    assert_eq!(status, 200, "only tool calls count");
+    let (status, _, _) = list_tools_raw(&server, Some(&admin)).await;
+    assert_eq!(status, 200, "another principal has its own count");
+    client.cancel().await.unwrap();
 }

@@ -124,15 +124,23 @@ impl OrcaServer {
         match tool {
             "list_servers" => {
                 let ListServersParams {} = parse_arguments(arguments)?;
-                Ok(ToolOutput::new(self.list_servers()))
+                Ok(ToolOutput::new(self.list_servers(&context.principal)))
             }
             "submit_feedback" => self.submit_feedback(arguments.as_ref(), context).await,
             other => Err(ToolError::not_found(format!("the orca server has no tool `{other}`"))),
         }
     }
 
-    fn list_servers(&self) -> Value {
-        let servers = self.directory.read().map(|servers| servers.clone()).unwrap_or_default();
+    /// Every server, or with a tool policy only the servers and tools the caller may use.
+    fn list_servers(&self, principal: &crate::config::Principal) -> Value {
+        let mut servers = self.directory.read().map(|servers| servers.clone()).unwrap_or_default();
+        if principal.tools.is_some() {
+            for server in &mut servers {
+                server.tools.retain(|tool| principal.may_use(tool, &server.name));
+                server.tool_count = server.tools.len();
+            }
+            servers.retain(|server| !server.tools.is_empty());
+        }
         json!({ "servers": servers })
     }
 
