@@ -17,18 +17,19 @@ use crate::support::{OrcaSetup, TestDatabase, call};
 const RESOURCE: &str = "https://orca.test/mcp";
 const API_KEY: &str = "orca_test_key_next_to_oauth";
 
-/// oidc-provider, installed once per target directory.
+/// oidc-provider and the MCP TypeScript SDK, installed once per target directory.
 fn provider_dir() -> PathBuf {
     let root = Path::new(BINARY).parent().unwrap().join("oauth-provider");
-    let package = root.join("node_modules/oidc-provider/package.json");
+    let packages = ["oidc-provider", "@modelcontextprotocol/sdk"]
+        .map(|name| root.join("node_modules").join(name).join("package.json"));
     std::fs::create_dir_all(&root).unwrap();
     let lock = std::fs::File::create(root.with_extension("lock")).unwrap();
     lock.lock().unwrap();
-    if !package.is_file() {
+    if !packages.iter().all(|package| package.is_file()) {
         let output = Command::new("npm")
             .args(["install", "--no-audit", "--no-fund", "--prefix"])
             .arg(&root)
-            .arg("oidc-provider@9")
+            .args(["oidc-provider@9", "@modelcontextprotocol/sdk@1"])
             .output()
             .unwrap_or_else(|error| {
                 panic!(
@@ -37,7 +38,7 @@ fn provider_dir() -> PathBuf {
             });
         assert!(
             output.status.success(),
-            "npm install oidc-provider failed: {}",
+            "npm install oidc-provider @modelcontextprotocol/sdk failed: {}",
             String::from_utf8_lossy(&output.stderr)
         );
     }
@@ -165,9 +166,20 @@ fn setup(database: &TestDatabase, issuer: &str) -> OrcaSetup {
 /// orca accepting tokens from `issuer`, with `roles` (YAML under `auth.roles`) and an API key
 /// whose entry ends with `key` (its verbs or its role).
 fn setup_with_roles(database: &TestDatabase, issuer: &str, roles: &str, key: &str) -> OrcaSetup {
+    setup_for(database, issuer, RESOURCE, roles, key)
+}
+
+/// [`setup_with_roles`] for orca's canonical URL `resource`.
+fn setup_for(
+    database: &TestDatabase,
+    issuer: &str,
+    resource: &str,
+    roles: &str,
+    key: &str,
+) -> OrcaSetup {
     let hash = hex::encode(Sha256::digest(API_KEY.as_bytes()));
     OrcaSetup::new(&database.url).with_config(&format!(
-        "auth:\n  api_keys:\n    - name: ops\n      sha256: {hash}\n      {key}\n  oauth:\n    issuer: {issuer}\n    resource: {RESOURCE}\n    scopes_supported: [orca.read, orca.write]\n    required_scopes: [orca.read]\n    roles_claim: groups\n    leeway_seconds: 0\n    jwks_min_refresh_seconds: 0\n  roles:\n{roles}"
+        "auth:\n  api_keys:\n    - name: ops\n      sha256: {hash}\n      {key}\n  oauth:\n    issuer: {issuer}\n    resource: {resource}\n    scopes_supported: [orca.read, orca.write]\n    required_scopes: [orca.read]\n    roles_claim: groups\n    leeway_seconds: 0\n    jwks_min_refresh_seconds: 0\n  roles:\n{roles}"
     ))
 }
 
@@ -459,4 +471,50 @@ async fn each_role_sees_and_calls_only_its_tools_within_its_rate() {
     let (status, _, _) = list_tools_raw(&server, Some(&admin)).await;
     assert_eq!(status, 200, "another principal has its own count");
     client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_mcp_client_finds_the_provider_from_orcas_401_and_signs_in_by_itself() {
+    let provider = Provider::start("key-1", "RS256", 300);
+    let database = TestDatabase::create().await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let resource = format!("http://127.0.0.1:{port}/mcp");
+    let roles = "    analyst:\n      verbs: [read]\n";
+    let setup = setup_for(&database, &provider.issuer(), &resource, roles, "verbs: [read]");
+    let _server = setup.http_command(&["serve", "--http", &format!("127.0.0.1:{port}")]);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oauth/mcp_client.mjs");
+    let output = tokio::process::Command::new("node")
+        .arg(&script)
+        .env("PROVIDER_DIR", provider_dir())
+        .env("ORCA_URL", &resource)
+        .env("CLIENT_ID", "analyst-app")
+        .env("CLIENT_SECRET", "analyst-app-secret")
+        .env("SCOPE", "orca.read")
+        .output()
+        .await
+        .expect("cannot run node");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "the SDK client failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let seen: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert!(seen["tools"].as_array().unwrap().contains(&json!("list_servers")), "{seen}");
+    assert!(
+        !seen["tools"].as_array().unwrap().contains(&json!("add_records")),
+        "read only: {seen}"
+    );
+    assert_eq!(seen["result"]["servers"][0]["name"], "orca", "{seen}");
+    let pool = database.connect().await;
+    crate::support::eventually("the client's call is recorded", Duration::from_secs(20), || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM orca.mcp_executions WHERE principal = 'analyst-app' AND tool_name = 'list_servers'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+            == 1
+    })
+    .await;
 }
