@@ -80,8 +80,16 @@ impl ServerKind {
 /// Who is calling, and what they may do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Principal {
+    /// The user: an API key's name, the stdio or anonymous principal's name, or a token's user
+    /// claim (`sub`).
     pub(crate) name: String,
     pub(crate) verbs: BTreeSet<Verb>,
+    /// The OAuth client the call came through (a token's `client_id`, else `azp`); `None` for
+    /// API keys, stdio and anonymous callers.
+    pub(crate) client: Option<String>,
+    /// The roles of `auth.roles` that gave a token its verbs, in the token's order, joined with
+    /// `,`; `None` for API keys, stdio and anonymous callers, and for a token holding none.
+    pub(crate) role: Option<String>,
 }
 
 impl Principal {
@@ -1061,7 +1069,7 @@ fn validate_principal(
     if name.trim().is_empty() {
         errors.push(format!("{file}: {key}.name: must not be empty"));
     }
-    Principal { name, verbs }
+    Principal { name, verbs, client: None, role: None }
 }
 
 fn validate_auth(raw: RawAuth, file: &str, errors: &mut Vec<String>) -> AuthConfig {
@@ -1097,7 +1105,10 @@ fn validate_auth(raw: RawAuth, file: &str, errors: &mut Vec<String>) -> AuthConf
             ));
         }
         let verbs = validate_verbs(&verbs, &format!("{key}.verbs"), file, errors);
-        api_keys.push(ApiKey { sha256: digest, principal: Principal { name, verbs } });
+        api_keys.push(ApiKey {
+            sha256: digest,
+            principal: Principal { name, verbs, client: None, role: None },
+        });
     }
     let roles = oauth::validate_roles(raw.roles, file, errors);
     let oauth = raw.oauth.and_then(|raw| oauth::validate_oauth(raw, file, errors));

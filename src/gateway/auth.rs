@@ -61,7 +61,12 @@ mod tests {
     use crate::tool::Verb;
 
     fn principal(name: &str, verbs: &[Verb]) -> Principal {
-        Principal { name: name.into(), verbs: verbs.iter().copied().collect::<BTreeSet<_>>() }
+        Principal {
+            name: name.into(),
+            verbs: verbs.iter().copied().collect::<BTreeSet<_>>(),
+            client: None,
+            role: None,
+        }
     }
 
     fn config(keys: &[(&str, &str, &[Verb])]) -> AuthConfig {

@@ -310,7 +310,8 @@ impl AuthGate {
     }
 
     /// The principal of a valid token: its user, with the verbs of the roles it holds among
-    /// `auth.roles` (`read` alone when no roles are configured).
+    /// `auth.roles` (`read` alone when no roles are configured), its client, and those roles
+    /// (see [`held_roles`]).
     fn token_principal(&self, identity: &TokenIdentity) -> Principal {
         let roles = &self.config.auth.roles;
         let verbs = if roles.is_empty() {
@@ -323,7 +324,12 @@ impl AuthGate {
                 .flat_map(|role| role.verbs.iter().copied())
                 .collect()
         };
-        Principal { name: identity.user.clone(), verbs }
+        Principal {
+            name: identity.user.clone(),
+            verbs,
+            client: identity.client.clone(),
+            role: held_roles(&identity.roles, roles),
+        }
     }
 
     /// The decision for a request that may carry no key at all (the console asking whether one
@@ -481,6 +487,22 @@ pub(crate) fn bad_body(problem: &BodyProblem) -> Response {
     (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
 }
 
+/// The roles of `configured` that a token holds, in the token's order and each once, joined
+/// with `,`: together they gave the token its verbs, so one of them allowed each call it makes.
+/// `None` when it holds none of them.
+fn held_roles<Role>(
+    token_roles: &[String],
+    configured: &std::collections::BTreeMap<String, Role>,
+) -> Option<String> {
+    let mut held: Vec<&str> = Vec::new();
+    for role in token_roles {
+        if configured.contains_key(role) && !held.contains(&role.as_str()) {
+            held.push(role);
+        }
+    }
+    (!held.is_empty()).then(|| held.join(","))
+}
+
 /// The credential of `Bearer <credential>`.
 fn bearer(authorization: &str) -> Option<&str> {
     let (scheme, credential) = authorization.trim().split_once(' ')?;
@@ -506,6 +528,28 @@ mod tests {
         let huge = br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"n":2e222222222222}}"#;
         assert!(matches!(check_json_rpc(huge, 8), Err(BodyProblem::NotJson(_))));
         assert!(matches!(check_json_rpc(b"2e222222222222", 8), Err(BodyProblem::NotJson(_))));
+    }
+
+    #[test]
+    fn a_tokens_role_names_the_configured_roles_it_holds_in_its_order() {
+        let configured: std::collections::BTreeMap<String, ()> =
+            ["admin", "analyst"].map(|name| (name.to_owned(), ())).into();
+        let cases: [(&[&str], Option<&str>); 5] = [
+            (&["analyst"], Some("analyst")),
+            (&["admin", "staff"], Some("admin")),
+            (&["staff", "analyst", "admin", "analyst"], Some("analyst,admin")),
+            (&["staff"], None),
+            (&[], None),
+        ];
+        for (token_roles, expected) in cases {
+            let token_roles: Vec<String> =
+                token_roles.iter().map(|role| (*role).to_owned()).collect();
+            assert_eq!(
+                held_roles(&token_roles, &configured).as_deref(),
+                expected,
+                "{token_roles:?}"
+            );
+        }
     }
 
     #[test]

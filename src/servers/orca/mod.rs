@@ -1,5 +1,6 @@
 //! The built-in `orca` server: `list_servers` (every server with its status, tool count and
-//! capabilities) and `submit_feedback` (the contract of `POST /mcp/feedback`, for agents).
+//! capabilities, and who the caller is) and `submit_feedback` (the contract of
+//! `POST /mcp/feedback`, for agents).
 
 use std::sync::{Arc, RwLock};
 
@@ -10,6 +11,7 @@ use serde_json::{Map, Value, json};
 use sqlx::PgPool;
 
 use super::{CallContext, ToolSpec};
+use crate::config::Principal;
 use crate::tool::{ToolError, ToolOutput, Verb, parse_arguments};
 use crate::tracking::{FeedbackError, FeedbackInput, Tracker, submit_feedback};
 
@@ -93,7 +95,7 @@ impl OrcaServer {
         vec![
             ToolSpec::new::<ListServersParams>(
                 "list_servers",
-                "List every MCP server behind this gateway, internal and external, with its status, tool count, tool names and capabilities.",
+                "List every MCP server behind this gateway, internal and external, with its status, tool count, tool names and capabilities, and the identity you call with (principal, OAuth client, role, verbs).",
                 Verb::Read,
                 ToolAnnotations::new().read_only(true).idempotent(true).open_world(false),
             ),
@@ -124,16 +126,16 @@ impl OrcaServer {
         match tool {
             "list_servers" => {
                 let ListServersParams {} = parse_arguments(arguments)?;
-                Ok(ToolOutput::new(self.list_servers()))
+                Ok(ToolOutput::new(self.list_servers(&context.principal)))
             }
             "submit_feedback" => self.submit_feedback(arguments.as_ref(), context).await,
             other => Err(ToolError::not_found(format!("the orca server has no tool `{other}`"))),
         }
     }
 
-    fn list_servers(&self) -> Value {
+    fn list_servers(&self, caller: &Principal) -> Value {
         let servers = self.directory.read().map(|servers| servers.clone()).unwrap_or_default();
-        json!({ "servers": servers })
+        json!({ "servers": servers, "caller": caller_summary(caller) })
     }
 
     async fn submit_feedback(
@@ -156,4 +158,16 @@ impl OrcaServer {
             }
         }
     }
+}
+
+/// The identity a call is made with, as `list_servers` reports it: the principal (an API key's
+/// name or a token's user), the OAuth client and the roles that gave it its verbs (`null` for
+/// API keys and stdio), and the verbs.
+fn caller_summary(principal: &Principal) -> Value {
+    json!({
+        "principal": principal.name,
+        "client": principal.client,
+        "role": principal.role,
+        "verbs": principal.verbs,
+    })
 }
