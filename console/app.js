@@ -492,6 +492,15 @@ function formatTime(text) {
   return Number.isNaN(date.getTime()) ? text : date.toLocaleString([], { dateStyle: "short", timeStyle: "medium" });
 }
 
+// Who made a call: the key's name or the token's user, then the OAuth client it came through
+// when that is another name; the roles that allowed it on hover.
+function whoCell(execution) {
+  const client = execution.client_id && execution.client_id !== execution.principal ? execution.client_id : null;
+  return element("td", { title: execution.role ? `role: ${execution.role}` : null },
+    element("span", { text: execution.principal }),
+    client && element("span", { class: "muted small", text: ` via ${client}` }));
+}
+
 async function refreshRecent() {
   const container = $("recent");
   let data;
@@ -509,7 +518,7 @@ async function refreshRecent() {
   const table = element("table", { class: "data-table recent" });
   table.append(element("caption", { text: `The last ${executions.length} call${executions.length === 1 ? "" : "s"}` }));
   const head = element("tr");
-  for (const name of ["Tool", "Status", "Latency", "Time", "Rating"]) head.append(element("th", { scope: "col", text: name }));
+  for (const name of ["Tool", "Who", "Status", "Latency", "Time", "Rating"]) head.append(element("th", { scope: "col", text: name }));
   table.append(element("thead", {}, head));
   const body = element("tbody");
   for (const execution of executions) {
@@ -517,6 +526,7 @@ async function refreshRecent() {
     const rating = execution.rating ? `${execution.rating === "up" ? "up" : "down"}${execution.rating_score ? ` ${"★".repeat(execution.rating_score)}${"☆".repeat(5 - execution.rating_score)}` : ""}` : "";
     body.append(element("tr", {},
       element("td", {}, element("span", { class: "tool-name", text: execution.tool }), element("span", { class: "muted small", text: ` ${execution.server}` })),
+      whoCell(execution),
       element("td", {}, element("span", { class: `badge ${execution.status === "success" ? "ok" : "error"}`, text: status })),
       element("td", { class: "number", text: execution.latency_ms == null ? "" : `${execution.latency_ms} ms` }),
       element("td", { text: formatTime(execution.at) }),

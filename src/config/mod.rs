@@ -82,18 +82,33 @@ impl ServerKind {
 /// Who is calling, and what they may do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Principal {
+    /// The user: an API key's name, the stdio or anonymous principal's name, or a token's user
+    /// claim (`sub`).
     pub(crate) name: String,
     pub(crate) verbs: BTreeSet<Verb>,
     /// The tools it may see and call: those some policy admits; `None`: every tool.
     pub(crate) tools: Option<std::sync::Arc<[ToolPolicy]>>,
     /// Tool calls a minute it may make (per replica); `None`: no limit.
     pub(crate) calls_per_minute: Option<u32>,
+    /// The OAuth client the call came through (a token's `client_id`, else `azp`); `None` for
+    /// API keys, stdio and anonymous callers.
+    pub(crate) client: Option<String>,
+    /// The roles of `auth.roles` that gave a token its verbs, in the token's order, joined with
+    /// `,`; `None` for API keys, stdio and anonymous callers, and for a token holding none.
+    pub(crate) role: Option<String>,
 }
 
 impl Principal {
     /// A principal with `verbs`, every tool and no rate limit.
     pub(crate) fn new(name: impl Into<String>, verbs: BTreeSet<Verb>) -> Principal {
-        Principal { name: name.into(), verbs, tools: None, calls_per_minute: None }
+        Principal {
+            name: name.into(),
+            verbs,
+            tools: None,
+            calls_per_minute: None,
+            client: None,
+            role: None,
+        }
     }
 
     pub(crate) fn may(&self, verb: Verb) -> bool {
@@ -1149,7 +1164,11 @@ fn validate_auth(raw: RawAuth, file: &str, errors: &mut Vec<String>) -> AuthConf
         };
         let principal = match (role, verbs) {
             (Some(role), None) => match roles.get(&role) {
-                Some(found) => Principal::with_roles(name, [found]),
+                Some(found) => {
+                    let mut principal = Principal::with_roles(name, [found]);
+                    principal.role = Some(role);
+                    principal
+                }
                 None => {
                     errors.push(format!(
                         "{file}: {key}.role: `{role}` is not one of auth.roles ({})",

@@ -265,6 +265,8 @@ impl Runner {
             created_at: now,
             failures,
             source: Source::Eval,
+            client_id: self.principal.client.clone(),
+            role: self.principal.role.clone(),
         });
     }
 }

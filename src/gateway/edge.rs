@@ -310,19 +310,24 @@ impl AuthGate {
     }
 
     /// The principal of a valid token: its user, with the verbs, tools and rate limit of the
-    /// roles it holds among `auth.roles` (`read` and every tool when no roles are configured).
+    /// roles it holds among `auth.roles` (`read` and every tool when no roles are configured),
+    /// its client, and those roles (see [`held_roles`]).
     fn token_principal(&self, identity: &TokenIdentity) -> Principal {
         let roles = &self.config.auth.roles;
-        if roles.is_empty() {
-            return Principal::new(
+        let mut principal = if roles.is_empty() {
+            Principal::new(
                 identity.user.clone(),
                 std::collections::BTreeSet::from([crate::tool::Verb::Read]),
-            );
-        }
-        Principal::with_roles(
-            identity.user.clone(),
-            identity.roles.iter().filter_map(|role| roles.get(role)),
-        )
+            )
+        } else {
+            Principal::with_roles(
+                identity.user.clone(),
+                identity.roles.iter().filter_map(|role| roles.get(role)),
+            )
+        };
+        principal.client = identity.client.clone();
+        principal.role = held_roles(&identity.roles, roles);
+        principal
     }
 
     /// The decision for a request that may carry no key at all (the console asking whether one
@@ -520,6 +525,22 @@ pub(crate) fn is_tool_call(body: &[u8]) -> bool {
         .is_ok_and(|message| message.method.as_deref() == Some("tools/call"))
 }
 
+/// The roles of `configured` that a token holds, in the token's order and each once, joined
+/// with `,`: together they gave the token its verbs, so one of them allowed each call it makes.
+/// `None` when it holds none of them.
+fn held_roles<Role>(
+    token_roles: &[String],
+    configured: &std::collections::BTreeMap<String, Role>,
+) -> Option<String> {
+    let mut held: Vec<&str> = Vec::new();
+    for role in token_roles {
+        if configured.contains_key(role) && !held.contains(&role.as_str()) {
+            held.push(role);
+        }
+    }
+    (!held.is_empty()).then(|| held.join(","))
+}
+
 /// The credential of `Bearer <credential>`.
 fn bearer(authorization: &str) -> Option<&str> {
     let (scheme, credential) = authorization.trim().split_once(' ')?;
@@ -545,6 +566,28 @@ mod tests {
         let huge = br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"n":2e222222222222}}"#;
         assert!(matches!(check_json_rpc(huge, 8), Err(BodyProblem::NotJson(_))));
         assert!(matches!(check_json_rpc(b"2e222222222222", 8), Err(BodyProblem::NotJson(_))));
+    }
+
+    #[test]
+    fn a_tokens_role_names_the_configured_roles_it_holds_in_its_order() {
+        let configured: std::collections::BTreeMap<String, ()> =
+            ["admin", "analyst"].map(|name| (name.to_owned(), ())).into();
+        let cases: [(&[&str], Option<&str>); 5] = [
+            (&["analyst"], Some("analyst")),
+            (&["admin", "staff"], Some("admin")),
+            (&["staff", "analyst", "admin", "analyst"], Some("analyst,admin")),
+            (&["staff"], None),
+            (&[], None),
+        ];
+        for (token_roles, expected) in cases {
+            let token_roles: Vec<String> =
+                token_roles.iter().map(|role| (*role).to_owned()).collect();
+            assert_eq!(
+                held_roles(&token_roles, &configured).as_deref(),
+                expected,
+                "{token_roles:?}"
+            );
+        }
     }
 
     #[test]

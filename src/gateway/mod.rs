@@ -452,6 +452,8 @@ impl Gateway {
             created_at: now,
             failures,
             source: crate::tracking::Source::Mcp,
+            client_id: principal.client.clone(),
+            role: principal.role.clone(),
         });
     }
 }
@@ -851,6 +853,8 @@ impl ServerHandler for Gateway {
                 tool: tool_name,
                 upstream_tool,
                 principal: principal.name,
+                client_id: principal.client,
+                role: principal.role,
                 user_id: meta_string(request.meta.as_ref(), &context, "user_id"),
                 agent_id,
                 session_id: header_string(&context, "mcp-session-id"),

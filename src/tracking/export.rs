@@ -1,6 +1,7 @@
-//! The nightly export: feedback and failures of a time range, each joined with its execution,
-//! written as RFC 4180 CSV for the people who curate the context file. Files are named after
-//! the day they cover and replaced atomically, so re-running the export overwrites them.
+//! The nightly export: feedback and failures of a time range, each joined with its execution
+//! (and so with who made the call: its principal, OAuth client and role), written as RFC 4180
+//! CSV for the people who curate the context file. Files are named after the day they cover
+//! and replaced atomically, so re-running the export overwrites them.
 
 use std::path::{Path, PathBuf};
 
@@ -101,6 +102,8 @@ struct FeedbackExportRow {
     feedback_created_at: DateTime<Utc>,
     feedback_updated_at: Option<DateTime<Utc>>,
     source: String,
+    client_id: Option<String>,
+    role: Option<String>,
 }
 
 #[derive(Debug, sqlx::FromRow)]
@@ -119,6 +122,8 @@ struct FailureExportRow {
     principal: String,
     failed_at: DateTime<Utc>,
     source: String,
+    client_id: Option<String>,
+    role: Option<String>,
 }
 
 /// Write `feedback-<day>.csv` and `failures-<day>.csv` into `out_dir`. Calls made by
@@ -142,7 +147,7 @@ pub(crate) async fn export(
         "SELECT f.id AS feedback_id, f.feedback_token, f.execution_id, e.mcp_name AS server, e.tool_name AS tool, \
          e.status, e.llm_provider, e.llm_model, f.rating, f.rating_score, f.comment, f.user_id, e.principal, e.agent_id, \
          e.execution_time_ms, e.created_at AS executed_at, f.created_at AS feedback_created_at, \
-         f.updated_at AS feedback_updated_at, e.source \
+         f.updated_at AS feedback_updated_at, e.source, e.client_id, e.role \
          FROM orca.mcp_feedback f JOIN orca.mcp_executions e ON e.id = f.execution_id \
          WHERE coalesce(f.updated_at, f.created_at) >= $1 AND coalesce(f.updated_at, f.created_at) < $2 \
          AND (e.source <> 'eval' OR $3) \
@@ -158,7 +163,7 @@ pub(crate) async fn export(
     let failures: Vec<FailureExportRow> = sqlx::query_as(
         "SELECT fl.id AS failure_id, fl.execution_id, e.mcp_name AS server, e.tool_name AS tool, e.status, fl.error_type, \
          fl.error_code, fl.error_details::text AS error_details, fl.retry_attempt, e.llm_provider, e.llm_model, e.principal, \
-         fl.created_at AS failed_at, e.source \
+         fl.created_at AS failed_at, e.source, e.client_id, e.role \
          FROM orca.mcp_failures fl JOIN orca.mcp_executions e ON e.id = fl.execution_id \
          WHERE fl.created_at >= $1 AND fl.created_at < $2 \
          AND (e.source <> 'eval' OR $3) \
@@ -194,6 +199,8 @@ pub(crate) async fn export(
             "feedback_created_at",
             "feedback_updated_at",
             "source",
+            "client_id",
+            "role",
         ],
         feedback.iter().map(|row| {
             vec![
@@ -216,6 +223,8 @@ pub(crate) async fn export(
                 time(row.feedback_created_at),
                 row.feedback_updated_at.map(time).unwrap_or_default(),
                 row.source.clone(),
+                text(&row.client_id),
+                text(&row.role),
             ]
         }),
     )?;
@@ -238,6 +247,8 @@ pub(crate) async fn export(
             "principal",
             "failed_at",
             "source",
+            "client_id",
+            "role",
         ],
         failures.iter().map(|row| {
             vec![
@@ -255,6 +266,8 @@ pub(crate) async fn export(
                 row.principal.clone(),
                 time(row.failed_at),
                 row.source.clone(),
+                text(&row.client_id),
+                text(&row.role),
             ]
         }),
     )?;

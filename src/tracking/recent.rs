@@ -1,6 +1,6 @@
 //! The recent calls as the web console lists them: one row per execution with its tool, status,
-//! latency, time and rating, newest first, read from orca's tracking tables. Nothing a call
-//! carried (arguments, results, error text) is part of it.
+//! latency, time, rating and who made it, newest first, read from orca's tracking tables.
+//! Nothing a call carried (arguments, results, error text) is part of it.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -25,6 +25,12 @@ pub(crate) struct RecentExecution {
     /// `up` or `down` when the result was rated.
     pub(crate) rating: Option<String>,
     pub(crate) rating_score: Option<i32>,
+    /// Who made the call: the API key's name or the token's user.
+    pub(crate) principal: String,
+    /// The OAuth client the call came through; `None` for API keys.
+    pub(crate) client_id: Option<String>,
+    /// The roles that allowed the call; `None` for API keys.
+    pub(crate) role: Option<String>,
 }
 
 /// The `limit` most recent calls, of `principal` only when one is given.
@@ -40,7 +46,7 @@ pub(crate) async fn recent_executions(
     sqlx::query_as(
         "SELECT e.id, e.mcp_name AS server, e.tool_name AS tool, e.status, e.error_code, \
                 e.execution_time_ms AS latency_ms, e.created_at AS at, e.llm_model, \
-                f.rating, f.rating_score \
+                f.rating, f.rating_score, e.principal, e.client_id, e.role \
            FROM orca.mcp_executions e \
            LEFT JOIN orca.mcp_feedback f ON f.execution_id = e.id \
           WHERE $1::text IS NULL OR e.principal = $1 \

@@ -82,6 +82,13 @@ pub(crate) struct Execution {
     /// Records spilled before this field existed came from the gateway.
     #[serde(default)]
     pub(crate) source: Source,
+    /// The OAuth client the call came through (`client_id`, else `azp`); `None` for API keys,
+    /// stdio, and records spilled before this field existed.
+    #[serde(default)]
+    pub(crate) client_id: Option<String>,
+    /// The roles of `auth.roles` that allowed the call (`Principal::role`); `None` likewise.
+    #[serde(default)]
+    pub(crate) role: Option<String>,
 }
 
 /// A JSON value as stored: the text it serialized to when the record was made. It is written to

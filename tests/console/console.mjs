@@ -230,7 +230,7 @@ async function scenarioOpen(browser) {
 
   step("recent executions list the calls");
   const recent = page.getByRole("table", { name: /The last/ });
-  for (const header of ["Tool", "Status", "Latency", "Time", "Rating"]) await recent.getByRole("columnheader", exact(header)).waitFor();
+  for (const header of ["Tool", "Who", "Status", "Latency", "Time", "Rating"]) await recent.getByRole("columnheader", exact(header)).waitFor();
   assert.match(await recent.innerText(), /query_sql/);
   await shot(page, "02-feedback-and-recent");
 
@@ -445,6 +445,9 @@ async function scenarioKeys(browser) {
     writerRecent = await writer.page.getByRole("table", { name: /The last/ }).innerText();
   }
   assert.match(writerRecent, /execute_sql/);
+  // The "Who" column names the key that made the call.
+  const writerCall = writer.page.getByRole("table", { name: /The last/ }).getByRole("row").filter({ hasText: "execute_sql" }).first();
+  assert.equal((await writerCall.getByRole("cell").nth(1).innerText()).trim(), "writer");
 
   step("no page shows a key");
   for (const current of [page, writer.page, admin.page]) {

@@ -321,7 +321,12 @@ async fn the_console_is_served_whole_and_its_endpoints_need_the_same_key_as_mcp(
     let row = &executions(READER_KEY).await[0];
     assert_eq!(row["tool"], "list_servers");
     assert_eq!(row["status"], "success");
-    assert!(row.get("request_data").is_none() && row.get("principal").is_none(), "{row}");
+    assert!(row.get("request_data").is_none() && row.get("response_data").is_none(), "{row}");
+    assert_eq!(
+        (&row["principal"], &row["client_id"], &row["role"]),
+        (&json!("reader"), &Value::Null, &Value::Null),
+        "who made the call: the key's name, and no OAuth client or role"
+    );
     assert!(executions(ADMIN_KEY).await.is_empty());
     for bad in ["limit=0", "limit=201", "limit=x", "other=1"] {
         let url = server.url(&format!("/console/api/executions?{bad}"));

@@ -75,6 +75,10 @@ async fn export_writes_feedback_and_failures_joined_with_their_executions() {
         column(&header, &up, "execution_id"),
         meta_of(&first)["execution_id"].as_str().unwrap()
     );
+    // Who made the call: the anonymous principal, without an OAuth client or role.
+    for (name, value) in [("principal", "anonymous"), ("client_id", ""), ("role", "")] {
+        assert_eq!(column(&header, &up, name), value, "{name}");
+    }
     let down = by_rating("down");
     assert_eq!(
         column(&header, &down, "comment"),
@@ -91,6 +95,9 @@ async fn export_writes_feedback_and_failures_joined_with_their_executions() {
     assert_eq!(column(&header, &rows[0], "error_code"), "INVALID_INPUT");
     assert_eq!(column(&header, &rows[0], "retry_attempt"), "1");
     assert!(column(&header, &rows[0], "error_details").contains("unexpected"));
+    for (name, value) in [("principal", "anonymous"), ("client_id", ""), ("role", "")] {
+        assert_eq!(column(&header, &rows[0], name), value, "{name}");
+    }
 
     // Re-running overwrites the same two files.
     let (code, _, stderr) = run(&setup, &["export-feedback", "--since", "1h", "--out", &out_text]);

@@ -78,6 +78,11 @@ async fn stdio_call_returns_structured_content_text_and_meta_and_is_tracked() {
         }
     }
     assert_eq!(serde_json::from_str::<Value>(&text_of(&result)).unwrap(), structured);
+    // The stdio principal, with every verb and neither an OAuth client nor a role.
+    assert_eq!(
+        structured["caller"],
+        json!({"principal": "local", "client": null, "role": null, "verbs": ["read", "create", "update", "delete"]})
+    );
     let meta = meta_of(&result);
     let execution_id: Uuid = meta["execution_id"].as_str().unwrap().parse().unwrap();
     let feedback_token: Uuid = meta["feedback_token"].as_str().unwrap().parse().unwrap();

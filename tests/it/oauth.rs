@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::support::orca::{BINARY, HttpServer};
-use crate::support::{OrcaSetup, TestDatabase, call};
+use crate::support::{OrcaSetup, TestDatabase, call, meta_of};
 
 const RESOURCE: &str = "https://orca.test/mcp";
 const API_KEY: &str = "orca_test_key_next_to_oauth";
@@ -218,6 +218,104 @@ async fn executions(database: &TestDatabase) -> i64 {
     sqlx::query_scalar("SELECT count(*) FROM orca.mcp_executions").fetch_one(&pool).await.unwrap()
 }
 
+/// Who made a call, as its execution row records it: principal, client and role.
+async fn attribution_of(database: &TestDatabase, execution_id: &str) -> Value {
+    let pool = database.connect().await;
+    let id: uuid::Uuid = execution_id.parse().unwrap();
+    crate::support::wait_for_row(&pool, "SELECT 1 FROM orca.mcp_executions WHERE id = $1", id)
+        .await;
+    let (principal, client, role): (String, Option<String>, Option<String>) =
+        sqlx::query_as("SELECT principal, client_id, role FROM orca.mcp_executions WHERE id = $1")
+            .bind(id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    json!({"principal": principal, "client": client, "role": role})
+}
+
+/// The analyst token's call (`listed`) names its user, client and role in `list_servers`, in its
+/// execution row and in both files of `orca export-feedback`; an API key's call names its key
+/// and no client or role.
+async fn attribution_is_recorded_and_exported(
+    database: &TestDatabase,
+    setup: &OrcaSetup,
+    server: &HttpServer,
+    analyst: &str,
+    listed: &rmcp::model::CallToolResult,
+) {
+    let analyst_identity =
+        json!({"principal": "analyst-app", "client": "analyst-app", "role": "analyst"});
+    let caller: Value =
+        serde_json::from_str::<Value>(&crate::support::text_of(listed)).unwrap()["caller"].clone();
+    assert_eq!(
+        caller,
+        json!({"principal": "analyst-app", "client": "analyst-app", "role": "analyst", "verbs": ["read"]})
+    );
+    let execution_id = meta_of(listed)["execution_id"].as_str().unwrap().to_owned();
+    assert_eq!(attribution_of(database, &execution_id).await, analyst_identity);
+
+    // A rating and a failure of the analyst's, exported with who made the call.
+    let client = server.client(Some(analyst)).await;
+    let token = meta_of(listed)["feedback_token"].clone();
+    let rated =
+        call(&client, "submit_feedback", json!({"feedback_token": token, "rating": "up"}), None)
+            .await
+            .unwrap();
+    assert_eq!(rated.is_error, Some(false), "{rated:?}");
+    let failed = call(&client, "list_servers", json!({"unexpected": true}), None).await.unwrap();
+    assert_eq!(failed.is_error, Some(true));
+    client.cancel().await.unwrap();
+    let failed_id = meta_of(&failed)["execution_id"].as_str().unwrap().to_owned();
+    let pool = database.connect().await;
+    crate::support::wait_for_row(
+        &pool,
+        "SELECT 1 FROM orca.mcp_failures WHERE execution_id = $1",
+        failed_id.parse().unwrap(),
+    )
+    .await;
+    let out = setup.home.path().join("exports");
+    let out_text = out.display().to_string();
+    let (code, _, stderr) =
+        crate::support::run(setup, &["export-feedback", "--since", "1h", "--out", &out_text]);
+    assert_eq!(code, 0, "{stderr}");
+    let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    for (file, execution) in [("feedback", &execution_id), ("failures", &failed_id)] {
+        let mut reader = csv::Reader::from_path(out.join(format!("{file}-{today}.csv"))).unwrap();
+        let header = reader.headers().unwrap().clone();
+        let column = |name: &str| header.iter().position(|column| column == name).unwrap();
+        let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+        let row = rows
+            .iter()
+            .find(|row| row.get(column("execution_id")) == Some(execution.as_str()))
+            .unwrap_or_else(|| panic!("{file}: no row of {execution}"));
+        let field = |name: &str| row.get(column(name)).unwrap().to_owned();
+        assert_eq!(
+            json!({"principal": field("principal"), "client": field("client_id"), "role": field("role")}),
+            analyst_identity,
+            "{file}"
+        );
+        if file == "feedback" {
+            assert_eq!(field("user_id"), "analyst-app", "the rater");
+        }
+    }
+
+    // An API key's call: its key's name, and neither client nor role.
+    let client = server.client(Some(API_KEY)).await;
+    let by_key = call(&client, "list_servers", json!({}), None).await.unwrap();
+    client.cancel().await.unwrap();
+    let caller: Value =
+        serde_json::from_str::<Value>(&crate::support::text_of(&by_key)).unwrap()["caller"].clone();
+    assert_eq!(
+        caller,
+        json!({"principal": "ops", "client": null, "role": null, "verbs": ["read"]})
+    );
+    let key_execution = meta_of(&by_key)["execution_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        attribution_of(database, &key_execution).await,
+        json!({"principal": "ops", "client": null, "role": null})
+    );
+}
+
 #[tokio::test]
 async fn tokens_from_a_real_provider_are_checked_for_audience_scope_roles_and_rotation() {
     let mut provider = Provider::start("key-1", "RS256", 300);
@@ -258,7 +356,7 @@ async fn tokens_from_a_real_provider_are_checked_for_audience_scope_roles_and_ro
     assert!(!analyst_tools.contains(&"add_records".to_owned()), "read only: {analyst_tools:?}");
     assert!(admin_tools.contains(&"add_records".to_owned()), "{admin_tools:?}");
     let client = server.client(Some(&analyst)).await;
-    call(&client, "list_servers", json!({}), None).await.unwrap();
+    let listed = call(&client, "list_servers", json!({}), None).await.unwrap();
     client.cancel().await.unwrap();
     let pool = database.connect().await;
     crate::support::eventually("the call is recorded", Duration::from_secs(20), || async {
@@ -271,6 +369,7 @@ async fn tokens_from_a_real_provider_are_checked_for_audience_scope_roles_and_ro
             == 1
     })
     .await;
+    attribution_is_recorded_and_exported(&database, &setup, &server, &analyst, &listed).await;
 
     // Refused tokens reach no tool.
     let before = executions(&database).await;

@@ -136,6 +136,28 @@ async fn records_spilled_before_a_restart_are_replayed_by_the_next_run() {
     // An orderly shutdown while the database is down keeps the records on disk.
     assert!(server.stop().success());
     assert_eq!(spilled_ids(&setup), during);
+    // One record as a token's call would spill it, one as an orca before attribution did.
+    let spill = setup.spill_file();
+    for path in [spill.with_extension("jsonl.replaying"), spill] {
+        if !path.exists() {
+            continue;
+        }
+        let mut text = String::new();
+        for line in read(&path).lines().filter(|line| !line.trim().is_empty()) {
+            let mut record: Value = serde_json::from_str(line).unwrap();
+            assert_eq!((&record["client_id"], &record["role"]), (&Value::Null, &Value::Null));
+            if record["id"] == json!(during[0]) {
+                record["client_id"] = json!("analyst-app");
+                record["role"] = json!("analyst,admin");
+            } else if record["id"] == json!(during[1]) {
+                for field in ["client_id", "role"] {
+                    record.as_object_mut().unwrap().remove(field);
+                }
+            }
+            text.push_str(&format!("{record}\n"));
+        }
+        std::fs::write(&path, text).unwrap();
+    }
 
     let cluster = private.start().await;
     let restarted = setup.http_server(&[]);
@@ -145,6 +167,26 @@ async fn records_spilled_before_a_restart_are_replayed_by_the_next_run() {
         spilled_ids(&setup).is_empty()
     })
     .await;
+    let pool = sqlx::PgPool::connect(&url).await.unwrap();
+    let attribution = |id: Uuid| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_as::<_, (Option<String>, Option<String>)>(
+                "SELECT client_id, role FROM orca.mcp_executions WHERE id = $1",
+            )
+            .bind(id)
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    assert_eq!(
+        attribution(during[0]).await,
+        (Some("analyst-app".to_owned()), Some("analyst,admin".to_owned())),
+        "the replay stores who made the call"
+    );
+    assert_eq!(attribution(during[1]).await, (None, None), "an older record reads without them");
+    pool.close().await;
     assert!(restarted.stop().success());
     cluster.stop().await.unwrap();
 }

@@ -1,5 +1,6 @@
 //! The built-in `orca` server: `list_servers` (every server with its status, tool count and
-//! capabilities) and `submit_feedback` (the contract of `POST /mcp/feedback`, for agents).
+//! capabilities, and who the caller is) and `submit_feedback` (the contract of
+//! `POST /mcp/feedback`, for agents).
 
 use std::sync::{Arc, RwLock};
 
@@ -10,6 +11,7 @@ use serde_json::{Map, Value, json};
 use sqlx::PgPool;
 
 use super::{CallContext, ToolSpec};
+use crate::config::Principal;
 use crate::tool::{ToolError, ToolOutput, Verb, parse_arguments};
 use crate::tracking::{FeedbackError, FeedbackInput, Tracker, submit_feedback};
 
@@ -93,7 +95,7 @@ impl OrcaServer {
         vec![
             ToolSpec::new::<ListServersParams>(
                 "list_servers",
-                "List every MCP server behind this gateway, internal and external, with its status, tool count, tool names and capabilities.",
+                "List every MCP server behind this gateway, internal and external, with its status, tool count, tool names and capabilities, and the identity you call with (principal, OAuth client, role, verbs).",
                 Verb::Read,
                 ToolAnnotations::new().read_only(true).idempotent(true).open_world(false),
             ),
@@ -131,17 +133,18 @@ impl OrcaServer {
         }
     }
 
-    /// Every server, or with a tool policy only the servers and tools the caller may use.
-    fn list_servers(&self, principal: &crate::config::Principal) -> Value {
+    /// Every server, or with a tool policy only the servers and tools the caller may use, and
+    /// who the caller is.
+    fn list_servers(&self, caller: &Principal) -> Value {
         let mut servers = self.directory.read().map(|servers| servers.clone()).unwrap_or_default();
-        if principal.tools.is_some() {
+        if caller.tools.is_some() {
             for server in &mut servers {
-                server.tools.retain(|tool| principal.may_use(tool, &server.name));
+                server.tools.retain(|tool| caller.may_use(tool, &server.name));
                 server.tool_count = server.tools.len();
             }
             servers.retain(|server| !server.tools.is_empty());
         }
-        json!({ "servers": servers })
+        json!({ "servers": servers, "caller": caller_summary(caller) })
     }
 
     async fn submit_feedback(
@@ -164,4 +167,16 @@ impl OrcaServer {
             }
         }
     }
+}
+
+/// The identity a call is made with, as `list_servers` reports it: the principal (an API key's
+/// name or a token's user), the OAuth client and the roles that gave it its verbs (`null` for
+/// API keys and stdio), and the verbs.
+fn caller_summary(principal: &Principal) -> Value {
+    json!({
+        "principal": principal.name,
+        "client": principal.client,
+        "role": principal.role,
+        "verbs": principal.verbs,
+    })
 }
