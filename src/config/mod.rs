@@ -2,6 +2,7 @@
 //! one validated [`Config`]. Every problem is collected and reported at once, each with the file
 //! (or variable) and the key it concerns.
 
+mod auth;
 mod external;
 mod ip_range;
 mod llm;
@@ -26,14 +27,16 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::tool::Verb;
+#[cfg(test)]
+pub(crate) use auth::ApiKey;
+pub(crate) use auth::{AuthConfig, Principal};
 pub(crate) use external::{Availability, ExternalConfig, ExternalServerConfig, ExternalTransport};
 pub(crate) use ip_range::IpRange;
 pub(crate) use llm::{LlmConfig, LlmTool, provider_names};
 pub(crate) use metabase::{MetabaseAuth, MetabaseConfig};
-pub(crate) use oauth::{OAuthConfig, Role, secure_or_loopback, split_origin};
-pub(crate) use policy::ToolPolicy;
+pub(crate) use oauth::{OAuthConfig, secure_or_loopback, split_origin};
 pub(crate) use pool::PoolConfig;
-use raw::{RawApiKey, RawAuth, RawData, RawHttp, RawPrincipal, RawSql, RawTracking};
+use raw::{RawAuth, RawData, RawHttp, RawSql, RawTracking};
 pub(crate) use weaviate::WeaviateConfig;
 
 /// The internal servers orca can host: a closed list. Each is enabled by configuration.
@@ -76,103 +79,6 @@ impl ServerKind {
 
     fn known_names() -> String {
         ServerKind::ALL.map(ServerKind::name).join(", ")
-    }
-}
-
-/// Who is calling, and what they may do.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Principal {
-    /// The user: an API key's name, the stdio or anonymous principal's name, or a token's user
-    /// claim (`sub`).
-    pub(crate) name: String,
-    pub(crate) verbs: BTreeSet<Verb>,
-    /// The tools it may see and call: those some policy admits; `None`: every tool.
-    pub(crate) tools: Option<std::sync::Arc<[ToolPolicy]>>,
-    /// Tool calls a minute it may make (per replica); `None`: no limit.
-    pub(crate) calls_per_minute: Option<u32>,
-    /// The OAuth client the call came through (a token's `client_id`, else `azp`); `None` for
-    /// API keys, stdio and anonymous callers.
-    pub(crate) client: Option<String>,
-    /// The roles of `auth.roles` that gave a token its verbs, in the token's order, joined with
-    /// `,`; `None` for API keys, stdio and anonymous callers, and for a token holding none.
-    pub(crate) role: Option<String>,
-}
-
-impl Principal {
-    /// A principal with `verbs`, every tool and no rate limit.
-    pub(crate) fn new(name: impl Into<String>, verbs: BTreeSet<Verb>) -> Principal {
-        Principal {
-            name: name.into(),
-            verbs,
-            tools: None,
-            calls_per_minute: None,
-            client: None,
-            role: None,
-        }
-    }
-
-    pub(crate) fn may(&self, verb: Verb) -> bool {
-        self.verbs.contains(&verb)
-    }
-
-    /// Whether its tool policy admits `tool` of `server` (verbs aside).
-    pub(crate) fn may_use(&self, tool: &str, server: &str) -> bool {
-        self.tools
-            .as_ref()
-            .is_none_or(|policies| policies.iter().any(|policy| policy.admits(tool, server)))
-    }
-
-    /// A principal holding `roles`: their verbs together, the tools any of them admits, the
-    /// most generous rate limit (none when one of them has none).
-    pub(crate) fn with_roles<'a>(
-        name: impl Into<String>,
-        roles: impl IntoIterator<Item = &'a Role>,
-    ) -> Principal {
-        let mut principal = Principal::new(name, BTreeSet::new());
-        let mut policies = Some(Vec::new());
-        let mut limit = Some(0u32);
-        let mut any = false;
-        for role in roles {
-            any = true;
-            principal.verbs.extend(role.verbs.iter().copied());
-            match (&mut policies, &role.tools) {
-                (Some(list), Some(policy)) => list.push(policy.clone()),
-                (_, None) => policies = None,
-                (None, Some(_)) => {}
-            }
-            limit = match (limit, role.calls_per_minute) {
-                (Some(most), Some(this)) => Some(most.max(this)),
-                _ => None,
-            };
-        }
-        principal.tools = policies.map(Into::into);
-        principal.calls_per_minute = if any { limit } else { None };
-        principal
-    }
-}
-
-/// An HTTP API key: only the SHA-256 of the key is kept.
-#[derive(Debug, Clone)]
-pub(crate) struct ApiKey {
-    pub(crate) sha256: [u8; 32],
-    pub(crate) principal: Principal,
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct AuthConfig {
-    pub(crate) api_keys: Vec<ApiKey>,
-    pub(crate) stdio: Principal,
-    pub(crate) anonymous: Principal,
-    /// Bearer JWTs from this issuer are accepted next to the API keys.
-    pub(crate) oauth: Option<OAuthConfig>,
-    /// What each role named by a token's roles claim may do.
-    pub(crate) roles: BTreeMap<String, Role>,
-}
-
-impl AuthConfig {
-    /// Whether HTTP callers must authenticate (API keys or OAuth are configured).
-    pub(crate) fn required(&self) -> bool {
-        !self.api_keys.is_empty() || self.oauth.is_some()
     }
 }
 
@@ -690,7 +596,7 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
         .auth
         .and_then(|value| section(value, "auth", &file_label, &mut errors))
         .unwrap_or_default();
-    let auth = validate_auth(raw_auth, &file_label, &mut errors);
+    let auth = auth::validate_auth(raw_auth, &file_label, &mut errors);
     let raw_http: RawHttp = sections
         .http
         .and_then(|value| section(value, "http", &file_label, &mut errors))
@@ -1113,101 +1019,6 @@ fn validate_verbs(
         }
     }
     out
-}
-
-fn validate_principal(
-    raw: Option<RawPrincipal>,
-    default_name: &str,
-    key: &str,
-    file: &str,
-    errors: &mut Vec<String>,
-) -> Principal {
-    let raw = raw.unwrap_or(RawPrincipal { name: None, verbs: None });
-    let verbs = match raw.verbs {
-        None => Verb::ALL.into_iter().collect(),
-        Some(verbs) => validate_verbs(&verbs, &format!("{key}.verbs"), file, errors),
-    };
-    let name = raw.name.unwrap_or_else(|| default_name.to_owned());
-    if name.trim().is_empty() {
-        errors.push(format!("{file}: {key}.name: must not be empty"));
-    }
-    Principal::new(name, verbs)
-}
-
-fn validate_auth(raw: RawAuth, file: &str, errors: &mut Vec<String>) -> AuthConfig {
-    let roles = oauth::validate_roles(raw.roles, file, errors);
-    let mut api_keys = Vec::new();
-    let mut names = BTreeSet::new();
-    let mut hashes = BTreeSet::new();
-    for (index, RawApiKey { name, sha256, verbs, role }) in raw.api_keys.into_iter().enumerate() {
-        let key = format!("auth.api_keys[{index}]");
-        if name.trim().is_empty() {
-            errors.push(format!("{file}: {key}.name: must not be empty"));
-        } else if !names.insert(name.clone()) {
-            errors.push(format!("{file}: {key}.name: `{name}` is used by another key"));
-        }
-        let digest = match hex::decode(sha256.trim()) {
-            Ok(bytes) if bytes.len() == 32 => {
-                let mut digest = [0u8; 32];
-                digest.copy_from_slice(&bytes);
-                if !hashes.insert(digest) {
-                    errors.push(format!("{file}: {key}.sha256: the same key hash appears twice"));
-                }
-                digest
-            }
-            _ => {
-                errors.push(format!(
-                    "{file}: {key}.sha256: expected 64 hex characters, the SHA-256 of the key (`orca key new` prints one)"
-                ));
-                [0u8; 32]
-            }
-        };
-        let principal = match (role, verbs) {
-            (Some(role), None) => match roles.get(&role) {
-                Some(found) => {
-                    let mut principal = Principal::with_roles(name, [found]);
-                    principal.role = Some(role);
-                    principal
-                }
-                None => {
-                    errors.push(format!(
-                        "{file}: {key}.role: `{role}` is not one of auth.roles ({})",
-                        roles.keys().cloned().collect::<Vec<_>>().join(", ")
-                    ));
-                    Principal::new(name, BTreeSet::new())
-                }
-            },
-            (Some(_), Some(_)) => {
-                errors.push(format!(
-                    "{file}: {key}: give either verbs or a role (whose verbs the key gets), not both"
-                ));
-                Principal::new(name, BTreeSet::new())
-            }
-            (None, verbs) => {
-                let verbs = verbs.unwrap_or_default();
-                if verbs.is_empty() {
-                    errors.push(format!(
-                        "{file}: {key}.verbs: list at least one of read, create, update, delete (or give a role)"
-                    ));
-                }
-                Principal::new(name, validate_verbs(&verbs, &format!("{key}.verbs"), file, errors))
-            }
-        };
-        api_keys.push(ApiKey { sha256: digest, principal });
-    }
-    let oauth = raw.oauth.and_then(|raw| oauth::validate_oauth(raw, file, errors));
-    if !roles.is_empty() && oauth.as_ref().is_some_and(|oauth| oauth.roles_claim.is_none()) {
-        errors.push(format!(
-            "{file}: auth.roles: a token's roles come from a claim: set auth.oauth.roles_claim (for example `groups`)"
-        ));
-    }
-    AuthConfig {
-        api_keys,
-        stdio: validate_principal(raw.stdio, "local", "auth.stdio", file, errors),
-        anonymous: validate_principal(raw.anonymous, "anonymous", "auth.anonymous", file, errors),
-        oauth,
-        roles,
-    }
 }
 
 fn database_url(env: &Env, var: &str, errors: &mut Vec<String>) -> Option<SecretString> {

@@ -1,0 +1,203 @@
+//! Who is calling and what they may do: the `Principal` of a call (its verbs, its tools, its
+//! rate, and for a token its client and roles), API keys, and the `auth:` section of
+//! `orca.yaml` read into `AuthConfig` (keys, the stdio and anonymous principals, OAuth, roles).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::oauth::{self, OAuthConfig, Role};
+use super::policy::ToolPolicy;
+use super::raw::{RawApiKey, RawAuth, RawPrincipal};
+use super::validate_verbs;
+use crate::tool::Verb;
+
+/// Who is calling, and what they may do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Principal {
+    /// The user: an API key's name, the stdio or anonymous principal's name, or a token's user
+    /// claim (`sub`).
+    pub(crate) name: String,
+    pub(crate) verbs: BTreeSet<Verb>,
+    /// The tools it may see and call: those some policy admits; `None`: every tool.
+    pub(crate) tools: Option<std::sync::Arc<[ToolPolicy]>>,
+    /// Tool calls a minute it may make (per replica); `None`: no limit.
+    pub(crate) calls_per_minute: Option<u32>,
+    /// The OAuth client the call came through (a token's `client_id`, else `azp`); `None` for
+    /// API keys, stdio and anonymous callers.
+    pub(crate) client: Option<String>,
+    /// The roles of `auth.roles` that gave a token its verbs, in the token's order, joined with
+    /// `,`; `None` for API keys, stdio and anonymous callers, and for a token holding none.
+    pub(crate) role: Option<String>,
+}
+
+impl Principal {
+    /// A principal with `verbs`, every tool and no rate limit.
+    pub(crate) fn new(name: impl Into<String>, verbs: BTreeSet<Verb>) -> Principal {
+        Principal {
+            name: name.into(),
+            verbs,
+            tools: None,
+            calls_per_minute: None,
+            client: None,
+            role: None,
+        }
+    }
+
+    pub(crate) fn may(&self, verb: Verb) -> bool {
+        self.verbs.contains(&verb)
+    }
+
+    /// Whether its tool policy admits `tool` of `server` (verbs aside).
+    pub(crate) fn may_use(&self, tool: &str, server: &str) -> bool {
+        self.tools
+            .as_ref()
+            .is_none_or(|policies| policies.iter().any(|policy| policy.admits(tool, server)))
+    }
+
+    /// A principal holding `roles`: their verbs together, the tools any of them admits, the
+    /// most generous rate limit (none when one of them has none).
+    pub(crate) fn with_roles<'a>(
+        name: impl Into<String>,
+        roles: impl IntoIterator<Item = &'a Role>,
+    ) -> Principal {
+        let mut principal = Principal::new(name, BTreeSet::new());
+        let mut policies = Some(Vec::new());
+        let mut limit = Some(0u32);
+        let mut any = false;
+        for role in roles {
+            any = true;
+            principal.verbs.extend(role.verbs.iter().copied());
+            match (&mut policies, &role.tools) {
+                (Some(list), Some(policy)) => list.push(policy.clone()),
+                (_, None) => policies = None,
+                (None, Some(_)) => {}
+            }
+            limit = match (limit, role.calls_per_minute) {
+                (Some(most), Some(this)) => Some(most.max(this)),
+                _ => None,
+            };
+        }
+        principal.tools = policies.map(Into::into);
+        principal.calls_per_minute = if any { limit } else { None };
+        principal
+    }
+}
+
+/// An HTTP API key: only the SHA-256 of the key is kept.
+#[derive(Debug, Clone)]
+pub(crate) struct ApiKey {
+    pub(crate) sha256: [u8; 32],
+    pub(crate) principal: Principal,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct AuthConfig {
+    pub(crate) api_keys: Vec<ApiKey>,
+    pub(crate) stdio: Principal,
+    pub(crate) anonymous: Principal,
+    /// Bearer JWTs from this issuer are accepted next to the API keys.
+    pub(crate) oauth: Option<OAuthConfig>,
+    /// What each role named by a token's roles claim may do.
+    pub(crate) roles: BTreeMap<String, Role>,
+}
+
+impl AuthConfig {
+    /// Whether HTTP callers must authenticate (API keys or OAuth are configured).
+    pub(crate) fn required(&self) -> bool {
+        !self.api_keys.is_empty() || self.oauth.is_some()
+    }
+}
+
+fn validate_principal(
+    raw: Option<RawPrincipal>,
+    default_name: &str,
+    key: &str,
+    file: &str,
+    errors: &mut Vec<String>,
+) -> Principal {
+    let raw = raw.unwrap_or(RawPrincipal { name: None, verbs: None });
+    let verbs = match raw.verbs {
+        None => Verb::ALL.into_iter().collect(),
+        Some(verbs) => validate_verbs(&verbs, &format!("{key}.verbs"), file, errors),
+    };
+    let name = raw.name.unwrap_or_else(|| default_name.to_owned());
+    if name.trim().is_empty() {
+        errors.push(format!("{file}: {key}.name: must not be empty"));
+    }
+    Principal::new(name, verbs)
+}
+
+pub(super) fn validate_auth(raw: RawAuth, file: &str, errors: &mut Vec<String>) -> AuthConfig {
+    let roles = oauth::validate_roles(raw.roles, file, errors);
+    let mut api_keys = Vec::new();
+    let mut names = BTreeSet::new();
+    let mut hashes = BTreeSet::new();
+    for (index, RawApiKey { name, sha256, verbs, role }) in raw.api_keys.into_iter().enumerate() {
+        let key = format!("auth.api_keys[{index}]");
+        if name.trim().is_empty() {
+            errors.push(format!("{file}: {key}.name: must not be empty"));
+        } else if !names.insert(name.clone()) {
+            errors.push(format!("{file}: {key}.name: `{name}` is used by another key"));
+        }
+        let digest = match hex::decode(sha256.trim()) {
+            Ok(bytes) if bytes.len() == 32 => {
+                let mut digest = [0u8; 32];
+                digest.copy_from_slice(&bytes);
+                if !hashes.insert(digest) {
+                    errors.push(format!("{file}: {key}.sha256: the same key hash appears twice"));
+                }
+                digest
+            }
+            _ => {
+                errors.push(format!(
+                    "{file}: {key}.sha256: expected 64 hex characters, the SHA-256 of the key (`orca key new` prints one)"
+                ));
+                [0u8; 32]
+            }
+        };
+        let principal = match (role, verbs) {
+            (Some(role), None) => match roles.get(&role) {
+                Some(found) => {
+                    let mut principal = Principal::with_roles(name, [found]);
+                    principal.role = Some(role);
+                    principal
+                }
+                None => {
+                    errors.push(format!(
+                        "{file}: {key}.role: `{role}` is not one of auth.roles ({})",
+                        roles.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ));
+                    Principal::new(name, BTreeSet::new())
+                }
+            },
+            (Some(_), Some(_)) => {
+                errors.push(format!(
+                    "{file}: {key}: give either verbs or a role (whose verbs the key gets), not both"
+                ));
+                Principal::new(name, BTreeSet::new())
+            }
+            (None, verbs) => {
+                let verbs = verbs.unwrap_or_default();
+                if verbs.is_empty() {
+                    errors.push(format!(
+                        "{file}: {key}.verbs: list at least one of read, create, update, delete (or give a role)"
+                    ));
+                }
+                Principal::new(name, validate_verbs(&verbs, &format!("{key}.verbs"), file, errors))
+            }
+        };
+        api_keys.push(ApiKey { sha256: digest, principal });
+    }
+    let oauth = raw.oauth.and_then(|raw| oauth::validate_oauth(raw, file, errors));
+    if !roles.is_empty() && oauth.as_ref().is_some_and(|oauth| oauth.roles_claim.is_none()) {
+        errors.push(format!(
+            "{file}: auth.roles: a token's roles come from a claim: set auth.oauth.roles_claim (for example `groups`)"
+        ));
+    }
+    AuthConfig {
+        api_keys,
+        stdio: validate_principal(raw.stdio, "local", "auth.stdio", file, errors),
+        anonymous: validate_principal(raw.anonymous, "anonymous", "auth.anonymous", file, errors),
+        oauth,
+        roles,
+    }
+}
