@@ -131,7 +131,10 @@ pub(crate) fn router(
             },
             check_mcp_body,
         ))
-        .route_layer(middleware::from_fn_with_state(gate.clone(), require_principal))
+        .route_layer(middleware::from_fn_with_state(
+            (gate.clone(), state.clone()),
+            require_principal,
+        ))
         .route_layer(middleware::from_fn_with_state(state.clone(), time_request));
     Router::new()
         .merge(authenticated)
@@ -374,7 +377,7 @@ async fn time_request(State(state): State<AppState>, request: Request, next: Nex
 /// Serve a caller whose key is valid; refuse one whose key fails with 401, or with 429 once its
 /// address or key is over `http.auth_failures_per_minute`.
 async fn require_principal(
-    State(gate): State<AuthGate>,
+    State((gate, state)): State<(AuthGate, AppState)>,
     mut request: Request,
     next: Next,
 ) -> Response {
@@ -383,8 +386,41 @@ async fn require_principal(
             request.extensions_mut().insert::<Principal>(principal);
             next.run(request).await
         }
+        refused @ (Admission::RefusedToken(_) | Admission::InsufficientScope(_)) => {
+            record_refused(&state, request, &refused).await;
+            refusal(&gate, refused)
+        }
         refused => refusal(&gate, refused),
     }
+}
+
+/// Record a request whose token was refused (at most the throttle's failures per minute and
+/// address get this far), naming what it asked for.
+async fn record_refused(state: &AppState, request: Request, refused: &Admission) {
+    let path = request.uri().path().to_owned();
+    let body = axum::body::to_bytes(request.into_body(), state.config.http.max_body_bytes)
+        .await
+        .unwrap_or_default();
+    #[derive(serde::Deserialize)]
+    struct Asked {
+        method: Option<String>,
+        params: Option<Value>,
+    }
+    let asked: Option<Asked> = serde_json::from_slice(&body).ok();
+    let method = asked.as_ref().and_then(|asked| asked.method.clone()).unwrap_or(path);
+    let tool = asked
+        .as_ref()
+        .filter(|_| method == "tools/call")
+        .and_then(|asked| asked.params.as_ref()?.get("name")?.as_str().map(str::to_owned))
+        .unwrap_or_else(|| method.clone());
+    let reason = match refused {
+        Admission::RefusedToken(reason) => format!("the access token is not valid: {reason}"),
+        Admission::InsufficientScope(scopes) => {
+            format!("the access token lacks the scope(s) {}", scopes.join(", "))
+        }
+        _ => return,
+    };
+    super::record_refused_token(state, &tool, &method, &reason);
 }
 
 /// The answer to a request that was not admitted: 401 with a `WWW-Authenticate` challenge (with

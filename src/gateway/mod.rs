@@ -458,6 +458,53 @@ impl Gateway {
     }
 }
 
+/// Hand a request whose bearer token was refused to tracking, as a call of `tool` (the tool a
+/// `tools/call` names, else the JSON-RPC method) by `unauthenticated` with `UNAUTHORIZED`, so the
+/// nightly review sees refused tokens next to the calls; nothing ran.
+pub(crate) fn record_refused_token(state: &AppState, tool: &str, method: &str, reason: &str) {
+    if !state.tracker.is_enabled() {
+        return;
+    }
+    let now = Utc::now();
+    let trace_id = Uuid::new_v4().simple().to_string();
+    let error = ToolError::new(ErrorCode::Unauthorized, reason);
+    let failures = Failure::for_attempts(&[], Some(&error), &trace_id, now);
+    let (response_data, response_bytes) = cut_text(
+        serde_json::to_string(&error.to_json(&trace_id)).unwrap_or_default(),
+        state.config.tracking.max_response_bytes,
+    );
+    state.tracker.record(Execution {
+        id: Uuid::now_v7(),
+        server: "orca".to_owned(),
+        tool: tool.chars().take(128).collect(),
+        upstream_tool: None,
+        principal: "unauthenticated".to_owned(),
+        user_id: None,
+        agent_id: None,
+        session_id: None,
+        transport: Transport::Http.as_str().to_owned(),
+        trace_id,
+        request_data: serde_json::json!({ "method": method.chars().take(128).collect::<String>() }),
+        response_data: Some(response_data),
+        response_bytes,
+        llm_provider: None,
+        llm_model: None,
+        llm_prompt_tokens: None,
+        llm_completion_tokens: None,
+        llm_latency_ms: None,
+        execution_time_ms: 0,
+        status: ExecutionStatus::Error,
+        error_code: Some(error.code.as_str().to_owned()),
+        error_message: Some(error.message),
+        feedback_token: Uuid::new_v4(),
+        created_at: now,
+        failures,
+        source: crate::tracking::Source::Mcp,
+        client_id: None,
+        role: None,
+    });
+}
+
 impl ServerHandler for Gateway {
     fn get_info(&self) -> ServerConfig {
         let external =

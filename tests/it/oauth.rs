@@ -215,7 +215,12 @@ async fn tool_names(server: &HttpServer, token: &str) -> Vec<String> {
 
 async fn executions(database: &TestDatabase) -> i64 {
     let pool = database.connect().await;
-    sqlx::query_scalar("SELECT count(*) FROM orca.mcp_executions").fetch_one(&pool).await.unwrap()
+    sqlx::query_scalar(
+        "SELECT count(*) FROM orca.mcp_executions WHERE principal <> 'unauthenticated'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap()
 }
 
 /// Who made a call, as its execution row records it: principal, client and role.
@@ -394,6 +399,37 @@ async fn tokens_from_a_real_provider_are_checked_for_audience_scope_roles_and_ro
     let (status, _, body) = list_tools_raw(&server, Some(API_KEY)).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(executions(&database).await, before, "no refused request ran anything");
+    // ... and each refused token is recorded, with what it asked for and why.
+    let pool = database.connect().await;
+    crate::support::eventually(
+        "the refused tokens are recorded",
+        Duration::from_secs(20),
+        || async {
+            sqlx::query_scalar::<_, i64>(
+                "SELECT count(*) FROM orca.mcp_executions WHERE principal = 'unauthenticated'",
+            )
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+                == 3
+        },
+    )
+    .await;
+    let refused: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT tool_name, error_code, error_message FROM orca.mcp_executions \
+          WHERE principal = 'unauthenticated' ORDER BY created_at",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    for ((tool, code, message), reason) in refused.iter().zip([
+        "issued for another resource",
+        "lacks the scope(s) orca.read",
+        "not a signed JWT",
+    ]) {
+        assert_eq!((tool.as_str(), code.as_str()), ("tools/list", "UNAUTHORIZED"), "{message}");
+        assert!(message.contains(reason), "{message}");
+    }
 
     // The provider rotates its key: a token signed with the new one is accepted at once.
     provider.restart("key-2", "ES256", 300);
