@@ -26,6 +26,7 @@ pub(super) struct RawOAuth {
     roles_claim: Option<String>,
     leeway_seconds: Option<u64>,
     jwks_min_refresh_seconds: Option<u64>,
+    console_client_id: Option<String>,
 }
 
 /// One entry of `auth.roles` as written.
@@ -58,6 +59,9 @@ pub(crate) struct OAuthConfig {
     pub(crate) leeway: Duration,
     /// The key set is fetched again for an unknown `kid` at most this often.
     pub(crate) jwks_min_refresh: Duration,
+    /// The public client the console signs in with (authorization code with PKCE); `None`: the
+    /// console offers no sign-in.
+    pub(crate) console_client_id: Option<String>,
 }
 
 impl OAuthConfig {
@@ -157,6 +161,13 @@ pub(super) fn validate_oauth(
         errors.push(format!("{file}: auth.oauth.leeway_seconds: at most 600"));
     }
     let jwks_min_refresh = raw.jwks_min_refresh_seconds.unwrap_or(30);
+    if let Some(client_id) = &raw.console_client_id
+        && (client_id.trim().is_empty() || client_id.chars().any(char::is_control))
+    {
+        errors.push(format!(
+            "{file}: auth.oauth.console_client_id: must be a client id without control characters"
+        ));
+    }
     (errors.len() == before).then(|| OAuthConfig {
         issuer: raw.issuer,
         resource: raw.resource,
@@ -167,6 +178,7 @@ pub(super) fn validate_oauth(
         roles_claim,
         leeway: Duration::from_secs(leeway),
         jwks_min_refresh: Duration::from_secs(jwks_min_refresh),
+        console_client_id: raw.console_client_id,
     })
 }
 
@@ -215,6 +227,7 @@ mod tests {
             roles_claim: None,
             leeway: Duration::from_secs(60),
             jwks_min_refresh: Duration::from_secs(30),
+            console_client_id: None,
         };
         for (resource, expected) in [
             (

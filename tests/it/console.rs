@@ -75,7 +75,7 @@ fn browser() -> Browser {
 
 /// Run one scenario of `tests/console/console.mjs` against `base`; fails the test with the
 /// script's output when a check fails.
-fn run_scenario(scenario: &str, base: &str, env: &[(&str, &str)]) -> String {
+pub(crate) fn run_scenario(scenario: &str, base: &str, env: &[(&str, &str)]) -> String {
     let browser = browser();
     let screenshots = Path::new(BINARY).parent().unwrap().join("console-screenshots");
     std::fs::create_dir_all(&screenshots).unwrap();
