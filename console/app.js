@@ -214,7 +214,9 @@ async function callTool(name, args) {
     return { result, error: result.isError ? errorOf(result) : null };
   } catch (error) {
     if (error instanceof HttpError && error.status === 401) {
-      showLogin("The API key is no longer accepted.");
+      const refusal = signedIn() ? "The sign-in is no longer accepted: sign in again." : "The API key is no longer accepted.";
+      forgetCredential();
+      showLogin(refusal);
     }
     return { result: null, error: error.error || { code: "INTERNAL", message: error.message } };
   }

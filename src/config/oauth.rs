@@ -248,6 +248,36 @@ mod tests {
     }
 
     #[test]
+    fn the_console_client_id_is_optional_and_must_be_a_word() {
+        for (written, expected) in [
+            ("", Ok(None)),
+            ("console_client_id: orca-console\n", Ok(Some("orca-console"))),
+            ("console_client_id: \"  \"\n", Err("auth.oauth.console_client_id")),
+            ("console_client_id: \"a\\u0000b\"\n", Err("auth.oauth.console_client_id")),
+        ] {
+            let yaml = format!(
+                "issuer: https://login.example.com\nresource: https://orca.example.com/mcp\n{written}"
+            );
+            let raw: RawOAuth = serde_saphyr::from_str(&yaml).unwrap();
+            let mut errors = Vec::new();
+            let config = validate_oauth(raw, "orca.yaml", &mut errors);
+            match expected {
+                Ok(client) => {
+                    assert!(errors.is_empty(), "{written}: {errors:?}");
+                    assert_eq!(config.unwrap().console_client_id.as_deref(), client, "{written}");
+                }
+                Err(key) => {
+                    assert!(config.is_none(), "{written}");
+                    assert!(
+                        errors.iter().any(|error| error.contains(key)),
+                        "{written}: {errors:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
     fn only_https_or_loopback_http_is_accepted() {
         for (url, accepted) in [
             ("https://login.example.com/realms/acme", true),

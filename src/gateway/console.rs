@@ -181,13 +181,13 @@ pub(crate) async fn session(State(gate): State<AuthGate>, request: Request) -> R
         Ok(document) => document,
         Err(response) => return response,
     };
-    match gate.verifier() {
-        Some(verifier) => match super::sign_in::offer(verifier).await {
+    // The issuer's metadata is discovered once and kept, so this is cheap after the first.
+    if let Some(verifier) = gate.verifier() {
+        match super::sign_in::offer(verifier).await {
             Some(Ok(sign_in)) => document["sign_in"] = sign_in,
             Some(Err(error)) => tracing::warn!("the console cannot offer a sign-in: {error}"),
             None => {}
-        },
-        None => {}
+        }
     }
     axum::Json(document).into_response()
 }

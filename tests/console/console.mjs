@@ -517,8 +517,11 @@ async function scenarioSignIn(browser) {
   step("a reload keeps the sign-in; Sign out forgets it");
   await reload(page);
   await page.getByText(/signed in as ada/).waitFor();
+  // Sign out reloads the page, which cancels its requests in flight.
+  page.reloading = true;
   await page.getByRole("button", exact("Sign out")).click();
   await signIn.waitFor();
+  page.reloading = false;
   assert.equal(await page.evaluate(() => sessionStorage.length), 0, "the token is forgotten");
   await shot(page, "12-signed-out");
   assertClean(page, "sign-in page");
