@@ -107,17 +107,14 @@ pub(crate) async fn token(State(gate): State<AuthGate>, request: Request) -> Res
         .and_then(|value| value.to_str().ok())
         .unwrap_or_default()
         .to_owned();
-    let body = match axum::body::to_bytes(request.into_body(), MAX_TOKEN_REQUEST_BYTES).await {
-        Ok(body) => body,
-        Err(_) => {
-            gate.count_failure(client);
-            return error_response(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                ErrorCode::InvalidInput,
-                &format!("the request body is larger than {MAX_TOKEN_REQUEST_BYTES} bytes"),
-                None,
-            );
-        }
+    let Ok(body) = axum::body::to_bytes(request.into_body(), MAX_TOKEN_REQUEST_BYTES).await else {
+        gate.count_failure(client);
+        return error_response(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::InvalidInput,
+            &format!("the request body is larger than {MAX_TOKEN_REQUEST_BYTES} bytes"),
+            None,
+        );
     };
     match exchange(verifier, &client_id, &host, &body).await {
         Ok((access_token, expires_in)) => {
