@@ -466,7 +466,11 @@ async function scenarioKeys(browser) {
 async function scenarioSignIn(browser) {
   const provider = process.env.PROVIDER_ORIGIN;
   const { page } = await openPage(browser, undefined, { navigateTo: provider });
-  await page.goto(`${base}/`);
+
+  step("a code this tab did not ask for is dropped, unused");
+  await page.goto(`${base}/?code=forged&state=forged&iss=${encodeURIComponent(provider)}`);
+  await page.getByText("The sign-in was not started from this tab: sign in again.").waitFor();
+  assert.equal(page.url(), `${base}/`);
 
   step("the page offers the sign-in, and the API key next to it");
   const signIn = page.getByRole("button", exact("Sign in"));
@@ -494,7 +498,12 @@ async function scenarioSignIn(browser) {
   await page.locator('input[name="password"]').fill("any password");
   await shot(page, "10-provider-login");
   await page.getByRole("button", exact("Sign-in")).click();
+  const back = page.waitForRequest((request) => request.url().startsWith(`${base}/?`));
   await page.getByRole("button", exact("Continue")).click();
+  const answer = Object.fromEntries(new URL((await back).url()).searchParams);
+  assert.equal(answer.state, params.state, "the provider sends the state back");
+  assert.equal(answer.iss, provider, "the provider names itself (RFC 9207), which the page checks");
+  assert.ok(answer.code);
 
   step("back on the console, signed in, with no code in the address");
   await page.waitForURL((url) => url.origin === base);
