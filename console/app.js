@@ -41,9 +41,10 @@ async function start() {
     state.signIn = session.sign_in || null;
     if (!session.authenticated) {
       const refused = Boolean(mcp.apiKey) || session.key_refused;
-      const refusal = signedIn() ? "The sign-in is no longer accepted: sign in again." : "The API key was refused: check it and try again.";
+      const wasSignedIn = signedIn();
+      const refusal = wasSignedIn ? "The sign-in is no longer accepted: sign in again." : "The API key was refused: check it and try again.";
       forgetCredential();
-      showLogin(signInError || (refused ? refusal : ""));
+      showLogin(signInError || (refused ? refusal : ""), Boolean(signInError) || wasSignedIn);
       return;
     }
     const info = await mcp.connect();
@@ -81,7 +82,8 @@ async function start() {
   }
 }
 
-function showLogin(message) {
+/** The login card; `aboutSignIn`: the message is about the sign-in, shown next to its button. */
+function showLogin(message, aboutSignIn = false) {
   const offer = state.signIn;
   $("workspace").hidden = true;
   $("login").hidden = false;
@@ -90,7 +92,9 @@ function showLogin(message) {
   $("key-intro").hidden = Boolean(offer);
   if (offer) $("sign-in-issuer").textContent = new URL(offer.issuer).host;
   setConnection(offer ? "Sign-in required" : "API key required", "warn");
-  $("login-error").textContent = message;
+  const aside = aboutSignIn && offer;
+  $("sign-in-error").textContent = aside ? message : "";
+  $("login-error").textContent = aside ? "" : message;
   $("api-key").value = "";
   (offer ? $("sign-in-button") : $("api-key")).focus();
 }
@@ -101,7 +105,7 @@ $("sign-in-button").addEventListener("click", async () => {
   try {
     await beginSignIn(state.signIn);
   } catch (error) {
-    $("login-error").textContent = `The sign-in cannot start: ${error.message}`;
+    $("sign-in-error").textContent = `The sign-in cannot start: ${error.message}`;
   }
 });
 
@@ -214,9 +218,9 @@ async function callTool(name, args) {
     return { result, error: result.isError ? errorOf(result) : null };
   } catch (error) {
     if (error instanceof HttpError && error.status === 401) {
-      const refusal = signedIn() ? "The sign-in is no longer accepted: sign in again." : "The API key is no longer accepted.";
+      const wasSignedIn = signedIn();
       forgetCredential();
-      showLogin(refusal);
+      showLogin(wasSignedIn ? "The sign-in is no longer accepted: sign in again." : "The API key is no longer accepted.", wasSignedIn);
     }
     return { result: null, error: error.error || { code: "INTERNAL", message: error.message } };
   }

@@ -471,6 +471,10 @@ async function scenarioSignIn(browser) {
   await page.goto(`${base}/?code=forged&state=forged&iss=${encodeURIComponent(provider)}`);
   await page.getByText("The sign-in was not started from this tab: sign in again.").waitFor();
   assert.equal(page.url(), `${base}/`);
+  await page.evaluate(() => sessionStorage.setItem("orca.console.signIn", JSON.stringify({ verifier: "v".repeat(43), state: "s1", issuer: "http://127.0.0.1:1", redirectUri: `${location.origin}/` })));
+  await page.goto(`${base}/?code=c&state=s1&iss=${encodeURIComponent(provider)}`);
+  await page.getByText("The sign-in came back from another issuer than this server trusts: sign in again.").waitFor();
+  assert.equal(page.url(), `${base}/`);
 
   step("the page offers the sign-in, and the API key next to it");
   const signIn = page.getByRole("button", exact("Sign in"));
