@@ -6,6 +6,7 @@
 import { HttpError, Mcp } from "./mcp.js";
 import { buildForm, element } from "./form.js";
 import { download, errorOf, feedbackControls, renderError, renderTable, tableOf, toCsv } from "./results.js";
+import { beginSignIn, finishSignIn, forgetSignIn, signedIn } from "./signin.js";
 
 const mcp = new Mcp();
 const $ = (id) => document.getElementById(id);
@@ -17,16 +18,33 @@ function setConnection(text, kind = "") {
   node.dataset.kind = kind;
 }
 
-// ---- connecting and the API key ----
+// ---- connecting: signing in, or the API key ----
+
+/** Forget the tab's credential, a typed API key or the token of a sign-in alike. */
+function forgetCredential() {
+  mcp.setKey(null);
+  forgetSignIn();
+}
 
 async function start() {
+  // Back from the issuer with a code: its token is kept like a typed API key.
+  let signInError = "";
+  try {
+    const token = await finishSignIn();
+    if (token) mcp.setKey(token);
+  } catch (error) {
+    signInError = error.message;
+  }
   try {
     // Ask first whether a key is needed (and valid), so that no request of the page fails.
     const session = await mcp.getJson("/console/api/session");
+    state.signIn = session.sign_in || null;
     if (!session.authenticated) {
       const refused = Boolean(mcp.apiKey) || session.key_refused;
-      mcp.setKey(null);
-      showLogin(refused ? "The API key was refused: check it and try again." : "");
+      const wasSignedIn = signedIn();
+      const refusal = wasSignedIn ? "The sign-in is no longer accepted: sign in again." : "The API key was refused: check it and try again.";
+      forgetCredential();
+      showLogin(signInError || (refused ? refusal : ""), Boolean(signInError) || wasSignedIn);
       return;
     }
     const info = await mcp.connect();
@@ -34,20 +52,23 @@ async function start() {
     $("login").hidden = true;
     $("workspace").hidden = false;
     $("forget-key").hidden = !mcp.apiKey;
-    const who = session.api_key_required ? ` as ${session.principal} (${(session.verbs || []).join(", ")})` : "";
+    $("forget-key").textContent = signedIn() ? "Sign out" : "Forget API key";
+    const verbs = (session.verbs || []).join(", ");
+    const who = signedIn() ? `, signed in as ${session.principal} (may ${verbs || "nothing"})`
+      : session.api_key_required ? ` as ${session.principal} (${verbs})` : "";
     setConnection(`Connected to ${info.serverInfo?.name || "orca"} ${info.serverInfo?.version || ""}${who}`.replace(/\s+/g, " "), "ok");
     await loadServers();
     refreshSide();
   } catch (error) {
     if (error instanceof HttpError && error.status === 401) {
       const hadKey = Boolean(mcp.apiKey);
-      mcp.setKey(null);
+      forgetCredential();
       showLogin(hadKey ? "The API key was refused: check it and try again." : "");
       return;
     }
     if (error instanceof HttpError && error.status === 429) {
       // Too many refused keys from this address: the key typed is not kept, the wait is said.
-      mcp.setKey(null);
+      forgetCredential();
       showLogin(`${error.message}. Try again in ${error.retryAfter || 60} s.`);
       return;
     }
@@ -61,15 +82,32 @@ async function start() {
   }
 }
 
-function showLogin(message) {
+/** The login card; `aboutSignIn`: the message is about the sign-in, shown next to its button. */
+function showLogin(message, aboutSignIn = false) {
+  const offer = state.signIn;
   $("workspace").hidden = true;
   $("login").hidden = false;
   $("forget-key").hidden = true;
-  setConnection("API key required", "warn");
-  $("login-error").textContent = message;
+  $("sign-in").hidden = !offer;
+  $("key-intro").hidden = Boolean(offer);
+  if (offer) $("sign-in-issuer").textContent = new URL(offer.issuer).host;
+  setConnection(offer ? "Sign-in required" : "API key required", "warn");
+  const aside = aboutSignIn && offer;
+  $("sign-in-error").textContent = aside ? message : "";
+  $("login-error").textContent = aside ? "" : message;
   $("api-key").value = "";
-  $("api-key").focus();
+  (offer ? $("sign-in-button") : $("api-key")).focus();
 }
+
+$("sign-in-button").addEventListener("click", async () => {
+  if (!state.signIn) return;
+  forgetCredential();
+  try {
+    await beginSignIn(state.signIn);
+  } catch (error) {
+    $("sign-in-error").textContent = `The sign-in cannot start: ${error.message}`;
+  }
+});
 
 $("login-form").addEventListener("submit", async (event) => {
   event.preventDefault();
@@ -79,13 +117,14 @@ $("login-form").addEventListener("submit", async (event) => {
     $("api-key").focus();
     return;
   }
+  forgetSignIn();
   mcp.setKey(key);
   $("api-key").value = "";
   await start();
 });
 
 $("forget-key").addEventListener("click", () => {
-  mcp.setKey(null);
+  forgetCredential();
   location.reload();
 });
 
@@ -179,7 +218,9 @@ async function callTool(name, args) {
     return { result, error: result.isError ? errorOf(result) : null };
   } catch (error) {
     if (error instanceof HttpError && error.status === 401) {
-      showLogin("The API key is no longer accepted.");
+      const wasSignedIn = signedIn();
+      forgetCredential();
+      showLogin(wasSignedIn ? "The sign-in is no longer accepted: sign in again." : "The API key is no longer accepted.", wasSignedIn);
     }
     return { result: null, error: error.error || { code: "INTERNAL", message: error.message } };
   }

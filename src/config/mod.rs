@@ -265,13 +265,14 @@ impl Config {
             out.insert(
                 "auth.oauth",
                 format!(
-                    "issuer {}, audience {}, required scopes [{}], user {}, client {}, roles {}",
+                    "issuer {}, audience {}, required scopes [{}], user {}, client {}, roles {}, console sign-in {}",
                     oauth.issuer,
                     oauth.resource,
                     oauth.required_scopes.join(", "),
                     oauth.user_claim,
                     oauth.client_claim,
-                    oauth.roles_claim.as_deref().unwrap_or("(none)")
+                    oauth.roles_claim.as_deref().unwrap_or("(none)"),
+                    oauth.console_client_id.as_deref().unwrap_or("(none)")
                 ),
             );
             let roles: Vec<String> = self

@@ -26,6 +26,7 @@ pub(super) struct RawOAuth {
     roles_claim: Option<String>,
     leeway_seconds: Option<u64>,
     jwks_min_refresh_seconds: Option<u64>,
+    console_client_id: Option<String>,
 }
 
 /// One entry of `auth.roles` as written.
@@ -58,6 +59,9 @@ pub(crate) struct OAuthConfig {
     pub(crate) leeway: Duration,
     /// The key set is fetched again for an unknown `kid` at most this often.
     pub(crate) jwks_min_refresh: Duration,
+    /// The public client the console signs in with (authorization code with PKCE); `None`: the
+    /// console offers no sign-in.
+    pub(crate) console_client_id: Option<String>,
 }
 
 impl OAuthConfig {
@@ -157,6 +161,13 @@ pub(super) fn validate_oauth(
         errors.push(format!("{file}: auth.oauth.leeway_seconds: at most 600"));
     }
     let jwks_min_refresh = raw.jwks_min_refresh_seconds.unwrap_or(30);
+    if let Some(client_id) = &raw.console_client_id
+        && (client_id.trim().is_empty() || client_id.chars().any(char::is_control))
+    {
+        errors.push(format!(
+            "{file}: auth.oauth.console_client_id: must be a client id without control characters"
+        ));
+    }
     (errors.len() == before).then(|| OAuthConfig {
         issuer: raw.issuer,
         resource: raw.resource,
@@ -167,6 +178,7 @@ pub(super) fn validate_oauth(
         roles_claim,
         leeway: Duration::from_secs(leeway),
         jwks_min_refresh: Duration::from_secs(jwks_min_refresh),
+        console_client_id: raw.console_client_id,
     })
 }
 
@@ -215,6 +227,7 @@ mod tests {
             roles_claim: None,
             leeway: Duration::from_secs(60),
             jwks_min_refresh: Duration::from_secs(30),
+            console_client_id: None,
         };
         for (resource, expected) in [
             (
@@ -231,6 +244,36 @@ mod tests {
             ),
         ] {
             assert_eq!(config(resource).metadata_url(), expected, "{resource}");
+        }
+    }
+
+    #[test]
+    fn the_console_client_id_is_optional_and_must_be_a_word() {
+        for (written, expected) in [
+            ("", Ok(None)),
+            ("console_client_id: orca-console\n", Ok(Some("orca-console"))),
+            ("console_client_id: \"  \"\n", Err("auth.oauth.console_client_id")),
+            ("console_client_id: \"a\\u0000b\"\n", Err("auth.oauth.console_client_id")),
+        ] {
+            let yaml = format!(
+                "issuer: https://login.example.com\nresource: https://orca.example.com/mcp\n{written}"
+            );
+            let raw: RawOAuth = serde_saphyr::from_str(&yaml).unwrap();
+            let mut errors = Vec::new();
+            let config = validate_oauth(raw, "orca.yaml", &mut errors);
+            match expected {
+                Ok(client) => {
+                    assert!(errors.is_empty(), "{written}: {errors:?}");
+                    assert_eq!(config.unwrap().console_client_id.as_deref(), client, "{written}");
+                }
+                Err(key) => {
+                    assert!(config.is_none(), "{written}");
+                    assert!(
+                        errors.iter().any(|error| error.contains(key)),
+                        "{written}: {errors:?}"
+                    );
+                }
+            }
         }
     }
 

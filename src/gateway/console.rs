@@ -1,7 +1,8 @@
 //! The web console: its files, embedded in the binary and served at `/` and `/console/`, and the
 //! two read-only JSON endpoints it lists from (`/console/api/executions`, the recent calls, and
 //! `/console/api/approvals`, the writes waiting for a person), behind the same auth as `/mcp`,
-//! and `/console/api/session`, which checks a key under the same failed-authentication throttle.
+//! and `/console/api/session`, which checks a key under the same failed-authentication throttle
+//! and, with `auth.oauth.console_client_id`, tells the page how to sign in through the issuer.
 
 use axum::extract::{Query, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -17,8 +18,9 @@ use crate::config::Principal;
 use crate::tool::ErrorCode;
 
 /// The console's files: path under `/console/`, content type, content.
-const ASSETS: [(&str, &str, &str); 6] = [
+const ASSETS: [(&str, &str, &str); 7] = [
     ("app.js", "text/javascript; charset=utf-8", include_str!("../../console/app.js")),
+    ("signin.js", "text/javascript; charset=utf-8", include_str!("../../console/signin.js")),
     ("mcp.js", "text/javascript; charset=utf-8", include_str!("../../console/mcp.js")),
     ("form.js", "text/javascript; charset=utf-8", include_str!("../../console/form.js")),
     ("results.js", "text/javascript; charset=utf-8", include_str!("../../console/results.js")),
@@ -173,34 +175,49 @@ pub(crate) async fn approvals(State(state): State<AppState>, request: Request) -
 /// any), whether it is valid and whose it is. It answers 200, so that the page can ask for a key
 /// without a failed request, and tells nothing `/mcp` would not: a key that fails counts toward
 /// the failed-authentication throttle as at `/mcp`, and past the limit gets the same 429.
+/// With a console client at the issuer, `sign_in` says where and how to sign in.
 pub(crate) async fn session(State(gate): State<AuthGate>, request: Request) -> Response {
+    let mut document = match session_state(&gate, request).await {
+        Ok(document) => document,
+        Err(response) => return response,
+    };
+    // The issuer's metadata is discovered once and kept, so this is cheap after the first.
+    if let Some(verifier) = gate.verifier() {
+        match super::sign_in::offer(verifier).await {
+            Some(Ok(sign_in)) => document["sign_in"] = sign_in,
+            Some(Err(error)) => tracing::warn!("the console cannot offer a sign-in: {error}"),
+            None => {}
+        }
+    }
+    axum::Json(document).into_response()
+}
+
+/// The session's answer, or the refusal that replaces it.
+async fn session_state(gate: &AuthGate, request: Request) -> Result<serde_json::Value, Response> {
     let required = gate.keys_required();
     match gate.admit_presented(gate.presented(&request)).await {
-        Admission::Admitted(principal) => axum::Json(json!({
+        Admission::Admitted(principal) => Ok(json!({
             "api_key_required": required,
             "authenticated": true,
             "principal": principal.name,
             "verbs": principal.verbs.iter().map(|verb| verb.as_str()).collect::<Vec<_>>(),
-        }))
-        .into_response(),
-        Admission::Refused(failure) => axum::Json(json!({
+        })),
+        Admission::Refused(failure) => Ok(json!({
             "api_key_required": required,
             "authenticated": false,
             "key_refused": failure == AuthFailure::Invalid,
-        }))
-        .into_response(),
-        Admission::Throttled { retry_after } => throttled(retry_after),
-        Admission::RefusedToken(_) | Admission::InsufficientScope(_) => axum::Json(json!({
+        })),
+        Admission::Throttled { retry_after } => Err(throttled(retry_after)),
+        Admission::RefusedToken(_) | Admission::InsufficientScope(_) => Ok(json!({
             "api_key_required": required,
             "authenticated": false,
             "key_refused": true,
-        }))
-        .into_response(),
-        Admission::Unavailable(_) => super::respond::error_response(
+        })),
+        Admission::Unavailable(_) => Err(super::respond::error_response(
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
             crate::tool::ErrorCode::UpstreamUnavailable,
             "the authorization server cannot be reached to check the token",
             Some("try again shortly"),
-        ),
+        )),
     }
 }

@@ -175,6 +175,17 @@ impl AuthThrottle {
     /// seconds until it may try again (and the failure is not counted); else the failure is
     /// counted against both and `None` returned. One lock for both, so that requests in flight
     /// at once cannot all pass the check before any is counted.
+    /// The seconds `client` must still wait when its address is over the limit, without
+    /// counting anything.
+    fn waiting(&self, client: Option<IpAddr>) -> Option<u64> {
+        let now = Instant::now();
+        let entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let window = entries.get(&ThrottleKey::Address(client?))?;
+        let elapsed = now.duration_since(window.started);
+        (window.count >= self.limit && elapsed < THROTTLE_WINDOW)
+            .then(|| THROTTLE_WINDOW.saturating_sub(elapsed).as_secs() + 1)
+    }
+
     pub(crate) fn fail(&self, client: Option<IpAddr>, authorization: Option<&str>) -> Option<u64> {
         let now = Instant::now();
         let keys = Self::keys(client, authorization);
@@ -342,8 +353,19 @@ impl AuthGate {
         }
     }
 
+    /// For the console's code exchange: the seconds the address of `request` must still wait,
+    /// when it is over the failed-authentication limit.
+    pub(crate) fn waiting(&self, client: Option<IpAddr>) -> Option<u64> {
+        self.throttle.waiting(client)
+    }
+
+    /// Count a failed code exchange from `client` as a failed authentication.
+    pub(crate) fn count_failure(&self, client: Option<IpAddr>) {
+        let _ = self.throttle.fail(client, None);
+    }
+
     /// The address failures are counted under: the peer, or the client a trusted proxy names.
-    fn client(&self, request: &Request) -> Option<IpAddr> {
+    pub(crate) fn client(&self, request: &Request) -> Option<IpAddr> {
         let peer = request.extensions().get::<ConnectInfo<SocketAddr>>()?.0.ip();
         Some(client_address(peer, request.headers(), &self.config.http.trusted_proxies))
     }

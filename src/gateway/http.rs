@@ -144,6 +144,7 @@ pub(crate) fn router(
         .route("/favicon.ico", get(super::console::favicon))
         .route("/console/{file}", get(super::console::asset))
         .route("/console/api/session", get(super::console::session).with_state(gate.clone()))
+        .route("/console/api/token", post(super::sign_in::token).with_state(gate.clone()))
         .route(
             "/.well-known/oauth-protected-resource",
             get(protected_resource).with_state(gate.clone()),

@@ -13,6 +13,7 @@ mod logging;
 mod metrics;
 mod oauth;
 mod respond;
+mod sign_in;
 pub(crate) mod stdio;
 
 use std::sync::Arc;

@@ -4,6 +4,8 @@
 //! at most every `jwks_min_refresh`; the algorithm comes from the key, never from the token
 //! alone, so `none` and a public key used as an HMAC secret are refused. A token must carry
 //! exactly the issuer, orca's resource in its audience (RFC 8707) and the required scopes.
+//! The discovered metadata is kept: its authorization and token endpoints serve the console's
+//! sign-in (`gateway::sign_in`).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -62,6 +64,17 @@ struct Keys {
     fetched: Option<Instant>,
 }
 
+/// What orca keeps of the issuer's metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct IssuerMetadata {
+    jwks_uri: String,
+    /// Where a browser signs in; absent when the issuer names none, or one neither HTTPS nor
+    /// on loopback.
+    pub(crate) authorization_endpoint: Option<String>,
+    /// Where a code is exchanged for a token; absent as `authorization_endpoint`.
+    pub(crate) token_endpoint: Option<String>,
+}
+
 #[derive(Default)]
 struct Attempt {
     at: Option<Instant>,
@@ -73,6 +86,8 @@ pub(crate) struct Verifier {
     config: OAuthConfig,
     http: reqwest::Client,
     keys: RwLock<Keys>,
+    /// The issuer's metadata, once discovered.
+    metadata: RwLock<Option<IssuerMetadata>>,
     /// Held while fetching, so concurrent requests share one fetch.
     fetching: Mutex<Attempt>,
 }
@@ -90,7 +105,23 @@ impl Verifier {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap_or_default();
-        Verifier { config, http, keys: RwLock::default(), fetching: Mutex::default() }
+        Verifier {
+            config,
+            http,
+            keys: RwLock::default(),
+            metadata: RwLock::default(),
+            fetching: Mutex::default(),
+        }
+    }
+
+    /// The client it asks the issuer with (a short timeout, no redirects followed).
+    pub(crate) fn http_client(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    /// The configuration it checks tokens against.
+    pub(crate) fn config(&self) -> &OAuthConfig {
+        &self.config
     }
 
     /// Whether a bearer credential has the form of a JWT (three base64url parts), rather than
@@ -237,10 +268,7 @@ impl Verifier {
 
     /// Discover the issuer's metadata (once) and fetch its key set.
     async fn fetch_keys(&self) -> Result<Keys, String> {
-        let jwks_uri = match self.keys.read().await.jwks_uri.clone() {
-            Some(uri) => uri,
-            None => self.discover().await?,
-        };
+        let jwks_uri = self.issuer_metadata().await?.jwks_uri;
         let document = self.get_json(&jwks_uri).await?;
         let set: JwkSet = serde_json::from_value(document)
             .map_err(|error| format!("the key set at {jwks_uri} is not a JWK set: {error}"))?;
@@ -274,8 +302,22 @@ impl Verifier {
         Ok(keys)
     }
 
-    /// The `jwks_uri` from the issuer's OpenID Connect metadata, else its RFC 8414 metadata.
-    async fn discover(&self) -> Result<String, String> {
+    /// The issuer's metadata: discovered once, then kept.
+    ///
+    /// # Errors
+    ///
+    /// Why it cannot be discovered.
+    pub(crate) async fn issuer_metadata(&self) -> Result<IssuerMetadata, String> {
+        if let Some(metadata) = self.metadata.read().await.clone() {
+            return Ok(metadata);
+        }
+        let metadata = self.discover().await?;
+        *self.metadata.write().await = Some(metadata.clone());
+        Ok(metadata)
+    }
+
+    /// The issuer's OpenID Connect metadata, else its RFC 8414 metadata.
+    async fn discover(&self) -> Result<IssuerMetadata, String> {
         let issuer = self.config.issuer.trim_end_matches('/');
         let (origin, path) = split_origin(issuer);
         let candidates = [
@@ -285,14 +327,14 @@ impl Verifier {
         let mut last_error = String::new();
         for url in &candidates {
             match self.get_json(url).await {
-                Ok(metadata) => return self.jwks_uri_of(&metadata, url),
+                Ok(metadata) => return self.metadata_of(&metadata, url),
                 Err(error) => last_error = error,
             }
         }
         Err(last_error)
     }
 
-    fn jwks_uri_of(&self, metadata: &Value, url: &str) -> Result<String, String> {
+    fn metadata_of(&self, metadata: &Value, url: &str) -> Result<IssuerMetadata, String> {
         let issuer = metadata.get("issuer").and_then(Value::as_str);
         if issuer != Some(self.config.issuer.as_str()) {
             return Err(format!(
@@ -308,7 +350,20 @@ impl Verifier {
         if !secure_or_loopback(jwks_uri) {
             return Err(format!("the jwks_uri {jwks_uri} is neither https:// nor on loopback"));
         }
-        Ok(jwks_uri.to_owned())
+        let endpoint = |name: &str| {
+            let value = metadata.get(name).and_then(Value::as_str)?;
+            if secure_or_loopback(value) {
+                Some(value.to_owned())
+            } else {
+                tracing::warn!("the issuer's {name} {value} is neither https:// nor on loopback");
+                None
+            }
+        };
+        Ok(IssuerMetadata {
+            jwks_uri: jwks_uri.to_owned(),
+            authorization_endpoint: endpoint("authorization_endpoint"),
+            token_endpoint: endpoint("token_endpoint"),
+        })
     }
 
     async fn get_json(&self, url: &str) -> Result<Value, String> {
@@ -513,6 +568,7 @@ mod tests {
                 roles_claim: Some("groups".into()),
                 leeway: Duration::from_secs(5),
                 jwks_min_refresh: Duration::ZERO,
+                console_client_id: None,
             })
         }
 
@@ -697,6 +753,7 @@ mod tests {
             roles_claim: None,
             leeway: Duration::from_secs(60),
             jwks_min_refresh: Duration::from_secs(30),
+            console_client_id: None,
         });
         let metadata = "resource_metadata=\"https://orca.example.com/.well-known/oauth-protected-resource/mcp\"";
         assert_eq!(verifier.challenge(None), format!("Bearer {metadata}, scope=\"orca.read\""));

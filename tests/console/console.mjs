@@ -1,8 +1,10 @@
 // The web console in a real browser: Debian's Chromium driven headless by playwright-core.
 // Run by tests/it/console.rs against a real orca; every check failing ends the script with a
 // non-zero status and the reason. Environment: ORCA_BASE (the orca origin), SCENARIO
-// (`open` or `keys`), PLAYWRIGHT_DIR (where playwright-core is installed), CHROMIUM (its path),
-// SCREENSHOTS (a directory), and for `keys`: READER_KEY, WRITER_KEY, ADMIN_KEY.
+// (`open`, `keys` or `signin`), PLAYWRIGHT_DIR (where playwright-core is installed), CHROMIUM (its
+// path), SCREENSHOTS (a directory), for `keys`: READER_KEY, WRITER_KEY, ADMIN_KEY, and for
+// `signin`: PROVIDER_ORIGIN (the OpenID provider's origin, the only other one the browser may
+// navigate to).
 
 import { createRequire } from "node:module";
 import { readFile } from "node:fs/promises";
@@ -16,8 +18,11 @@ const base = process.env.ORCA_BASE;
 const shots = process.env.SCREENSHOTS;
 const step = (text) => console.log(`step: ${text}`);
 
-/** A page that records console errors, failed and foreign requests, to check at the end. */
-async function openPage(browser, viewport = { width: 1280, height: 800 }) {
+/**
+ * A page that records console errors, failed and foreign requests, to check at the end; with
+ * `navigateTo`, navigations (not other requests) to that one origin are allowed too.
+ */
+async function openPage(browser, viewport = { width: 1280, height: 800 }, { navigateTo } = {}) {
   const context = await browser.newContext({ viewport, acceptDownloads: true });
   const page = await context.newPage();
   const problems = [];
@@ -27,7 +32,8 @@ async function openPage(browser, viewport = { width: 1280, height: 800 }) {
   page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
   page.on("request", (request) => {
     const url = request.url();
-    if (!url.startsWith(`${base}/`) && !url.startsWith("blob:") && !url.startsWith("data:")) problems.push(`request left the orca origin: ${url}`);
+    const navigation = navigateTo && url.startsWith(`${navigateTo}/`) && request.isNavigationRequest() && request.frame() === page.mainFrame();
+    if (!url.startsWith(`${base}/`) && !url.startsWith("blob:") && !url.startsWith("data:") && !navigation) problems.push(`request left the orca origin: ${url}`);
   });
   page.on("response", (response) => {
     if (response.status() >= 400) problems.push(`HTTP ${response.status()} for ${response.url()}`);
@@ -460,10 +466,88 @@ async function scenarioKeys(browser) {
   assertClean(page, "reader page");
 }
 
+async function scenarioSignIn(browser) {
+  const provider = process.env.PROVIDER_ORIGIN;
+  const { page } = await openPage(browser, undefined, { navigateTo: provider });
+
+  step("a code this tab did not ask for is dropped, unused");
+  await page.goto(`${base}/?code=forged&state=forged&iss=${encodeURIComponent(provider)}`);
+  await page.getByText("The sign-in was not started from this tab: sign in again.").waitFor();
+  assert.equal(page.url(), `${base}/`);
+  await page.evaluate(() => sessionStorage.setItem("orca.console.signIn", JSON.stringify({ verifier: "v".repeat(43), state: "s1", issuer: "http://127.0.0.1:1", redirectUri: `${location.origin}/` })));
+  await page.goto(`${base}/?code=c&state=s1&iss=${encodeURIComponent(provider)}`);
+  await page.getByText("The sign-in came back from another issuer than this server trusts: sign in again.").waitFor();
+  assert.equal(page.url(), `${base}/`);
+
+  step("the page offers the sign-in, and the API key next to it");
+  const signIn = page.getByRole("button", exact("Sign in"));
+  await signIn.waitFor();
+  await page.getByLabel("API key", { exact: true }).waitFor();
+  assert.match(await page.locator("#login").innerText(), new RegExp(`Sign in with your account at ${new URL(provider).host.replace(/\./g, "\\.")}`));
+  await shot(page, "09-sign-in");
+
+  step("the issuer's login and consent");
+  const asked = page.waitForRequest((request) => request.url().startsWith(`${provider}/`));
+  await signIn.click();
+  const authorize = new URL((await asked).url());
+  const params = Object.fromEntries(authorize.searchParams);
+  assert.equal(params.response_type, "code");
+  assert.equal(params.client_id, "orca-console");
+  assert.equal(params.redirect_uri, `${base}/`);
+  assert.equal(params.code_challenge_method, "S256");
+  assert.match(params.code_challenge, /^[\w-]{43}$/);
+  assert.match(params.state, /^[\w-]{22}$/);
+  assert.equal(params.resource, `${base}/mcp`);
+  assert.equal(params.scope, "orca.read orca.write");
+  assert.equal(params.code_verifier, undefined, "the verifier stays in the tab");
+  await page.waitForURL((url) => url.origin === provider);
+  await page.locator('input[name="login"]').fill("ada");
+  await page.locator('input[name="password"]').fill("any password");
+  await shot(page, "10-provider-login");
+  await page.getByRole("button", exact("Sign-in")).click();
+  const back = page.waitForRequest((request) => request.url().startsWith(`${base}/?`));
+  await page.getByRole("button", exact("Continue")).click();
+  const answer = Object.fromEntries(new URL((await back).url()).searchParams);
+  assert.equal(answer.state, params.state, "the provider sends the state back");
+  assert.equal(answer.iss, provider, "the provider names itself (RFC 9207), which the page checks");
+  assert.ok(answer.code);
+
+  step("back on the console, signed in, with no code in the address");
+  await page.waitForURL((url) => url.origin === base);
+  const status = page.getByRole("status").first();
+  await page.getByText(/signed in as ada/).waitFor();
+  assert.match(await status.innerText(), /signed in as ada \(may read\)/);
+  assert.equal(page.url(), `${base}/`, "the code and state left the address bar");
+  const stored = await page.evaluate(() => ({ ...sessionStorage }));
+  assert.match(stored["orca.console.apiKey"] || "", /^[\w-]+\.[\w-]+\.[\w-]+$/, "the access token is kept in this tab");
+  assert.equal(stored["orca.console.signIn"], undefined, "the PKCE verifier and state are gone");
+  assert.equal(await page.evaluate(() => localStorage.length), 0, "nothing is kept beyond the tab");
+  assert.ok(!(await page.content()).includes(stored["orca.console.apiKey"]), "the token is not shown");
+
+  step("a tool runs with the token");
+  await openTool(page, "orca", "list_servers");
+  await run(page);
+  assert.equal(await page.locator("#result-title").innerText(), "list_servers result");
+  await shot(page, "11-signed-in");
+
+  step("a reload keeps the sign-in; Sign out forgets it");
+  await reload(page);
+  await page.getByText(/signed in as ada/).waitFor();
+  // Sign out reloads the page, which cancels its requests in flight.
+  page.reloading = true;
+  await page.getByRole("button", exact("Sign out")).click();
+  await signIn.waitFor();
+  page.reloading = false;
+  assert.equal(await page.evaluate(() => sessionStorage.length), 0, "the token is forgotten");
+  await shot(page, "12-signed-out");
+  assertClean(page, "sign-in page");
+}
+
 const browser = await chromium.launch({ executablePath: process.env.CHROMIUM, args: ["--no-sandbox", "--disable-dev-shm-usage"] });
 try {
   if (process.env.SCENARIO === "open") await scenarioOpen(browser);
   else if (process.env.SCENARIO === "keys") await scenarioKeys(browser);
+  else if (process.env.SCENARIO === "signin") await scenarioSignIn(browser);
   else throw new Error(`unknown SCENARIO ${process.env.SCENARIO}`);
   console.log("console checks passed");
 } finally {

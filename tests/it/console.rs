@@ -75,7 +75,7 @@ fn browser() -> Browser {
 
 /// Run one scenario of `tests/console/console.mjs` against `base`; fails the test with the
 /// script's output when a check fails.
-fn run_scenario(scenario: &str, base: &str, env: &[(&str, &str)]) -> String {
+pub(crate) fn run_scenario(scenario: &str, base: &str, env: &[(&str, &str)]) -> String {
     let browser = browser();
     let screenshots = Path::new(BINARY).parent().unwrap().join("console-screenshots");
     std::fs::create_dir_all(&screenshots).unwrap();
@@ -263,6 +263,7 @@ async fn the_console_is_served_whole_and_its_endpoints_need_the_same_key_as_mcp(
     for path in [
         "/console/app.js",
         "/console/mcp.js",
+        "/console/signin.js",
         "/console/form.js",
         "/console/results.js",
         "/console/style.css",

@@ -49,12 +49,25 @@ fn provider_dir() -> PathBuf {
 struct Provider {
     port: u16,
     child: Option<Child>,
+    /// The console's redirect URI, for a provider with the console's client and its login and
+    /// consent pages.
+    console: Option<String>,
 }
 
 impl Provider {
     fn start(kid: &str, alg: &str, ttl: u64) -> Provider {
+        Provider::start_with(kid, alg, ttl, None)
+    }
+
+    /// A provider with the public client `orca-console` redirecting to `console`, and its
+    /// development login and consent pages.
+    fn start_for_console(console: &str) -> Provider {
+        Provider::start_with("key-1", "RS256", 300, Some(console.to_owned()))
+    }
+
+    fn start_with(kid: &str, alg: &str, ttl: u64, console: Option<String>) -> Provider {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let mut provider = Provider { port, child: None };
+        let mut provider = Provider { port, child: None, console };
         provider.restart(kid, alg, ttl);
         provider
     }
@@ -67,7 +80,11 @@ impl Provider {
     fn restart(&mut self, kid: &str, alg: &str, ttl: u64) {
         self.stop();
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oauth/provider.mjs");
-        let child = Command::new("node")
+        let mut command = Command::new("node");
+        if let Some(console) = &self.console {
+            command.env("CONSOLE_REDIRECT_URI", console).env("DEV_INTERACTIONS", "1");
+        }
+        let child = command
             .arg(&script)
             .env("PROVIDER_DIR", provider_dir())
             .env("PORT", self.port.to_string())
@@ -652,4 +669,88 @@ async fn an_mcp_client_finds_the_provider_from_orcas_401_and_signs_in_by_itself(
             == 1
     })
     .await;
+}
+
+/// `POST /console/api/token` with `body`: the status and the answer.
+async fn exchange(base: &str, body: &str) -> (u16, Value) {
+    let response = reqwest::Client::new()
+        .post(format!("{base}/console/api/token"))
+        .header("content-type", "application/json")
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn in_a_browser_the_console_signs_in_through_the_provider_with_pkce_and_signs_out() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let base = format!("http://127.0.0.1:{port}");
+    let provider = Provider::start_for_console(&format!("{base}/"));
+    let database = TestDatabase::create().await;
+    let hash = hex::encode(Sha256::digest(API_KEY.as_bytes()));
+    let setup = OrcaSetup::new(&database.url).with_config(&format!(
+        "http:\n  auth_failures_per_minute: 3\nauth:\n  api_keys:\n    - name: ops\n      sha256: {hash}\n      verbs: [read]\n  oauth:\n    issuer: {issuer}\n    resource: {base}/mcp\n    scopes_supported: [orca.read, orca.write]\n    required_scopes: [orca.read]\n    roles_claim: groups\n    console_client_id: orca-console\n  roles:\n    analyst:\n      verbs: [read]\n",
+        issuer = provider.issuer(),
+    ));
+    let server = setup.http_command(&["serve", "--http", &format!("127.0.0.1:{port}")]);
+
+    let (_, session) = {
+        let response =
+            reqwest::Client::new().get(server.url("/console/api/session")).send().await.unwrap();
+        (response.status().as_u16(), response.json::<Value>().await.unwrap())
+    };
+    assert_eq!(
+        session["sign_in"],
+        json!({
+            "authorization_endpoint": format!("{}/auth", provider.issuer()),
+            "client_id": "orca-console",
+            "issuer": provider.issuer(),
+            "scope": "orca.read orca.write",
+            "resource": format!("{base}/mcp"),
+        })
+    );
+
+    crate::console::run_scenario("signin", &base, &[("PROVIDER_ORIGIN", &provider.issuer())]);
+
+    let pool = database.connect().await;
+    crate::support::eventually("the console's call is recorded", Duration::from_secs(20), || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM orca.mcp_executions WHERE principal = 'ada' AND tool_name = 'list_servers'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+            >= 1
+    })
+    .await;
+    pool.close().await;
+
+    // The exchange endpoint: a code the provider never issued is refused without its words, a
+    // foreign redirect URI and a large body are refused before the provider is asked, and past
+    // http.auth_failures_per_minute the address waits.
+    let verifier = "v".repeat(43);
+    let own = |code: &str| {
+        json!({"code": code, "code_verifier": verifier, "redirect_uri": format!("{base}/")})
+            .to_string()
+    };
+    let (status, body) = exchange(&base, &own("not-a-code")).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "UNAUTHORIZED");
+    assert_eq!(
+        body["error"]["message"],
+        "the authorization server refused the code (invalid_grant)"
+    );
+    let foreign =
+        json!({"code": "c", "code_verifier": verifier, "redirect_uri": "http://evil.example/"});
+    let (status, body) = exchange(&base, &foreign.to_string()).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("INVALID_INPUT")), "{body}");
+    let (status, _) = exchange(&base, &own(&"c".repeat(10_000))).await;
+    assert_eq!(status, 413);
+    let (status, body) = exchange(&base, &own("again")).await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["error"]["code"], "RATE_LIMITED");
+    assert!(!server.log_text().contains("eyJ"), "a token reached the log");
 }
