@@ -88,12 +88,15 @@ pub(crate) struct Principal {
     pub(crate) tools: Option<std::sync::Arc<[ToolPolicy]>>,
     /// Tool calls a minute it may make (per replica); `None`: no limit.
     pub(crate) calls_per_minute: Option<u32>,
+    /// The masking applied to every value it reads, from its roles (`privacy::combine`);
+    /// `None`: nothing is masked.
+    pub(crate) masking: Option<std::sync::Arc<crate::privacy::mask::MaskingPolicy>>,
 }
 
 impl Principal {
     /// A principal with `verbs`, every tool and no rate limit.
     pub(crate) fn new(name: impl Into<String>, verbs: BTreeSet<Verb>) -> Principal {
-        Principal { name: name.into(), verbs, tools: None, calls_per_minute: None }
+        Principal { name: name.into(), verbs, tools: None, calls_per_minute: None, masking: None }
     }
 
     pub(crate) fn may(&self, verb: Verb) -> bool {
@@ -108,7 +111,8 @@ impl Principal {
     }
 
     /// A principal holding `roles`: their verbs together, the tools any of them admits, the
-    /// most generous rate limit (none when one of them has none).
+    /// most generous rate limit (none when one of them has none), and their masking (none
+    /// when one of them masks nothing; else every column any of them masks).
     pub(crate) fn with_roles<'a>(
         name: impl Into<String>,
         roles: impl IntoIterator<Item = &'a Role>,
@@ -117,8 +121,10 @@ impl Principal {
         let mut policies = Some(Vec::new());
         let mut limit = Some(0u32);
         let mut any = false;
+        let mut masking = Vec::new();
         for role in roles {
             any = true;
+            masking.push(role.masking.clone());
             principal.verbs.extend(role.verbs.iter().copied());
             match (&mut policies, &role.tools) {
                 (Some(list), Some(policy)) => list.push(policy.clone()),
@@ -132,6 +138,7 @@ impl Principal {
         }
         principal.tools = policies.map(Into::into);
         principal.calls_per_minute = if any { limit } else { None };
+        principal.masking = crate::privacy::combine(masking);
         principal
     }
 }
@@ -141,6 +148,8 @@ impl Principal {
 pub(crate) struct ApiKey {
     pub(crate) sha256: [u8; 32],
     pub(crate) principal: Principal,
+    /// The role it holds (`role:`), whose masking it gets once salted.
+    pub(crate) role: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -158,6 +167,24 @@ impl AuthConfig {
     /// Whether HTTP callers must authenticate (API keys or OAuth are configured).
     pub(crate) fn required(&self) -> bool {
         !self.api_keys.is_empty() || self.oauth.is_some()
+    }
+
+    /// Fills the salt of each role's masking policy (`salt` of the policy id, from the orca
+    /// secret, as `preview_masked` salts the same policy) and gives API keys with a role the
+    /// salted policy.
+    pub(crate) fn salt_masking(&mut self, salt: impl Fn(&str) -> String) {
+        for role in self.roles.values_mut() {
+            if let Some(policy) = &role.masking {
+                let mut salted = (**policy).clone();
+                salted.salt = salt(&salted.id);
+                role.masking = Some(std::sync::Arc::new(salted));
+            }
+        }
+        for key in &mut self.api_keys {
+            if let Some(role) = key.role.as_ref().and_then(|role| self.roles.get(role)) {
+                key.principal.masking = role.masking.clone();
+            }
+        }
     }
 }
 
@@ -220,7 +247,7 @@ pub(crate) struct Config {
     /// Limits of the `data` server's metadata and profiling tools (`data:`).
     pub(crate) data: DataConfig,
     /// Masking policies by id (`masking:`): column name -> rule.
-    pub(crate) masking: BTreeMap<String, BTreeMap<String, crate::sql::mask::MaskRule>>,
+    pub(crate) masking: BTreeMap<String, BTreeMap<String, crate::privacy::mask::MaskRule>>,
     /// Model providers, per-tool defaults and the context file (`llm:` and the environment).
     pub(crate) llm: LlmConfig,
     /// The `metabase` server (`METABASE_URL` and credentials, or `metabase:`); `None` when unset.
@@ -675,7 +702,32 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
         .auth
         .and_then(|value| section(value, "auth", &file_label, &mut errors))
         .unwrap_or_default();
-    let auth = validate_auth(raw_auth, &file_label, &mut errors);
+    // A YAML `null` (unquoted) is the `null` rule.
+    let raw_masking: BTreeMap<String, BTreeMap<String, Option<String>>> = sections
+        .masking
+        .and_then(|value| section(value, "masking", &file_label, &mut errors))
+        .unwrap_or_default();
+    let mut masking = BTreeMap::new();
+    for (policy, columns) in raw_masking {
+        if columns.is_empty() {
+            errors.push(format!(
+                "{file_label}: masking.{policy}: a policy needs at least one column"
+            ));
+        }
+        let mut rules = BTreeMap::new();
+        for (column, text) in columns {
+            match crate::privacy::mask::parse_rule(text.as_deref().unwrap_or("null")) {
+                Ok(rule) => {
+                    rules.insert(column, rule);
+                }
+                Err(message) => {
+                    errors.push(format!("{file_label}: masking.{policy}.{column}: {message}"))
+                }
+            }
+        }
+        masking.insert(policy, rules);
+    }
+    let auth = validate_auth(raw_auth, &masking, &file_label, &mut errors);
     let raw_http: RawHttp = sections
         .http
         .and_then(|value| section(value, "http", &file_label, &mut errors))
@@ -821,31 +873,6 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
             None => DataConfig::default().sample_rows,
         },
     };
-    // A YAML `null` (unquoted) is the `null` rule.
-    let raw_masking: BTreeMap<String, BTreeMap<String, Option<String>>> = sections
-        .masking
-        .and_then(|value| section(value, "masking", &file_label, &mut errors))
-        .unwrap_or_default();
-    let mut masking = BTreeMap::new();
-    for (policy, columns) in raw_masking {
-        if columns.is_empty() {
-            errors.push(format!(
-                "{file_label}: masking.{policy}: a policy needs at least one column"
-            ));
-        }
-        let mut rules = BTreeMap::new();
-        for (column, text) in columns {
-            match crate::sql::mask::parse_rule(text.as_deref().unwrap_or("null")) {
-                Ok(rule) => {
-                    rules.insert(column, rule);
-                }
-                Err(message) => {
-                    errors.push(format!("{file_label}: masking.{policy}.{column}: {message}"))
-                }
-            }
-        }
-        masking.insert(policy, rules);
-    }
 
     let llm = llm::load(sections.llm, env, &file_label, &home, &mut errors);
     let metabase = metabase::load(sections.metabase, env, &file_label, &mut errors);
@@ -1119,8 +1146,13 @@ fn validate_principal(
     Principal::new(name, verbs)
 }
 
-fn validate_auth(raw: RawAuth, file: &str, errors: &mut Vec<String>) -> AuthConfig {
-    let roles = oauth::validate_roles(raw.roles, file, errors);
+fn validate_auth(
+    raw: RawAuth,
+    masking: &BTreeMap<String, BTreeMap<String, crate::privacy::mask::MaskRule>>,
+    file: &str,
+    errors: &mut Vec<String>,
+) -> AuthConfig {
+    let roles = oauth::validate_roles(raw.roles, masking, file, errors);
     let mut api_keys = Vec::new();
     let mut names = BTreeSet::new();
     let mut hashes = BTreeSet::new();
@@ -1147,6 +1179,7 @@ fn validate_auth(raw: RawAuth, file: &str, errors: &mut Vec<String>) -> AuthConf
                 [0u8; 32]
             }
         };
+        let key_role = role.clone();
         let principal = match (role, verbs) {
             (Some(role), None) => match roles.get(&role) {
                 Some(found) => Principal::with_roles(name, [found]),
@@ -1174,7 +1207,7 @@ fn validate_auth(raw: RawAuth, file: &str, errors: &mut Vec<String>) -> AuthConf
                 Principal::new(name, validate_verbs(&verbs, &format!("{key}.verbs"), file, errors))
             }
         };
-        api_keys.push(ApiKey { sha256: digest, principal });
+        api_keys.push(ApiKey { sha256: digest, principal, role: key_role });
     }
     let oauth = raw.oauth.and_then(|raw| oauth::validate_oauth(raw, file, errors));
     if !roles.is_empty() && oauth.as_ref().is_some_and(|oauth| oauth.roles_claim.is_none()) {

@@ -204,6 +204,9 @@ impl DataServer {
         context: &CallContext,
     ) -> Result<ToolOutput, ToolError> {
         let query = read_only_query(&params.sql, tool)?;
+        let mask =
+            crate::servers::sql_common::caller_mask(&query.statement().text, &context.principal)?;
+        let query = query.with_mask(mask);
         let max_rows = match params.max_rows {
             None => self.config.default_max_rows,
             Some(rows) => {
