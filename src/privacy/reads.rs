@@ -58,7 +58,9 @@ pub(crate) fn check(sql: &str, masked: &dyn Fn(&str) -> bool) -> Result<(), Mask
             NodeEnum::SelectStmt(select) if select.op == pg_query::protobuf::SetOperation::SetopNone as i32 => {
                 walk.top_select(&tree, select)?;
             }
-            _ => walk.anywhere(&tree, "in this statement")?,
+            // Outside a plain SELECT a star may land in columns of other names (`INSERT INTO t
+            // SELECT *`, `CREATE VIEW v AS SELECT *`): no star is taken for the real names.
+            _ => walk.anywhere(&tree, "in this statement", false)?,
         }
     }
     Ok(())
@@ -127,14 +129,14 @@ impl Walk<'_> {
         select: &pg_query::protobuf::SelectStmt,
     ) -> Result<(), MaskedRead> {
         let Some(fields) = tree.get("SelectStmt").and_then(Value::as_object) else {
-            return self.anywhere(tree, "in this statement");
+            return self.anywhere(tree, "in this statement", false);
         };
         // What each output position is: a masked column or a star (for positional references).
         let mut risky_positions: Vec<bool> = Vec::new();
         let targets = fields.get("target_list").and_then(Value::as_array).cloned().unwrap_or_default();
         for target in &targets {
             let Some(res_target) = target.get("node").unwrap_or(target).get("ResTarget") else {
-                self.anywhere(target, "in the SELECT list")?;
+                self.anywhere(target, "in the SELECT list", true)?;
                 risky_positions.push(false);
                 continue;
             };
@@ -163,9 +165,9 @@ impl Walk<'_> {
                     _ => {}
                 }
             }
-            self.anywhere(value, "in an expression of the SELECT list")?;
+            self.anywhere(value, "in an expression of the SELECT list", true)?;
             if let Some(indirection) = res_target.get("indirection") {
-                self.anywhere(indirection, "in the SELECT list")?;
+                self.anywhere(indirection, "in the SELECT list", true)?;
             }
             risky_positions.push(false);
         }
@@ -195,7 +197,7 @@ impl Walk<'_> {
                 "with_clause" => "in a CTE",
                 _ => "in this statement",
             };
-            self.anywhere(child, place)?;
+            self.anywhere(child, place, true)?;
         }
         // `select` is only read for its operation above.
         let _ = select;
@@ -204,14 +206,27 @@ impl Walk<'_> {
 
     /// Refuses any reference to a masked column, whole-row reference, star inside an
     /// expression, renaming column list, `USING` on a masked column, `NATURAL` join and
-    /// `RETURNING` under `value`.
-    fn anywhere(&self, value: &Value, place: &'static str) -> Result<(), MaskedRead> {
+    /// `RETURNING` under `value`. A star that is a whole item of a `SELECT` list passes when
+    /// `stars_keep_names` (its columns come out under their real names, and are masked by
+    /// them); under a set operation it never does, since the output takes the first arm's
+    /// names (`SELECT * FROM employee UNION SELECT * FROM customer`).
+    fn anywhere(
+        &self,
+        value: &Value,
+        place: &'static str,
+        stars_keep_names: bool,
+    ) -> Result<(), MaskedRead> {
         match value {
             Value::Object(map) => {
                 if let Some(column_ref) = map.get("ColumnRef") {
                     return self.column_ref(column_ref, place);
                 }
-                if let Some(res_target) = map.get("ResTarget") {
+                let set_operation = map
+                    .get("op")
+                    .and_then(Value::as_i64)
+                    .is_some_and(|op| op > pg_query::protobuf::SetOperation::SetopNone as i64);
+                let stars_keep_names = stars_keep_names && !set_operation;
+                if stars_keep_names && let Some(res_target) = map.get("ResTarget") {
                     // A star or a bare column in an inner SELECT list keeps its name; the name
                     // check still applies to it.
                     if let Some(column_ref) = res_target.get("val").and_then(as_column_ref)
@@ -254,11 +269,13 @@ impl Walk<'_> {
                     }
                 }
                 for child in map.values() {
-                    self.anywhere(child, place)?;
+                    self.anywhere(child, place, stars_keep_names)?;
                 }
                 Ok(())
             }
-            Value::Array(items) => items.iter().try_for_each(|item| self.anywhere(item, place)),
+            Value::Array(items) => {
+                items.iter().try_for_each(|item| self.anywhere(item, place, stars_keep_names))
+            }
             _ => Ok(()),
         }
     }
@@ -351,6 +368,10 @@ mod tests {
             ("SELECT first_name FROM customer UNION SELECT email FROM customer", "`email` is masked"),
             ("SELECT 1 FROM customer HAVING max(email) > ''", "`email` is masked"),
             ("UPDATE customer SET company = 'x' RETURNING *", "RETURNING"),
+            ("SELECT * FROM employee UNION SELECT * FROM customer", "a star"),
+            ("SELECT * FROM (SELECT * FROM employee UNION ALL SELECT * FROM customer) s", "a star"),
+            ("INSERT INTO contacts SELECT * FROM customer", "a star"),
+            ("CREATE VIEW v AS SELECT * FROM customer", "a star"),
             ("INSERT INTO notes SELECT email FROM customer", "`email` is masked"),
             ("SELECT first_name FROM customer WHERE EMAIL = 'x'", "`email` is masked"),
         ];

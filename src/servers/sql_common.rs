@@ -29,6 +29,31 @@ impl Target {
     }
 }
 
+/// Refuses a write (or a tool that writes: a table or view from a query) to a caller with
+/// masked columns: a write can copy a masked column into a table, or rename it, where the
+/// mask no longer knows it.
+///
+/// # Errors
+///
+/// `UNAUTHORIZED` when the caller's role masks columns.
+pub(crate) fn refuse_masked_write(
+    principal: &crate::config::Principal,
+    what: &str,
+) -> Result<(), ToolError> {
+    match &principal.masking {
+        None => Ok(()),
+        Some(policy) => Err(ToolError::new(
+            ErrorCode::Unauthorized,
+            format!(
+                "{what} is refused: principal `{}` reads under the masking policy `{}`, and a write could copy or rename a masked column past the mask",
+                principal.name, policy.id
+            ),
+        )
+        .not_retryable()
+        .with_hint("ask for a role without masking to change data")),
+    }
+}
+
 /// The masking of the caller's role for a statement it sends: `None` when nothing is masked
 /// for it; else the policy, once the statement is seen to read every masked column only as
 /// itself (`privacy::reads`), to be applied to the rows with [`sql::ReadOnlyQuery::with_mask`].

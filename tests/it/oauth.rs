@@ -712,6 +712,12 @@ async fn each_role_reads_the_same_chinook_columns_with_its_own_masking_in_every_
             ok(&admin, tool, arguments).await;
         }
     }
+    // A write could copy a masked column where the mask does not know it: refused.
+    let copy = "INSERT INTO genre (genre_id, name) SELECT 1000 + customer_id, email FROM customer";
+    let error = refused(&analyst, "execute_sql", json!({"sql": copy, "dry_run": true})).await;
+    assert_eq!(error["code"], "UNAUTHORIZED", "{error}");
+    assert!(error["message"].as_str().unwrap().contains("masking policy `people`"), "{error}");
+    ok(&admin, "execute_sql", json!({"sql": copy, "dry_run": true})).await;
     analyst.cancel().await.unwrap();
     admin.cancel().await.unwrap();
 

@@ -77,6 +77,10 @@ impl PostgresServer {
         let params: ExecuteSqlParams = parse_arguments(arguments)?;
         let timeout = self.timeout(params.timeout)?;
         let statement = classify_for_execution(&params.sql)?;
+        if statement.writes() {
+            let what = format!("this {} statement", statement.kind);
+            crate::servers::sql_common::refuse_masked_write(&context.principal, &what)?;
+        }
         let mask = crate::servers::sql_common::caller_mask(&statement.text, &context.principal)?;
         if !statement.writes() {
             let query =
