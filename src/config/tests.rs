@@ -299,11 +299,15 @@ fn a_role_names_a_masking_policy_that_its_keys_get_with_a_salt() {
     check(
         "masking:\n  people:\n    email: redact\nauth:\n  roles:\n    analyst:\n      verbs: [read]\n      masking: persons\n",
         &[],
-        &["auth.roles.analyst.masking: `persons` is not one of the policies under masking: (people)"],
+        &[
+            "auth.roles.analyst.masking: `persons` is not one of the policies under masking: (people)",
+        ],
     );
     check(
         "auth:\n  roles:\n    analyst:\n      verbs: [read]\n      masking: people\n",
         &[],
-        &["auth.roles.analyst.masking: `people` is not one of the policies under masking: (none are configured)"],
+        &[
+            "auth.roles.analyst.masking: `people` is not one of the policies under masking: (none are configured)",
+        ],
     );
 }

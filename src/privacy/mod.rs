@@ -112,7 +112,10 @@ mod tests {
         let people = policy("people", &[("email", MaskRule::KeepEmailDomain)]).expect("policy");
         assert!(people.covers("Email"));
         assert!(!people.covers("first_name"));
-        assert_eq!(CellMask::mask(&*people, "EMAIL", &json!("ada@example.com")), json!("***@example.com"));
+        assert_eq!(
+            CellMask::mask(&*people, "EMAIL", &json!("ada@example.com")),
+            json!("***@example.com")
+        );
         assert_eq!(CellMask::mask(&*people, "city", &json!("Berlin")), json!("Berlin"));
     }
 }

@@ -50,12 +50,15 @@ pub(crate) fn check(sql: &str, masked: &dyn Fn(&str) -> bool) -> Result<(), Mask
     let parsed = pg_query::parse(sql, 0).map_err(|error| MaskedRead::Parse(error.to_string()))?;
     for raw in &parsed.protobuf.stmts {
         let Some(node) = raw.stmt.as_ref().and_then(|stmt| stmt.node.as_ref()) else { continue };
-        let tree = serde_json::to_value(node).map_err(|error| MaskedRead::Parse(error.to_string()))?;
+        let tree =
+            serde_json::to_value(node).map_err(|error| MaskedRead::Parse(error.to_string()))?;
         let mut relations = BTreeSet::new();
         relation_names(&tree, &mut relations);
         let walk = Walk { masked, relations: &relations };
         match node {
-            NodeEnum::SelectStmt(select) if select.op == pg_query::protobuf::SetOperation::SetopNone as i32 => {
+            NodeEnum::SelectStmt(select)
+                if select.op == pg_query::protobuf::SetOperation::SetopNone as i32 =>
+            {
                 walk.top_select(&tree, select)?;
             }
             // Outside a plain SELECT a star may land in columns of other names (`INSERT INTO t
@@ -133,14 +136,16 @@ impl Walk<'_> {
         };
         // What each output position is: a masked column or a star (for positional references).
         let mut risky_positions: Vec<bool> = Vec::new();
-        let targets = fields.get("target_list").and_then(Value::as_array).cloned().unwrap_or_default();
+        let targets =
+            fields.get("target_list").and_then(Value::as_array).cloned().unwrap_or_default();
         for target in &targets {
             let Some(res_target) = target.get("node").unwrap_or(target).get("ResTarget") else {
                 self.anywhere(target, "in the SELECT list", true)?;
                 risky_positions.push(false);
                 continue;
             };
-            let alias = res_target.get("name").and_then(Value::as_str).filter(|name| !name.is_empty());
+            let alias =
+                res_target.get("name").and_then(Value::as_str).filter(|name| !name.is_empty());
             let value = res_target.get("val").unwrap_or(&Value::Null);
             if let Some(column_ref) = as_column_ref(value) {
                 let names = column_ref_fields(column_ref);
@@ -290,9 +295,11 @@ impl Walk<'_> {
         }
         match names.as_slice() {
             [.., None] => Err(MaskedRead::Carrier { what: format!("a star {place}") }),
-            [Some(name)] if self.relations.contains(&name.to_lowercase()) => Err(
-                MaskedRead::Carrier { what: format!("the whole-row reference `{name}` {place}") },
-            ),
+            [Some(name)] if self.relations.contains(&name.to_lowercase()) => {
+                Err(MaskedRead::Carrier {
+                    what: format!("the whole-row reference `{name}` {place}"),
+                })
+            }
             _ => Ok(()),
         }
     }
@@ -306,7 +313,8 @@ fn positional(item: &Value) -> Option<usize> {
     let constant = inner.get("AConst")?;
     let value = constant.get("val")?;
     let integer = value.get("Ival").or_else(|| value.get("ival"))?;
-    let number = integer.get("ival").and_then(Value::as_i64).or_else(|| integer.as_i64()).unwrap_or(0);
+    let number =
+        integer.get("ival").and_then(Value::as_i64).or_else(|| integer.as_i64()).unwrap_or(0);
     usize::try_from(number).ok()
 }
 
@@ -365,7 +373,10 @@ mod tests {
             ("SELECT * FROM customer NATURAL JOIN employee", "NATURAL"),
             ("SELECT x FROM customer AS c(a, b, c, d, e, f, g, h, i, j, x)", "column list"),
             ("WITH x(a) AS (SELECT * FROM customer) SELECT * FROM x", "column list"),
-            ("SELECT first_name FROM customer UNION SELECT email FROM customer", "`email` is masked"),
+            (
+                "SELECT first_name FROM customer UNION SELECT email FROM customer",
+                "`email` is masked",
+            ),
             ("SELECT 1 FROM customer HAVING max(email) > ''", "`email` is masked"),
             ("UPDATE customer SET company = 'x' RETURNING *", "RETURNING"),
             ("SELECT * FROM employee UNION SELECT * FROM customer", "a star"),

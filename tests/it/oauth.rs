@@ -588,7 +588,8 @@ async fn each_role_reads_the_same_chinook_columns_with_its_own_masking_in_every_
     let server = masked_setup(&database, &provider.issuer()).http_server(&[]);
     let analyst = server.client(Some(ANALYST_KEY)).await;
     let admin = server.client(Some(ADMIN_KEY)).await;
-    let one = "SELECT customer_id, first_name, email, phone, company FROM customer WHERE customer_id = 1";
+    let one =
+        "SELECT customer_id, first_name, email, phone, company FROM customer WHERE customer_id = 1";
     let star = "SELECT * FROM customer WHERE customer_id = 1";
     for (client, expected, who) in [(&analyst, &MASKED, "analyst"), (&admin, &CLEAR, "admin")] {
         for sql in [one, star] {
@@ -639,10 +640,18 @@ async fn each_role_reads_the_same_chinook_columns_with_its_own_masking_in_every_
             who == "analyst",
             "{who} profile_table {profile}"
         );
-        let emails = profile["distributions"]["email"].to_string()
-            + &profile["topk"]["email"].to_string();
-        assert_eq!(emails.contains("aaronmitchell@"), who == "admin", "{who} profile_table {profile}");
-        assert_eq!(emails.contains("***@yahoo.ca"), who == "analyst", "{who} profile_table {profile}");
+        let emails =
+            profile["distributions"]["email"].to_string() + &profile["topk"]["email"].to_string();
+        assert_eq!(
+            emails.contains("aaronmitchell@"),
+            who == "admin",
+            "{who} profile_table {profile}"
+        );
+        assert_eq!(
+            emails.contains("***@yahoo.ca"),
+            who == "analyst",
+            "{who} profile_table {profile}"
+        );
         // `preview_masked` with a policy that masks only the phone: the analyst's role masks
         // the rest on top.
         let preview = ok(
@@ -683,20 +692,29 @@ async fn each_role_reads_the_same_chinook_columns_with_its_own_masking_in_every_
 
     // A query whose pages would be keyed by a masked column is not paged for the analyst, and
     // no value of it is in the result or its token.
-    let emails = ok(&analyst, "query_sql", json!({"sql": "SELECT email FROM customer", "max_rows": 5})).await;
+    let emails =
+        ok(&analyst, "query_sql", json!({"sql": "SELECT email FROM customer", "max_rows": 5}))
+            .await;
     assert!(!emails.to_string().contains("luisg@"), "{emails}");
     assert!(emails["page_token"].is_null(), "{emails}");
-    let emails = ok(&admin, "query_sql", json!({"sql": "SELECT email FROM customer", "max_rows": 5})).await;
+    let emails =
+        ok(&admin, "query_sql", json!({"sql": "SELECT email FROM customer", "max_rows": 5})).await;
     assert!(emails["page_token"].is_string(), "{emails}");
 
     // Every way around the mask is refused for the analyst and runs for the admin.
     let tricks = [
         ("SELECT lower(email) FROM customer", "`email` is masked for this caller"),
         ("SELECT email || '' FROM customer", "`email` is masked for this caller"),
-        ("SELECT first_name FROM customer WHERE email LIKE 'a%'", "`email` is masked for this caller"),
+        (
+            "SELECT first_name FROM customer WHERE email LIKE 'a%'",
+            "`email` is masked for this caller",
+        ),
         ("SELECT email AS e FROM customer", "`email` is masked for this caller"),
         ("SELECT * FROM (SELECT phone FROM customer) s", "`phone` is masked for this caller"),
-        ("WITH c AS (SELECT company FROM customer) SELECT * FROM c", "`company` is masked for this caller"),
+        (
+            "WITH c AS (SELECT company FROM customer) SELECT * FROM c",
+            "`company` is masked for this caller",
+        ),
         ("SELECT row_to_json(c) FROM customer c", "whole-row reference `c`"),
         ("SELECT first_name FROM customer ORDER BY email", "`email` is masked for this caller"),
     ];
@@ -732,9 +750,10 @@ async fn each_role_reads_the_same_chinook_columns_with_its_own_masking_in_every_
         assert_customer_one(&read, expected, who);
         let read = ok(&client, "query_sql", json!({"sql": star})).await;
         assert_customer_one(&read, expected, who);
-        let trick = call(&client, "query_sql", json!({"sql": "SELECT lower(email) FROM customer"}), None)
-            .await
-            .unwrap();
+        let trick =
+            call(&client, "query_sql", json!({"sql": "SELECT lower(email) FROM customer"}), None)
+                .await
+                .unwrap();
         assert_eq!(trick.is_error, Some(who == "analyst-app"), "{who}: {trick:?}");
         client.cancel().await.unwrap();
     }

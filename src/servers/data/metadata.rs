@@ -15,10 +15,10 @@ use serde_json::{Map, Value, json};
 
 use super::DataServer;
 use super::table::{TableRef, quote};
+use crate::privacy::mask::{MaskingPolicy, mask_value};
 use crate::servers::sql_common::sql_error;
 use crate::servers::{CallContext, ToolSpec};
 use crate::sql::introspect::{Column, Relation, RelationKind};
-use crate::privacy::mask::{MaskingPolicy, mask_value};
 use crate::sql::{self, DatabaseSchema, ReadLimits, ReadOnlyQuery, ReadResult};
 use crate::tool::{ErrorCode, ToolError, ToolOutput, Verb, parse_arguments};
 
@@ -980,9 +980,10 @@ async fn sample_table(
     let (result, percent) = match params.method {
         SampleMethod::Head => {
             let text = format!("SELECT * FROM {quoted} LIMIT {limit}");
-            let result = run_masked(server, &text, limit, server.config.default_timeout, mask.clone())
-                .await
-                .map_err(|error| built_sql_error(error, timeout_hint))?;
+            let result =
+                run_masked(server, &text, limit, server.config.default_timeout, mask.clone())
+                    .await
+                    .map_err(|error| built_sql_error(error, timeout_hint))?;
             (result, None)
         }
         SampleMethod::Random => {
@@ -995,9 +996,15 @@ async fn sample_table(
             match percent {
                 None => {
                     let text = format!("SELECT * FROM {quoted} ORDER BY random() LIMIT {limit}");
-                    let result = run_masked(server, &text, limit, server.config.default_timeout, mask.clone())
-                        .await
-                        .map_err(|error| built_sql_error(error, timeout_hint))?;
+                    let result = run_masked(
+                        server,
+                        &text,
+                        limit,
+                        server.config.default_timeout,
+                        mask.clone(),
+                    )
+                    .await
+                    .map_err(|error| built_sql_error(error, timeout_hint))?;
                     (result, None)
                 }
                 Some(first) => {
@@ -1008,9 +1015,15 @@ async fn sample_table(
                         let text = format!(
                             "SELECT * FROM {quoted} TABLESAMPLE SYSTEM ({percent:.6}) ORDER BY random() LIMIT {limit}"
                         );
-                        let result = run_masked(server, &text, limit, server.config.default_timeout, mask.clone())
-                            .await
-                            .map_err(|error| built_sql_error(error, timeout_hint))?;
+                        let result = run_masked(
+                            server,
+                            &text,
+                            limit,
+                            server.config.default_timeout,
+                            mask.clone(),
+                        )
+                        .await
+                        .map_err(|error| built_sql_error(error, timeout_hint))?;
                         if result.rows.len() >= limit
                             || result.truncated.is_some()
                             || percent >= 100.0

@@ -21,8 +21,8 @@ use serde_json::{Map, Value, json};
 use super::sql_common::{SchemaCache, Target};
 use super::{CallContext, ToolSpec};
 use crate::config::{DataConfig, SqlConfig};
-use crate::sql;
 use crate::privacy::mask::{MaskRule, MaskingPolicy};
+use crate::sql;
 use crate::tool::{ToolError, ToolOutput};
 
 pub(crate) use table::TableRef;

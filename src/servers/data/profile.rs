@@ -17,10 +17,10 @@ use serde_json::{Map, Value, json};
 
 use super::DataServer;
 use super::table::{ResolvedTable, TableRef, quote};
+use crate::privacy::mask::{MaskingPolicy, mask_value};
 use crate::servers::sql_common::sql_error;
 use crate::servers::{CallContext, ToolSpec};
 use crate::sql::introspect::{Column, Relation, RelationKind};
-use crate::privacy::mask::{MaskingPolicy, mask_value};
 use crate::sql::pii;
 use crate::sql::{self, ReadLimits, ReadOnlyQuery, ReadResult};
 use crate::tool::{ErrorCode, ToolError, ToolOutput, Verb, parse_arguments};
