@@ -669,6 +669,27 @@ async fn each_role_reads_the_same_chinook_columns_with_its_own_masking_in_every_
         );
     }
 
+    // `query_plan`: a Substrait plan reading `customer` becomes SQL that takes `query_sql`'s
+    // path, masking included.
+    let plan = json!({"relations": [{"root": {
+        "names": ["customer_id", "email"],
+        "input": {"read": {
+            "namedTable": {"names": ["public", "customer"]},
+            "baseSchema": {"names": ["customer_id", "email"],
+                "struct": {"types": [{"i32": {}}, {"string": {}}]}}
+        }}
+    }}]});
+    for (client, expected, who) in [(&analyst, &MASKED, "analyst"), (&admin, &CLEAR, "admin")] {
+        let read = ok(client, "query_plan", json!({"substrait": plan, "max_rows": 100})).await;
+        let row = read["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .position(|row| row[0] == 1)
+            .unwrap_or_else(|| panic!("customer 1 in {read}"));
+        assert_eq!(read["rows"][row][1], json!(expected[0].1), "{who} query_plan {read}");
+    }
+
     // The `res://samples` resource is `sample_table` for the caller.
     for (client, clear) in [(&analyst, false), (&admin, true)] {
         let catalogs = client
