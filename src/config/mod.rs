@@ -392,7 +392,11 @@ impl Config {
                     let limit = role
                         .calls_per_minute
                         .map_or_else(String::new, |limit| format!(", {limit} calls/min"));
-                    format!("{name} [{}] tools: {tools}{limit}", verbs_text(&role.verbs))
+                    let masking = role
+                        .masking
+                        .as_ref()
+                        .map_or_else(String::new, |policy| format!(", masking {}", policy.id));
+                    format!("{name} [{}] tools: {tools}{limit}{masking}", verbs_text(&role.verbs))
                 })
                 .collect();
             out.insert(
