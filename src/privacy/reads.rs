@@ -23,6 +23,7 @@
 use std::collections::BTreeSet;
 
 use pg_query::NodeEnum;
+use pg_query::protobuf::SetOperation;
 use serde_json::Value;
 
 /// Why a statement was refused for a caller with masked columns.
@@ -56,10 +57,8 @@ pub(crate) fn check(sql: &str, masked: &dyn Fn(&str) -> bool) -> Result<(), Mask
         relation_names(&tree, &mut relations);
         let walk = Walk { masked, relations: &relations };
         match node {
-            NodeEnum::SelectStmt(select)
-                if select.op == pg_query::protobuf::SetOperation::SetopNone as i32 =>
-            {
-                walk.top_select(&tree, select)?;
+            NodeEnum::SelectStmt(select) if select.op == SetOperation::SetopNone as i32 => {
+                walk.top_select(&tree)?;
             }
             // Outside a plain SELECT a star may land in columns of other names (`INSERT INTO t
             // SELECT *`, `CREATE VIEW v AS SELECT *`): no star is taken for the real names.
@@ -126,11 +125,7 @@ struct Walk<'a> {
 impl Walk<'_> {
     /// The top-level `SELECT`: bare masked columns and stars in its list are fine; everything
     /// else is walked as [`Walk::anywhere`].
-    fn top_select(
-        &self,
-        tree: &Value,
-        select: &pg_query::protobuf::SelectStmt,
-    ) -> Result<(), MaskedRead> {
+    fn top_select(&self, tree: &Value) -> Result<(), MaskedRead> {
         let Some(fields) = tree.get("SelectStmt").and_then(Value::as_object) else {
             return self.anywhere(tree, "in this statement", false);
         };
@@ -204,8 +199,6 @@ impl Walk<'_> {
             };
             self.anywhere(child, place, true)?;
         }
-        // `select` is only read for its operation above.
-        let _ = select;
         Ok(())
     }
 
@@ -229,7 +222,7 @@ impl Walk<'_> {
                 let set_operation = map
                     .get("op")
                     .and_then(Value::as_i64)
-                    .is_some_and(|op| op > pg_query::protobuf::SetOperation::SetopNone as i64);
+                    .is_some_and(|op| op > SetOperation::SetopNone as i64);
                 let stars_keep_names = stars_keep_names && !set_operation;
                 if stars_keep_names && let Some(res_target) = map.get("ResTarget") {
                     // A star or a bare column in an inner SELECT list keeps its name; the name
