@@ -523,12 +523,13 @@ const ANALYST_KEY: &str = "orca_test_key_of_the_analyst_role";
 const ADMIN_KEY: &str = "orca_test_key_of_the_admin_role";
 
 /// orca on `database` accepting tokens from `issuer`, where the analyst role masks the people
-/// columns of Chinook's `customer` and the admin role masks nothing; one API key per role.
+/// columns of Chinook's `customer` and the admin role masks nothing; one API key per role. Both
+/// hold every verb, so that only the masking refuses the analyst's writes.
 fn masked_setup(database: &TestDatabase, issuer: &str) -> OrcaSetup {
     let analyst = hex::encode(Sha256::digest(ANALYST_KEY.as_bytes()));
     let admin = hex::encode(Sha256::digest(ADMIN_KEY.as_bytes()));
     OrcaSetup::new(&database.url).with_config(&format!(
-        "masking:\n  people:\n    email: keep_email_domain\n    phone: keep_last:4\n    company: redact\n  phones:\n    phone: redact\nauth:\n  api_keys:\n    - name: analyst-key\n      sha256: {analyst}\n      role: analyst\n    - name: admin-key\n      sha256: {admin}\n      role: admin\n  oauth:\n    issuer: {issuer}\n    resource: {RESOURCE}\n    scopes_supported: [orca.read, orca.write]\n    required_scopes: [orca.read]\n    roles_claim: groups\n    leeway_seconds: 0\n    jwks_min_refresh_seconds: 0\n  roles:\n    analyst:\n      verbs: [read]\n      masking: people\n    admin:\n      verbs: [read, create, update, delete]\n"
+        "masking:\n  people:\n    email: keep_email_domain\n    phone: keep_last:4\n    company: redact\n  phones:\n    phone: redact\nauth:\n  api_keys:\n    - name: analyst-key\n      sha256: {analyst}\n      role: analyst\n    - name: admin-key\n      sha256: {admin}\n      role: admin\n  oauth:\n    issuer: {issuer}\n    resource: {RESOURCE}\n    scopes_supported: [orca.read, orca.write]\n    required_scopes: [orca.read]\n    roles_claim: groups\n    leeway_seconds: 0\n    jwks_min_refresh_seconds: 0\n  roles:\n    analyst:\n      verbs: [read, create, update, delete]\n      masking: people\n    admin:\n      verbs: [read, create, update, delete]\n"
     ))
 }
 
@@ -757,6 +758,15 @@ async fn each_role_reads_the_same_chinook_columns_with_its_own_masking_in_every_
     assert_eq!(error["code"], "UNAUTHORIZED", "{error}");
     assert!(error["message"].as_str().unwrap().contains("masking policy `people`"), "{error}");
     ok(&admin, "execute_sql", json!({"sql": copy, "dry_run": true})).await;
+    let target = json!({"table": "customer_copy"});
+    for (tool, arguments) in [
+        ("materialize_sql", json!({"sql": "SELECT * FROM customer", "target": target})),
+        ("create_view", json!({"sql": "SELECT * FROM customer", "name": target})),
+    ] {
+        let error = refused(&analyst, tool, arguments).await;
+        assert_eq!(error["code"], "UNAUTHORIZED", "{tool}: {error}");
+        assert!(error["message"].as_str().unwrap().contains("masking policy `people`"), "{error}");
+    }
     analyst.cancel().await.unwrap();
     admin.cancel().await.unwrap();
 
