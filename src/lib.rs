@@ -32,6 +32,7 @@ mod external;
 pub mod fuzzing;
 mod gateway;
 mod llm;
+mod privacy;
 mod registry;
 mod servers;
 mod splice;

@@ -305,6 +305,8 @@ impl Running {
             None => None,
         };
         let secret = crate::sql::Secret::load(config.secret.as_ref(), &config.home)?;
+        let mut config = config;
+        config.auth.salt_masking(|id| crate::privacy::salt(&secret, id));
         let directory: crate::servers::orca::Directory = Arc::default();
         if databases.is_embedded() && databases.target_url.is_some() {
             seed_chinook_context(&config.llm.context_file);

@@ -27,6 +27,9 @@ pub(crate) struct Principal {
     /// The roles of `auth.roles` that gave a token its verbs, in the token's order, joined with
     /// `,`; `None` for API keys, stdio and anonymous callers, and for a token holding none.
     pub(crate) role: Option<String>,
+    /// The masking applied to every value it reads, from its roles (`privacy::combine`);
+    /// `None`: nothing is masked.
+    pub(crate) masking: Option<std::sync::Arc<crate::privacy::mask::MaskingPolicy>>,
 }
 
 impl Principal {
@@ -39,6 +42,7 @@ impl Principal {
             calls_per_minute: None,
             client: None,
             role: None,
+            masking: None,
         }
     }
 
@@ -54,7 +58,8 @@ impl Principal {
     }
 
     /// A principal holding `roles`: their verbs together, the tools any of them admits, the
-    /// most generous rate limit (none when one of them has none).
+    /// most generous rate limit (none when one of them has none), and their masking (none
+    /// when one of them masks nothing; else every column any of them masks).
     pub(crate) fn with_roles<'a>(
         name: impl Into<String>,
         roles: impl IntoIterator<Item = &'a Role>,
@@ -63,8 +68,10 @@ impl Principal {
         let mut policies = Some(Vec::new());
         let mut limit = Some(0u32);
         let mut any = false;
+        let mut masking = Vec::new();
         for role in roles {
             any = true;
+            masking.push(role.masking.clone());
             principal.verbs.extend(role.verbs.iter().copied());
             match (&mut policies, &role.tools) {
                 (Some(list), Some(policy)) => list.push(policy.clone()),
@@ -78,6 +85,7 @@ impl Principal {
         }
         principal.tools = policies.map(Into::into);
         principal.calls_per_minute = if any { limit } else { None };
+        principal.masking = crate::privacy::combine(masking);
         principal
     }
 }
@@ -87,6 +95,8 @@ impl Principal {
 pub(crate) struct ApiKey {
     pub(crate) sha256: [u8; 32],
     pub(crate) principal: Principal,
+    /// The role it holds (`role:`), whose masking it gets once salted.
+    pub(crate) role: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -104,6 +114,24 @@ impl AuthConfig {
     /// Whether HTTP callers must authenticate (API keys or OAuth are configured).
     pub(crate) fn required(&self) -> bool {
         !self.api_keys.is_empty() || self.oauth.is_some()
+    }
+
+    /// Fills the salt of each role's masking policy (`salt` of the policy id, from the orca
+    /// secret, as `preview_masked` salts the same policy) and gives API keys with a role the
+    /// salted policy.
+    pub(crate) fn salt_masking(&mut self, salt: impl Fn(&str) -> String) {
+        for role in self.roles.values_mut() {
+            if let Some(policy) = &role.masking {
+                let mut salted = (**policy).clone();
+                salted.salt = salt(&salted.id);
+                role.masking = Some(std::sync::Arc::new(salted));
+            }
+        }
+        for key in &mut self.api_keys {
+            if let Some(role) = key.role.as_ref().and_then(|role| self.roles.get(role)) {
+                key.principal.masking = role.masking.clone();
+            }
+        }
     }
 }
 
@@ -126,8 +154,13 @@ fn validate_principal(
     Principal::new(name, verbs)
 }
 
-pub(super) fn validate_auth(raw: RawAuth, file: &str, errors: &mut Vec<String>) -> AuthConfig {
-    let roles = oauth::validate_roles(raw.roles, file, errors);
+pub(super) fn validate_auth(
+    raw: RawAuth,
+    masking: &BTreeMap<String, BTreeMap<String, crate::privacy::mask::MaskRule>>,
+    file: &str,
+    errors: &mut Vec<String>,
+) -> AuthConfig {
+    let roles = oauth::validate_roles(raw.roles, masking, file, errors);
     let mut api_keys = Vec::new();
     let mut names = BTreeSet::new();
     let mut hashes = BTreeSet::new();
@@ -154,6 +187,7 @@ pub(super) fn validate_auth(raw: RawAuth, file: &str, errors: &mut Vec<String>) 
                 [0u8; 32]
             }
         };
+        let key_role = role.clone();
         let principal = match (role, verbs) {
             (Some(role), None) => match roles.get(&role) {
                 Some(found) => {
@@ -185,7 +219,7 @@ pub(super) fn validate_auth(raw: RawAuth, file: &str, errors: &mut Vec<String>) 
                 Principal::new(name, validate_verbs(&verbs, &format!("{key}.verbs"), file, errors))
             }
         };
-        api_keys.push(ApiKey { sha256: digest, principal });
+        api_keys.push(ApiKey { sha256: digest, principal, role: key_role });
     }
     let oauth = raw.oauth.and_then(|raw| oauth::validate_oauth(raw, file, errors));
     if !roles.is_empty() && oauth.as_ref().is_some_and(|oauth| oauth.roles_claim.is_none()) {

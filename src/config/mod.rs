@@ -141,7 +141,7 @@ pub(crate) struct Config {
     /// Limits of the `data` server's metadata and profiling tools (`data:`).
     pub(crate) data: DataConfig,
     /// Masking policies by id (`masking:`): column name -> rule.
-    pub(crate) masking: BTreeMap<String, BTreeMap<String, crate::sql::mask::MaskRule>>,
+    pub(crate) masking: BTreeMap<String, BTreeMap<String, crate::privacy::mask::MaskRule>>,
     /// Model providers, per-tool defaults and the context file (`llm:` and the environment).
     pub(crate) llm: LlmConfig,
     /// The `metabase` server (`METABASE_URL` and credentials, or `metabase:`); `None` when unset.
@@ -287,7 +287,11 @@ impl Config {
                     let limit = role
                         .calls_per_minute
                         .map_or_else(String::new, |limit| format!(", {limit} calls/min"));
-                    format!("{name} [{}] tools: {tools}{limit}", verbs_text(&role.verbs))
+                    let masking = role
+                        .masking
+                        .as_ref()
+                        .map_or_else(String::new, |policy| format!(", masking {}", policy.id));
+                    format!("{name} [{}] tools: {tools}{limit}{masking}", verbs_text(&role.verbs))
                 })
                 .collect();
             out.insert(
@@ -597,7 +601,32 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
         .auth
         .and_then(|value| section(value, "auth", &file_label, &mut errors))
         .unwrap_or_default();
-    let auth = auth::validate_auth(raw_auth, &file_label, &mut errors);
+    // A YAML `null` (unquoted) is the `null` rule.
+    let raw_masking: BTreeMap<String, BTreeMap<String, Option<String>>> = sections
+        .masking
+        .and_then(|value| section(value, "masking", &file_label, &mut errors))
+        .unwrap_or_default();
+    let mut masking = BTreeMap::new();
+    for (policy, columns) in raw_masking {
+        if columns.is_empty() {
+            errors.push(format!(
+                "{file_label}: masking.{policy}: a policy needs at least one column"
+            ));
+        }
+        let mut rules = BTreeMap::new();
+        for (column, text) in columns {
+            match crate::privacy::mask::parse_rule(text.as_deref().unwrap_or("null")) {
+                Ok(rule) => {
+                    rules.insert(column, rule);
+                }
+                Err(message) => {
+                    errors.push(format!("{file_label}: masking.{policy}.{column}: {message}"))
+                }
+            }
+        }
+        masking.insert(policy, rules);
+    }
+    let auth = auth::validate_auth(raw_auth, &masking, &file_label, &mut errors);
     let raw_http: RawHttp = sections
         .http
         .and_then(|value| section(value, "http", &file_label, &mut errors))
@@ -743,31 +772,6 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
             None => DataConfig::default().sample_rows,
         },
     };
-    // A YAML `null` (unquoted) is the `null` rule.
-    let raw_masking: BTreeMap<String, BTreeMap<String, Option<String>>> = sections
-        .masking
-        .and_then(|value| section(value, "masking", &file_label, &mut errors))
-        .unwrap_or_default();
-    let mut masking = BTreeMap::new();
-    for (policy, columns) in raw_masking {
-        if columns.is_empty() {
-            errors.push(format!(
-                "{file_label}: masking.{policy}: a policy needs at least one column"
-            ));
-        }
-        let mut rules = BTreeMap::new();
-        for (column, text) in columns {
-            match crate::sql::mask::parse_rule(text.as_deref().unwrap_or("null")) {
-                Ok(rule) => {
-                    rules.insert(column, rule);
-                }
-                Err(message) => {
-                    errors.push(format!("{file_label}: masking.{policy}.{column}: {message}"))
-                }
-            }
-        }
-        masking.insert(policy, rules);
-    }
 
     let llm = llm::load(sections.llm, env, &file_label, &home, &mut errors);
     let metabase = metabase::load(sections.metabase, env, &file_label, &mut errors);

@@ -3,12 +3,14 @@
 //! claims it reads) and the roles a token's claim names, each with its verbs.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
 
 use super::policy::ToolPolicy;
 use super::validate_verbs;
+use crate::privacy::mask::{MaskRule, MaskingPolicy};
 use crate::tool::Verb;
 
 /// `auth.oauth` as written.
@@ -37,6 +39,8 @@ pub(super) struct RawRole {
     /// Gateway tool names (globs), `server:<name>`, and `!` exclusions; default: every tool.
     tools: Option<Vec<String>>,
     calls_per_minute: Option<u32>,
+    /// The id of a policy under `masking:` applied to every value its holders read.
+    masking: Option<String>,
 }
 
 /// The issuer orca trusts and what a token must carry.
@@ -81,6 +85,9 @@ pub(crate) struct Role {
     pub(crate) tools: Option<ToolPolicy>,
     /// Tool calls a minute per principal holding it (per replica); `None`: no limit.
     pub(crate) calls_per_minute: Option<u32>,
+    /// The masking policy applied to what its holders read (`auth.roles.<name>.masking`); its
+    /// salt is filled from the orca secret when orca starts. `None`: nothing is masked.
+    pub(crate) masking: Option<Arc<MaskingPolicy>>,
 }
 
 /// `scheme://host[:port]` and the path (with its leading `/`, possibly empty) of a URL.
@@ -184,6 +191,7 @@ pub(super) fn validate_oauth(
 
 pub(super) fn validate_roles(
     raw: BTreeMap<String, RawRole>,
+    masking: &BTreeMap<String, BTreeMap<String, MaskRule>>,
     file: &str,
     errors: &mut Vec<String>,
 ) -> BTreeMap<String, Role> {
@@ -206,7 +214,22 @@ pub(super) fn validate_roles(
                     "{file}: {key}.calls_per_minute: at least 1 (leave it out for no limit)"
                 ));
             }
-            (name, Role { verbs, tools, calls_per_minute: role.calls_per_minute })
+            let masking = role.masking.and_then(|id| match masking.get(&id) {
+                Some(columns) => Some(Arc::new(MaskingPolicy {
+                    id,
+                    columns: columns.clone(),
+                    salt: String::new(),
+                })),
+                None => {
+                    let known: Vec<&str> = masking.keys().map(String::as_str).collect();
+                    errors.push(format!(
+                        "{file}: {key}.masking: `{id}` is not one of the policies under masking: ({})",
+                        if known.is_empty() { "none are configured".to_owned() } else { known.join(", ") }
+                    ));
+                    None
+                }
+            });
+            (name, Role { verbs, tools, calls_per_minute: role.calls_per_minute, masking })
         })
         .collect()
 }

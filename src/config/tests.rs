@@ -167,12 +167,12 @@ fn data_limits_and_masking_policies_are_read_and_checked() {
     assert_eq!(config.data.exact_count_max_rows, 10);
     assert_eq!(config.data.sample_rows, 50);
     assert_eq!(config.masking["customers"].len(), 3);
-    assert_eq!(config.masking["customers"]["company"], crate::sql::mask::MaskRule::Null);
+    assert_eq!(config.masking["customers"]["company"], crate::privacy::mask::MaskRule::Null);
     assert_eq!(check("", &[], &[]).unwrap().data.sample_rows, 100_000);
     check(
         "data:\n  colour: 1\nmasking:\n  p:\n    email: scramble\n  empty: {}\n",
         &[],
-        &["data.colour", "masking.empty: a policy needs at least one column", "masking.p.email"],
+        &["masking.empty: a policy needs at least one column", "masking.p.email", "data.colour"],
     );
     check("data:\n  sample_rows: 0\n", &[], &["data.sample_rows: must be greater than zero"]);
 }
@@ -277,4 +277,37 @@ fn trusted_proxies_are_addresses_or_cidr_ranges_checked_at_load() {
         ],
     );
     check("http: {trusted_proxies: 10.0.0.1}\n", &[], &["http.trusted_proxies"]);
+}
+
+#[test]
+fn a_role_names_a_masking_policy_that_its_keys_get_with_a_salt() {
+    let hash = "ab".repeat(32);
+    let other = "cd".repeat(32);
+    let yaml = format!(
+        "masking:\n  people:\n    email: redact\nauth:\n  roles:\n    analyst:\n      verbs: [read]\n      masking: people\n    admin:\n      verbs: [read]\n  api_keys:\n    - name: a\n      sha256: {hash}\n      role: analyst\n    - name: b\n      sha256: {other}\n      role: admin\n"
+    );
+    let mut config = check(&yaml, &[], &[]).unwrap();
+    let policy = config.auth.roles["analyst"].masking.clone().unwrap();
+    assert_eq!(policy.id, "people");
+    assert_eq!(config.auth.roles["admin"].masking, None);
+    config.auth.salt_masking(|id| format!("salt of {id}"));
+    let analyst = &config.auth.api_keys[0].principal;
+    let salted = analyst.masking.as_deref().unwrap();
+    assert_eq!((salted.id.as_str(), salted.salt.as_str()), ("people", "salt of people"));
+    assert!(salted.rule_for("EMAIL").is_some());
+    assert_eq!(config.auth.api_keys[1].principal.masking, None);
+    check(
+        "masking:\n  people:\n    email: redact\nauth:\n  roles:\n    analyst:\n      verbs: [read]\n      masking: persons\n",
+        &[],
+        &[
+            "auth.roles.analyst.masking: `persons` is not one of the policies under masking: (people)",
+        ],
+    );
+    check(
+        "auth:\n  roles:\n    analyst:\n      verbs: [read]\n      masking: people\n",
+        &[],
+        &[
+            "auth.roles.analyst.masking: `people` is not one of the policies under masking: (none are configured)",
+        ],
+    );
 }

@@ -71,7 +71,7 @@ mod tests {
                 .map(|(name, key, verbs)| {
                     let mut sha256 = [0u8; 32];
                     sha256.copy_from_slice(&hex::decode(hash_key(key)).unwrap());
-                    ApiKey { sha256, principal: principal(name, verbs) }
+                    ApiKey { sha256, principal: principal(name, verbs), role: None }
                 })
                 .collect(),
             stdio: principal("local", &Verb::ALL),

@@ -121,7 +121,7 @@ pub(crate) struct ServerDependencies {
     /// Masking policies by id: column name -> rule.
     pub(crate) masking: std::collections::BTreeMap<
         String,
-        std::collections::BTreeMap<String, crate::sql::mask::MaskRule>,
+        std::collections::BTreeMap<String, crate::privacy::mask::MaskRule>,
     >,
     /// Model providers and the context file, for the tools that ask a model.
     pub(crate) intelligence: crate::servers::postgres::Intelligence,

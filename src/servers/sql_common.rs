@@ -1,6 +1,6 @@
 //! What the SQL servers (`postgres` and `data`) share, so that neither imports the other: the
 //! target database, the cached schema, results as the TabularResult of the data-provider
-//! specification, and the tool error for an SQL error.
+//! specification, the tool error for an SQL error, and the caller's masking of a read.
 
 use std::sync::Arc;
 
@@ -27,6 +27,55 @@ impl Target {
         let label = format!("{}:{}/{database}", options.get_host(), options.get_port());
         Target { pool, label, source: format!("postgres:{database}") }
     }
+}
+
+/// Refuses a write (or a tool that writes: a table or view from a query) to a caller with
+/// masked columns: a write can copy a masked column into a table, or rename it, where the
+/// mask no longer knows it.
+///
+/// # Errors
+///
+/// `UNAUTHORIZED` when the caller's role masks columns.
+pub(crate) fn refuse_masked_write(
+    principal: &crate::config::Principal,
+    what: &str,
+) -> Result<(), ToolError> {
+    match &principal.masking {
+        None => Ok(()),
+        Some(policy) => Err(ToolError::new(
+            ErrorCode::Unauthorized,
+            format!(
+                "{what} is refused: principal `{}` reads under the masking policy `{}`, and a write could copy or rename a masked column past the mask",
+                principal.name, policy.id
+            ),
+        )
+        .not_retryable()
+        .with_hint("ask for a role without masking to change data")),
+    }
+}
+
+/// The masking of the caller's role for a statement it sends: `None` when nothing is masked
+/// for it; else the policy, once the statement is seen to read every masked column only as
+/// itself (`privacy::reads`), to be applied to the rows with [`sql::ReadOnlyQuery::with_mask`].
+///
+/// # Errors
+///
+/// `UNAUTHORIZED` naming the masked column, or what could carry one, when the statement reads
+/// a masked column in a way the mask cannot follow.
+pub(crate) fn caller_mask(
+    sql_text: &str,
+    principal: &crate::config::Principal,
+) -> Result<Option<Arc<dyn sql::CellMask>>, ToolError> {
+    let Some(policy) = &principal.masking else { return Ok(None) };
+    crate::privacy::reads::check(sql_text, &|name| policy.rule_for(name).is_some()).map_err(
+        |refusal| {
+            ToolError::new(ErrorCode::Unauthorized, refusal.to_string()).not_retryable().with_hint(
+                "select the masked columns by name or with * in the top-level SELECT list, without renaming them or using them elsewhere in the query",
+            )
+        },
+    )?;
+    let mask: Arc<dyn sql::CellMask> = policy.clone();
+    Ok(Some(mask))
 }
 
 /// The introspected schema, kept for a while and dropped when DDL runs through orca.

@@ -7,7 +7,6 @@ mod confirm;
 mod encode;
 pub mod hints;
 pub(crate) mod introspect;
-pub mod mask;
 pub(crate) mod materialize;
 pub(crate) mod page;
 pub mod pii;
@@ -32,9 +31,9 @@ pub(crate) use confirm::{TokenCheck, check_token, token_text};
 pub(crate) use introspect::{DatabaseSchema, introspect};
 pub(crate) use policy::VolatileCall;
 pub(crate) use read::{
-    EncodedRows, HINT_SAMPLES, PageRequest, Paging, ReadLimits, ReadOnlyQuery, ReadResult,
-    ResultColumn, RowSink, TimeFilter, Truncation, check_read, run_paged_read, run_read,
-    run_read_into, sample_text, single_statement,
+    CellMask, EncodedRows, HINT_SAMPLES, PageRequest, Paging, ReadLimits, ReadOnlyQuery,
+    ReadResult, ResultColumn, RowSink, TimeFilter, Truncation, check_read, run_paged_read,
+    run_read, run_read_into, sample_text, single_statement,
 };
 pub use statement::{Classification, Effect, ParseError, QualifiedName, Statement, StatementKind};
 pub(crate) use validate::{Validated, validate};

@@ -29,6 +29,38 @@ pub(crate) struct ReadLimits {
 #[derive(Debug, Clone)]
 pub(crate) struct ReadOnlyQuery {
     statement: Statement,
+    /// What replaces the cells of some output columns before rows are kept; `None`: nothing.
+    mask: Option<std::sync::Arc<dyn CellMask>>,
+}
+
+/// Replaces the cells of some output columns, chosen by name, as rows are decoded: before
+/// they are counted, encoded or sampled, so nothing unmasked is kept. The layer that knows the
+/// caller (masking for a role) implements it; a read only applies it.
+pub(crate) trait CellMask: std::fmt::Debug + Send + Sync {
+    /// Whether the cells of the output column `name` are replaced.
+    fn covers(&self, name: &str) -> bool;
+    /// The replacement of one cell of the output column `name`.
+    fn mask(&self, name: &str, value: &Value) -> Value;
+}
+
+/// For each output column, whether `mask` covers it.
+fn covered(mask: Option<&dyn CellMask>, columns: &[ResultColumn]) -> Vec<bool> {
+    columns.iter().map(|column| mask.is_some_and(|mask| mask.covers(&column.name))).collect()
+}
+
+/// Masks the covered cells of one decoded row in place.
+fn mask_row(
+    mask: Option<&dyn CellMask>,
+    columns: &[ResultColumn],
+    covered: &[bool],
+    row: &mut [Value],
+) {
+    let Some(mask) = mask else { return };
+    for ((cell, column), covered) in row.iter_mut().zip(columns).zip(covered) {
+        if *covered {
+            *cell = mask.mask(&column.name, cell);
+        }
+    }
 }
 
 impl ReadOnlyQuery {
@@ -44,11 +76,22 @@ impl ReadOnlyQuery {
         if statement.writes() {
             return Err(Error::NotARead { statement: Box::new(statement) });
         }
-        Ok(ReadOnlyQuery { statement })
+        Ok(ReadOnlyQuery { statement, mask: None })
     }
 
     pub(crate) fn statement(&self) -> &Statement {
         &self.statement
+    }
+
+    /// The same read with the cells of the columns `mask` covers replaced as rows arrive.
+    #[must_use]
+    pub(crate) fn with_mask(mut self, mask: Option<std::sync::Arc<dyn CellMask>>) -> ReadOnlyQuery {
+        self.mask = mask;
+        self
+    }
+
+    fn mask(&self) -> Option<&dyn CellMask> {
+        self.mask.as_deref()
     }
 }
 
@@ -268,7 +311,7 @@ async fn read_in_transaction<R: RowSink>(
         if !calls.is_empty() {
             return Err(Error::Volatile { calls });
         }
-        fetch_rows(connection, &query.statement, limits).await
+        fetch_rows(connection, &query.statement, query.mask(), limits).await
     }
     .await;
     // Whatever happened, the connection goes back clean, or not at all.
@@ -357,9 +400,11 @@ async fn describe(
 async fn fetch_rows<R: RowSink>(
     connection: &mut PoolConnection<Postgres>,
     statement: &Statement,
+    mask: Option<&dyn CellMask>,
     limits: ReadLimits,
 ) -> Result<ReadResult<R>, Error> {
     let Described { columns, decoders, .. } = describe(connection, statement).await?;
+    let covered = covered(mask, &columns);
     let sql = if statement.is_cursor_query() {
         wrapped_select(&statement.text, &decoders, limits.max_rows)
     } else {
@@ -376,7 +421,8 @@ async fn fetch_rows<R: RowSink>(
                 truncated = Some(Truncation::MaxRows);
                 break;
             }
-            let values = decode_row(&row, &decoders)?;
+            let mut values = decode_row(&row, &decoders)?;
+            mask_row(mask, &columns, &covered, &mut values);
             let size = values.iter().map(encode::json_size).sum::<usize>() + values.len() + 2;
             if bytes + size > limits.max_bytes {
                 truncated = Some(Truncation::MaxBytes);
@@ -555,7 +601,7 @@ pub(crate) async fn run_paged_read(
             if !calls.is_empty() {
                 return Err(Error::Volatile { calls });
             }
-            fetch_page(&mut connection, &query.statement, limits, request).await
+            fetch_page(&mut connection, &query.statement, query.mask(), limits, request).await
         }
         .await;
         if let Err(error) = roll_back(&mut connection).await {
@@ -576,6 +622,7 @@ pub(crate) async fn run_paged_read(
 async fn fetch_page(
     connection: &mut PoolConnection<Postgres>,
     statement: &Statement,
+    mask: Option<&dyn CellMask>,
     limits: ReadLimits,
     request: &PageRequest,
 ) -> Result<PagedResult, Error> {
@@ -586,10 +633,11 @@ async fn fetch_page(
         super::page::Shape::unpageable("only a SELECT or VALUES can be paged")
     };
     if let Some(reason) = shape.unpageable.clone().or_else(|| shape.order.clone().err()) {
-        return unpaged(connection, statement, limits, request, &reason).await;
+        return unpaged(connection, statement, mask, limits, request, &reason).await;
     }
     let Described { columns, decoders, origins, type_oids } =
         describe(connection, statement).await?;
+    let covered = covered(mask, &columns);
 
     // The query's own order, on output columns.
     let mut keys: Vec<SortKey> = Vec::new();
@@ -606,6 +654,7 @@ async fn fetch_page(
             return unpaged(
                 connection,
                 statement,
+                mask,
                 limits,
                 request,
                 "ORDER BY names a column that is not in the output; select it",
@@ -646,6 +695,19 @@ async fn fetch_page(
         }
         "all columns"
     };
+    // Page tokens carry the sort keys' values in the clear (signed, not encrypted), and the
+    // order itself tells about the values: a masked column is never a key.
+    if keys.iter().any(|key| covered[key.column]) {
+        return unpaged(
+            connection,
+            statement,
+            mask,
+            limits,
+            request,
+            "a column masked for this caller would be a sort key of the pages",
+        )
+        .await;
+    }
     // Typed keys compare as their column's type, named by the catalog.
     let typed: Vec<i64> = keys
         .iter()
@@ -682,6 +744,14 @@ async fn fetch_page(
                     message: "the result has no timestamp or date column to apply time_range to; name one with time_range.column".to_owned(),
                 })?,
         };
+        if covered[index] {
+            return Err(Error::InvalidPaging {
+                message: format!(
+                    "time_range.column `{}` is masked for this caller; filter on another column",
+                    columns[index].name
+                ),
+            });
+        }
         let column = format!("q.\"c{}\"", index + 1);
         if let Some(from) = window.from {
             parameters.push(from.to_rfc3339());
@@ -756,7 +826,8 @@ async fn fetch_page(
                 truncated = Some(Truncation::MaxRows);
                 break;
             }
-            let values = decode_row(&row, &decoders)?;
+            let mut values = decode_row(&row, &decoders)?;
+            mask_row(mask, &columns, &covered, &mut values);
             let size = values.iter().map(encode::json_size).sum::<usize>() + values.len() + 2;
             if bytes + size > limits.max_bytes && !rows.is_empty() {
                 truncated = Some(Truncation::MaxBytes);
@@ -795,6 +866,7 @@ async fn fetch_page(
 async fn unpaged(
     connection: &mut PoolConnection<Postgres>,
     statement: &Statement,
+    mask: Option<&dyn CellMask>,
     limits: ReadLimits,
     request: &PageRequest,
     reason: &str,
@@ -809,7 +881,7 @@ async fn unpaged(
             message: format!("this query cannot be paged: {reason}"),
         });
     }
-    let result = fetch_rows(connection, statement, limits).await?;
+    let result = fetch_rows(connection, statement, mask, limits).await?;
     Ok(PagedResult {
         result,
         next: None,

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::support::orca::{BINARY, HttpServer};
-use crate::support::{OrcaSetup, TestDatabase, call, meta_of};
+use crate::support::{OrcaSetup, TestDatabase, call, meta_of, samples};
 
 const RESOURCE: &str = "https://orca.test/mcp";
 const API_KEY: &str = "orca_test_key_next_to_oauth";
@@ -753,4 +753,275 @@ async fn in_a_browser_the_console_signs_in_through_the_provider_with_pkce_and_si
     assert_eq!(status, 429, "{body}");
     assert_eq!(body["error"]["code"], "RATE_LIMITED");
     assert!(!server.log_text().contains("eyJ"), "a token reached the log");
+}
+
+const ANALYST_KEY: &str = "orca_test_key_of_the_analyst_role";
+const ADMIN_KEY: &str = "orca_test_key_of_the_admin_role";
+
+/// orca on `database` accepting tokens from `issuer`, where the analyst role masks the people
+/// columns of Chinook's `customer` and the admin role masks nothing; one API key per role. Both
+/// hold every verb, so that only the masking refuses the analyst's writes.
+fn masked_setup(database: &TestDatabase, issuer: &str) -> OrcaSetup {
+    let analyst = hex::encode(Sha256::digest(ANALYST_KEY.as_bytes()));
+    let admin = hex::encode(Sha256::digest(ADMIN_KEY.as_bytes()));
+    OrcaSetup::new(&database.url).with_config(&format!(
+        "masking:\n  people:\n    email: keep_email_domain\n    phone: keep_last:4\n    company: redact\n  phones:\n    phone: redact\nauth:\n  api_keys:\n    - name: analyst-key\n      sha256: {analyst}\n      role: analyst\n    - name: admin-key\n      sha256: {admin}\n      role: admin\n  oauth:\n    issuer: {issuer}\n    resource: {RESOURCE}\n    scopes_supported: [orca.read, orca.write]\n    required_scopes: [orca.read]\n    roles_claim: groups\n    leeway_seconds: 0\n    jwks_min_refresh_seconds: 0\n  roles:\n    analyst:\n      verbs: [read, create, update, delete]\n      masking: people\n    admin:\n      verbs: [read, create, update, delete]\n"
+    ))
+}
+
+type McpClient = rmcp::service::RunningService<rmcp::service::RoleClient, ()>;
+
+/// The structured result of a tool call that succeeded.
+async fn ok(client: &McpClient, tool: &str, arguments: Value) -> Value {
+    let result = call(client, tool, arguments.clone(), None).await.unwrap();
+    let value = result.structured_content.clone().unwrap_or(Value::Null);
+    assert_eq!(result.is_error, Some(false), "{tool} {arguments} -> {value}");
+    value
+}
+
+/// The error of a tool call that failed.
+async fn refused(client: &McpClient, tool: &str, arguments: Value) -> Value {
+    let result = call(client, tool, arguments.clone(), None).await.unwrap();
+    let value = result.structured_content.clone().unwrap_or(Value::Null);
+    assert_eq!(result.is_error, Some(true), "{tool} {arguments} should fail: {value}");
+    value["error"].clone()
+}
+
+/// The cell of `column` in the first row of a TabularResult.
+fn cell(result: &Value, column: &str) -> Value {
+    let position = result["schema"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|field| field["name"] == column)
+        .unwrap_or_else(|| panic!("no column {column} in {result}"));
+    result["rows"][0][position].clone()
+}
+
+/// Customer 1 of Chinook as the admin sees it and as the analyst's `people` policy masks it.
+const CLEAR: [(&str, &str); 4] = [
+    ("email", "luisg@embraer.com.br"),
+    ("phone", "+55 (12) 3923-5555"),
+    ("company", "Embraer - Empresa Brasileira de Aeronáutica S.A."),
+    ("first_name", "Luís"),
+];
+const MASKED: [(&str, &str); 4] = [
+    ("email", "***@embraer.com.br"),
+    ("phone", "**************5555"),
+    ("company", "[REDACTED]"),
+    ("first_name", "Luís"),
+];
+
+fn assert_customer_one(result: &Value, expected: &[(&str, &str)], who: &str) {
+    for (column, value) in expected {
+        assert_eq!(cell(result, column), json!(value), "{who}: {column} in {result}");
+    }
+}
+
+#[tokio::test]
+async fn each_role_reads_the_same_chinook_columns_with_its_own_masking_in_every_tool() {
+    let provider = Provider::start("key-1", "RS256", 300);
+    let database = samples::chinook().await;
+    let server = masked_setup(&database, &provider.issuer()).http_server(&[]);
+    let analyst = server.client(Some(ANALYST_KEY)).await;
+    let admin = server.client(Some(ADMIN_KEY)).await;
+    let one =
+        "SELECT customer_id, first_name, email, phone, company FROM customer WHERE customer_id = 1";
+    let star = "SELECT * FROM customer WHERE customer_id = 1";
+    for (client, expected, who) in [(&analyst, &MASKED, "analyst"), (&admin, &CLEAR, "admin")] {
+        for sql in [one, star] {
+            let read = ok(client, "execute_sql", json!({"sql": sql, "dry_run": false})).await;
+            assert_customer_one(&read, expected, &format!("{who} execute_sql {sql}"));
+            let read = ok(client, "query_sql", json!({"sql": sql})).await;
+            assert_customer_one(&read, expected, &format!("{who} query_sql {sql}"));
+        }
+        let sample = ok(
+            client,
+            "sample_table",
+            json!({"ref": {"table": "customer"}, "method": "head", "limit": 100}),
+        )
+        .await;
+        let row = sample["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .position(|row| row[0] == 1)
+            .unwrap_or_else(|| panic!("customer 1 in {sample}"));
+        let mut first = sample.clone();
+        first["rows"] = json!([sample["rows"][row]]);
+        assert_customer_one(&first, expected, &format!("{who} sample_table"));
+        let stats = ok(
+            client,
+            "get_stats",
+            json!({"ref": {"table": "customer"}, "columns": ["email", "first_name"]}),
+        )
+        .await;
+        let least = stats["columns"]["email"]["min"].as_str().unwrap().to_owned();
+        assert_eq!(least.starts_with("***@"), who == "analyst", "{who} get_stats {stats}");
+        assert!(stats["columns"]["first_name"]["min"].as_str().unwrap().len() > 1, "{stats}");
+        let profile = ok(
+            client,
+            "profile_table",
+            json!({"ref": {"table": "customer"}, "columns": ["company", "email"]}),
+        )
+        .await;
+        let companies: Vec<&str> = profile["topk"]["company"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|entry| entry["value"].as_str().unwrap())
+            .collect();
+        assert!(!companies.is_empty(), "{profile}");
+        assert_eq!(
+            companies.iter().all(|company| *company == "[REDACTED]"),
+            who == "analyst",
+            "{who} profile_table {profile}"
+        );
+        let emails =
+            profile["distributions"]["email"].to_string() + &profile["topk"]["email"].to_string();
+        assert_eq!(
+            emails.contains("aaronmitchell@"),
+            who == "admin",
+            "{who} profile_table {profile}"
+        );
+        assert_eq!(
+            emails.contains("***@yahoo.ca"),
+            who == "analyst",
+            "{who} profile_table {profile}"
+        );
+        // `preview_masked` with a policy that masks only the phone: the analyst's role masks
+        // the rest on top.
+        let preview = ok(
+            client,
+            "preview_masked",
+            json!({"ref": {"table": "customer"}, "policy_id": "phones", "limit": 1}),
+        )
+        .await;
+        assert_eq!(cell(&preview, "phone"), json!("[REDACTED]"), "{preview}");
+        assert_eq!(cell(&preview, "email"), json!(expected[0].1), "{who} preview {preview}");
+        assert_eq!(
+            preview["policy_applied"]["caller_policy"]["policy_id"],
+            if who == "analyst" { json!("people") } else { Value::Null },
+            "{preview}"
+        );
+    }
+
+    // `query_plan`: a Substrait plan reading `customer` becomes SQL that takes `query_sql`'s
+    // path, masking included.
+    let plan = json!({"relations": [{"root": {
+        "names": ["customer_id", "email"],
+        "input": {"read": {
+            "namedTable": {"names": ["public", "customer"]},
+            "baseSchema": {"names": ["customer_id", "email"],
+                "struct": {"types": [{"i32": {}}, {"string": {}}]}}
+        }}
+    }}]});
+    for (client, expected, who) in [(&analyst, &MASKED, "analyst"), (&admin, &CLEAR, "admin")] {
+        let read = ok(client, "query_plan", json!({"substrait": plan, "max_rows": 100})).await;
+        let row = read["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .position(|row| row[0] == 1)
+            .unwrap_or_else(|| panic!("customer 1 in {read}"));
+        assert_eq!(read["rows"][row][1], json!(expected[0].1), "{who} query_plan {read}");
+    }
+
+    // The `res://samples` resource is `sample_table` for the caller.
+    for (client, clear) in [(&analyst, false), (&admin, true)] {
+        let catalogs = client
+            .read_resource(rmcp::model::ReadResourceRequestParams::new("res://catalogs"))
+            .await
+            .unwrap();
+        let catalogs: Value = serde_json::from_str(
+            serde_json::to_value(&catalogs.contents[0]).unwrap()["text"].as_str().unwrap(),
+        )
+        .unwrap();
+        let catalog = catalogs["items"][0]["name"].as_str().unwrap().to_owned();
+        let uri = format!("res://samples/{catalog}/public/customer?method=head&limit=100");
+        let read = client
+            .read_resource(rmcp::model::ReadResourceRequestParams::new(uri.clone()))
+            .await
+            .unwrap();
+        let text = serde_json::to_value(&read.contents[0]).unwrap()["text"].to_string();
+        assert!(text.contains("embraer.com.br"), "{uri}: {text}");
+        assert_eq!(text.contains("luisg@embraer"), clear, "{uri}: {text}");
+    }
+
+    // A query whose pages would be keyed by a masked column is not paged for the analyst, and
+    // no value of it is in the result or its token.
+    let emails =
+        ok(&analyst, "query_sql", json!({"sql": "SELECT email FROM customer", "max_rows": 5}))
+            .await;
+    assert!(!emails.to_string().contains("luisg@"), "{emails}");
+    assert!(emails["page_token"].is_null(), "{emails}");
+    let emails =
+        ok(&admin, "query_sql", json!({"sql": "SELECT email FROM customer", "max_rows": 5})).await;
+    assert!(emails["page_token"].is_string(), "{emails}");
+
+    // Every way around the mask is refused for the analyst and runs for the admin.
+    let tricks = [
+        ("SELECT lower(email) FROM customer", "`email` is masked for this caller"),
+        ("SELECT email || '' FROM customer", "`email` is masked for this caller"),
+        (
+            "SELECT first_name FROM customer WHERE email LIKE 'a%'",
+            "`email` is masked for this caller",
+        ),
+        ("SELECT email AS e FROM customer", "`email` is masked for this caller"),
+        ("SELECT * FROM (SELECT phone FROM customer) s", "`phone` is masked for this caller"),
+        (
+            "WITH c AS (SELECT company FROM customer) SELECT * FROM c",
+            "`company` is masked for this caller",
+        ),
+        ("SELECT row_to_json(c) FROM customer c", "whole-row reference `c`"),
+        ("SELECT first_name FROM customer ORDER BY email", "`email` is masked for this caller"),
+    ];
+    for (sql, message) in tricks {
+        for (tool, arguments) in [
+            ("execute_sql", json!({"sql": sql, "dry_run": false})),
+            ("query_sql", json!({"sql": sql})),
+            ("explain_sql", json!({"sql": sql, "analyze": true})),
+        ] {
+            let error = refused(&analyst, tool, arguments.clone()).await;
+            assert_eq!(error["code"], "UNAUTHORIZED", "{tool} {sql}: {error}");
+            assert!(error["message"].as_str().unwrap().contains(message), "{tool} {sql}: {error}");
+            ok(&admin, tool, arguments).await;
+        }
+    }
+    // A write could copy a masked column where the mask does not know it: refused.
+    let copy = "INSERT INTO genre (genre_id, name) SELECT 1000 + customer_id, email FROM customer";
+    let error = refused(&analyst, "execute_sql", json!({"sql": copy, "dry_run": true})).await;
+    assert_eq!(error["code"], "UNAUTHORIZED", "{error}");
+    assert!(error["message"].as_str().unwrap().contains("masking policy `people`"), "{error}");
+    ok(&admin, "execute_sql", json!({"sql": copy, "dry_run": true})).await;
+    let target = json!({"table": "customer_copy"});
+    for (tool, arguments) in [
+        ("materialize_sql", json!({"sql": "SELECT * FROM customer", "target": target})),
+        ("create_view", json!({"sql": "SELECT * FROM customer", "name": target})),
+    ] {
+        let error = refused(&analyst, tool, arguments).await;
+        assert_eq!(error["code"], "UNAUTHORIZED", "{tool}: {error}");
+        assert!(error["message"].as_str().unwrap().contains("masking policy `people`"), "{error}");
+    }
+    analyst.cancel().await.unwrap();
+    admin.cancel().await.unwrap();
+
+    // Tokens from the real provider: the analyst-app's groups name the analyst role.
+    let analyst_token = provider.token("analyst-app", "orca.read", RESOURCE).await;
+    let admin_token = provider.token("admin-app", "orca.read orca.write", RESOURCE).await;
+    for (token, expected, who) in
+        [(&analyst_token, &MASKED, "analyst-app"), (&admin_token, &CLEAR, "admin-app")]
+    {
+        let client = server.client(Some(token)).await;
+        let read = ok(&client, "execute_sql", json!({"sql": one, "dry_run": false})).await;
+        assert_customer_one(&read, expected, who);
+        let read = ok(&client, "query_sql", json!({"sql": star})).await;
+        assert_customer_one(&read, expected, who);
+        let trick =
+            call(&client, "query_sql", json!({"sql": "SELECT lower(email) FROM customer"}), None)
+                .await
+                .unwrap();
+        assert_eq!(trick.is_error, Some(who == "analyst-app"), "{who}: {trick:?}");
+        client.cancel().await.unwrap();
+    }
 }

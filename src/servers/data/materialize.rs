@@ -48,11 +48,12 @@ pub(super) async fn call(
     server: &DataServer,
     tool: &str,
     arguments: Option<Map<String, Value>>,
-    _context: &CallContext,
+    context: &CallContext,
 ) -> Result<ToolOutput, ToolError> {
     if server.read_only {
         return Err(ToolError::invalid_input(format!("{tool} is not available in read-only mode")));
     }
+    crate::servers::sql_common::refuse_masked_write(&context.principal, tool)?;
     match tool {
         "materialize_sql" => {
             let params: MaterializeSqlParams = parse_arguments(arguments)?;

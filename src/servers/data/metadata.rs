@@ -15,6 +15,7 @@ use serde_json::{Map, Value, json};
 
 use super::DataServer;
 use super::table::{TableRef, quote};
+use crate::privacy::mask::{MaskingPolicy, mask_value};
 use crate::servers::sql_common::sql_error;
 use crate::servers::{CallContext, ToolSpec};
 use crate::sql::introspect::{Column, Relation, RelationKind};
@@ -65,14 +66,15 @@ pub(super) async fn call(
     server: &DataServer,
     tool: &str,
     arguments: Option<Map<String, Value>>,
-    _context: &CallContext,
+    context: &CallContext,
 ) -> Result<ToolOutput, ToolError> {
+    let masking = context.principal.masking.as_deref();
     match tool {
         "list_schemas" => list_schemas(server, arguments).await,
         "list_tables" => list_tables(server, arguments).await,
         "get_table_schema" => get_table_schema(server, arguments).await,
-        "get_stats" => get_stats(server, arguments).await,
-        "sample_table" => sample_table(server, arguments).await,
+        "get_stats" => get_stats(server, arguments, masking).await,
+        "sample_table" => sample_table(server, arguments, context).await,
         other => Err(ToolError::not_found(format!("the data server has no tool `{other}`"))),
     }
 }
@@ -383,8 +385,19 @@ async fn run(
     max_rows: usize,
     timeout: Duration,
 ) -> Result<ReadResult, sql::Error> {
+    run_masked(server, text, max_rows, timeout, None).await
+}
+
+/// [`run`], with the cells of the columns `mask` covers masked as the rows arrive.
+async fn run_masked(
+    server: &DataServer,
+    text: &str,
+    max_rows: usize,
+    timeout: Duration,
+    mask: Option<std::sync::Arc<dyn sql::CellMask>>,
+) -> Result<ReadResult, sql::Error> {
     let statement = sql::single_statement(text)?;
-    let query = ReadOnlyQuery::from_statement(statement)?;
+    let query = ReadOnlyQuery::from_statement(statement)?.with_mask(mask);
     let limits = ReadLimits { max_rows, max_bytes: server.config.max_result_bytes, timeout };
     sql::run_read(&server.target.pool, &query, limits).await
 }
@@ -845,6 +858,7 @@ async fn aggregate(
 async fn get_stats(
     server: &DataServer,
     arguments: Option<Map<String, Value>>,
+    masking: Option<&MaskingPolicy>,
 ) -> Result<ToolOutput, ToolError> {
     let params: GetStatsParams = parse_arguments(arguments)?;
     let resolved = server.resolve_table(&params.table).await?;
@@ -880,11 +894,19 @@ async fn get_stats(
         } else {
             json!((rows - non_null.min(rows)) as f64 / rows as f64)
         };
+        // The extremes of a column masked for the caller are values of it: masked as such.
+        let extreme = |offset: usize| {
+            let value = values.get(base + offset).cloned().unwrap_or(Value::Null);
+            match masking.and_then(|policy| Some((policy.rule_for(&column.name)?, policy))) {
+                Some((rule, policy)) => mask_value(rule, &value, policy.salt.as_bytes()),
+                None => value,
+            }
+        };
         described.insert(
             column.name.clone(),
             json!({
-                "min": values.get(base + 2).cloned().unwrap_or(Value::Null),
-                "max": values.get(base + 3).cloned().unwrap_or(Value::Null),
+                "min": extreme(2),
+                "max": extreme(3),
                 "null_rate": null_rate,
                 "ndv": count_of(values.get(base + 1)),
             }),
@@ -928,7 +950,14 @@ const OVERSAMPLE_FACTOR: u64 = 4;
 async fn sample_table(
     server: &DataServer,
     arguments: Option<Map<String, Value>>,
+    context: &CallContext,
 ) -> Result<ToolOutput, ToolError> {
+    // `SELECT *` of one table: every masked column comes out under its own name.
+    let mask = context
+        .principal
+        .masking
+        .clone()
+        .map(|policy| -> std::sync::Arc<dyn sql::CellMask> { policy });
     let params: SampleTableParams = parse_arguments(arguments)?;
     let maximum = server.config.hard_max_rows;
     let limit = match params.limit {
@@ -951,9 +980,10 @@ async fn sample_table(
     let (result, percent) = match params.method {
         SampleMethod::Head => {
             let text = format!("SELECT * FROM {quoted} LIMIT {limit}");
-            let result = run(server, &text, limit, server.config.default_timeout)
-                .await
-                .map_err(|error| built_sql_error(error, timeout_hint))?;
+            let result =
+                run_masked(server, &text, limit, server.config.default_timeout, mask.clone())
+                    .await
+                    .map_err(|error| built_sql_error(error, timeout_hint))?;
             (result, None)
         }
         SampleMethod::Random => {
@@ -966,9 +996,15 @@ async fn sample_table(
             match percent {
                 None => {
                     let text = format!("SELECT * FROM {quoted} ORDER BY random() LIMIT {limit}");
-                    let result = run(server, &text, limit, server.config.default_timeout)
-                        .await
-                        .map_err(|error| built_sql_error(error, timeout_hint))?;
+                    let result = run_masked(
+                        server,
+                        &text,
+                        limit,
+                        server.config.default_timeout,
+                        mask.clone(),
+                    )
+                    .await
+                    .map_err(|error| built_sql_error(error, timeout_hint))?;
                     (result, None)
                 }
                 Some(first) => {
@@ -979,9 +1015,15 @@ async fn sample_table(
                         let text = format!(
                             "SELECT * FROM {quoted} TABLESAMPLE SYSTEM ({percent:.6}) ORDER BY random() LIMIT {limit}"
                         );
-                        let result = run(server, &text, limit, server.config.default_timeout)
-                            .await
-                            .map_err(|error| built_sql_error(error, timeout_hint))?;
+                        let result = run_masked(
+                            server,
+                            &text,
+                            limit,
+                            server.config.default_timeout,
+                            mask.clone(),
+                        )
+                        .await
+                        .map_err(|error| built_sql_error(error, timeout_hint))?;
                         if result.rows.len() >= limit
                             || result.truncated.is_some()
                             || percent >= 100.0

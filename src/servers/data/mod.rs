@@ -21,8 +21,8 @@ use serde_json::{Map, Value, json};
 use super::sql_common::{SchemaCache, Target};
 use super::{CallContext, ToolSpec};
 use crate::config::{DataConfig, SqlConfig};
+use crate::privacy::mask::{MaskRule, MaskingPolicy};
 use crate::sql;
-use crate::sql::mask::{MaskRule, MaskingPolicy};
 use crate::tool::{ToolError, ToolOutput};
 
 pub(crate) use table::TableRef;
@@ -63,7 +63,7 @@ impl DataServer {
             .masking
             .into_iter()
             .map(|(id, columns)| {
-                let salt = hex::encode(secret.mac(b"orca-masking-v1", &[id.as_bytes()]));
+                let salt = crate::privacy::salt(&secret, &id);
                 (id.clone(), MaskingPolicy { id, columns, salt })
             })
             .collect();

@@ -17,10 +17,10 @@ use serde_json::{Map, Value, json};
 
 use super::DataServer;
 use super::table::{ResolvedTable, TableRef, quote};
+use crate::privacy::mask::{MaskingPolicy, mask_value};
 use crate::servers::sql_common::sql_error;
 use crate::servers::{CallContext, ToolSpec};
 use crate::sql::introspect::{Column, Relation, RelationKind};
-use crate::sql::mask::MaskingPolicy;
 use crate::sql::pii;
 use crate::sql::{self, ReadLimits, ReadOnlyQuery, ReadResult};
 use crate::tool::{ErrorCode, ToolError, ToolOutput, Verb, parse_arguments};
@@ -87,12 +87,14 @@ pub(super) async fn call(
     server: &DataServer,
     tool: &str,
     arguments: Option<Map<String, Value>>,
-    _context: &CallContext,
+    context: &CallContext,
 ) -> Result<ToolOutput, ToolError> {
+    let masking = context.principal.masking.as_deref();
     match tool {
-        "profile_table" => server.profile_table(arguments).await,
+        "profile_table" => server.profile_table(arguments, masking).await,
+        // Its result names a kind of PII and a confidence per column, never a value.
         "detect_pii" => server.detect_pii(arguments).await,
-        _ => server.preview_masked(arguments).await,
+        _ => server.preview_masked(arguments, masking).await,
     }
 }
 
@@ -536,6 +538,7 @@ impl DataServer {
     async fn profile_table(
         &self,
         arguments: Option<Map<String, Value>>,
+        masking: Option<&MaskingPolicy>,
     ) -> Result<ToolOutput, ToolError> {
         let params: ProfileTableParams = parse_arguments(arguments)?;
         if !(1..=MAX_BINS).contains(&params.bins) {
@@ -651,6 +654,13 @@ impl DataServer {
         let mut distributions = Map::new();
         let mut topk = Map::new();
         for (position, column) in profiled.iter().enumerate() {
+            // A column masked for the caller shows its values, and the bin edges (which
+            // bound them), only masked.
+            let rule = masking.and_then(|policy| Some((policy.rule_for(column.name)?, policy)));
+            let shown = |value: Value| match rule {
+                Some((rule, policy)) => mask_value(rule, &value, policy.salt.as_bytes()),
+                None => value,
+            };
             null_rate.insert(
                 column.name.to_owned(),
                 json!(rate(rows_read.saturating_sub(column.non_null), rows_read)),
@@ -661,7 +671,9 @@ impl DataServer {
                     let shown: Vec<Value> = values
                         .iter()
                         .take(bins as usize)
-                        .map(|(value, count)| json!({"lo": value, "hi": value, "count": count}))
+                        .map(|(value, count)| {
+                            json!({"lo": shown(value.clone()), "hi": shown(value.clone()), "count": count})
+                        })
                         .collect();
                     let in_bins: u64 =
                         values.iter().take(bins as usize).map(|(_, count)| count).sum();
@@ -676,14 +688,14 @@ impl DataServer {
                         .into_iter()
                         .zip(&bin_counts[position])
                         .map(|((start, end), count)| {
-                            json!({"lo": edge(shape, start), "hi": edge(shape, end), "count": count})
+                            json!({"lo": shown(edge(shape, start)), "hi": shown(edge(shape, end)), "count": count})
                         })
                         .collect();
                     json!({"type": "numeric", "bins": shown})
                 }
                 (shape, Some(Histogram::Single { lo, hi, count })) => json!({
                     "type": "numeric",
-                    "bins": [{"lo": edge(shape, lo), "hi": edge(shape, hi), "count": count}],
+                    "bins": [{"lo": shown(edge(shape, lo)), "hi": shown(edge(shape, hi)), "count": count}],
                 }),
                 (_, None) => json!({"type": "numeric", "bins": []}),
             };
@@ -691,7 +703,7 @@ impl DataServer {
             let listed: Vec<Value> = values
                 .iter()
                 .take(TOP_VALUES as usize)
-                .map(|(value, count)| json!({"value": value, "count": count}))
+                .map(|(value, count)| json!({"value": shown(value.clone()), "count": count}))
                 .collect();
             topk.insert(column.name.to_owned(), Value::Array(listed));
         }
@@ -833,6 +845,7 @@ impl DataServer {
     async fn preview_masked(
         &self,
         arguments: Option<Map<String, Value>>,
+        masking: Option<&MaskingPolicy>,
     ) -> Result<ToolOutput, ToolError> {
         let params: PreviewMaskedParams = parse_arguments(arguments)?;
         let most = (MAX_PREVIEW_ROWS as usize).min(self.config.hard_max_rows);
@@ -847,7 +860,14 @@ impl DataServer {
             .read_profile(&sql_text, params.limit as usize, self.config.max_result_bytes)
             .await?;
         let names: Vec<String> = result.columns.iter().map(|column| column.name.clone()).collect();
-        // Masked here, before anything of the rows is returned or recorded.
+        // Masked here, before anything of the rows is returned or recorded: first by the
+        // caller's own masking (its role's), then by the policy asked for.
+        let role_masked = masking.map(|role_policy| {
+            json!({
+                "policy_id": role_policy.id,
+                "columns": role_policy.apply(&names, &mut result.rows),
+            })
+        });
         let masked = policy.apply(&names, &mut result.rows);
         let missing = missing_columns(policy, &names);
         let mut value = crate::servers::sql_common::tabular_result(result, &self.target.source);
@@ -856,6 +876,9 @@ impl DataServer {
             "columns": masked,
             "missing_columns": missing,
         });
+        if let Some(role_masked) = role_masked {
+            value["policy_applied"]["caller_policy"] = role_masked;
+        }
         Ok(ToolOutput::new(value))
     }
 }

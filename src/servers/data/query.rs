@@ -49,7 +49,7 @@ pub(super) async fn call(
     match tool {
         "query_sql" => server.query_sql(arguments, context).await,
         "query_plan" => server.query_plan(arguments, context).await,
-        _ => server.explain_sql(arguments).await,
+        _ => server.explain_sql(arguments, context).await,
     }
 }
 
@@ -204,6 +204,9 @@ impl DataServer {
         context: &CallContext,
     ) -> Result<ToolOutput, ToolError> {
         let query = read_only_query(&params.sql, tool)?;
+        let mask =
+            crate::servers::sql_common::caller_mask(&query.statement().text, &context.principal)?;
+        let query = query.with_mask(mask);
         let max_rows = match params.max_rows {
             None => self.config.default_max_rows,
             Some(rows) => {
@@ -457,10 +460,14 @@ impl DataServer {
     pub(super) async fn explain_sql(
         &self,
         arguments: Option<serde_json::Map<String, Value>>,
+        context: &CallContext,
     ) -> Result<ToolOutput, ToolError> {
         let params: ExplainSqlParams = parse_arguments(arguments)?;
         check_dialect(params.dialect.as_deref())?;
         let query = read_only_query(&params.sql, "explain_sql")?;
+        // A plan shows no values, but `analyze` counts the rows a condition keeps: the same
+        // check as a read, so that a masked column cannot be probed through it.
+        crate::servers::sql_common::caller_mask(&query.statement().text, &context.principal)?;
         if !sql::explainable(query.statement()) {
             return Err(ToolError::invalid_input("only a SELECT or VALUES query can be explained"));
         }

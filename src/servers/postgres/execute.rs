@@ -77,8 +77,14 @@ impl PostgresServer {
         let params: ExecuteSqlParams = parse_arguments(arguments)?;
         let timeout = self.timeout(params.timeout)?;
         let statement = classify_for_execution(&params.sql)?;
+        if statement.writes() {
+            let what = format!("this {} statement", statement.kind);
+            crate::servers::sql_common::refuse_masked_write(&context.principal, &what)?;
+        }
+        let mask = crate::servers::sql_common::caller_mask(&statement.text, &context.principal)?;
         if !statement.writes() {
-            let query = sql::ReadOnlyQuery::from_statement(statement).map_err(sql_error)?;
+            let query =
+                sql::ReadOnlyQuery::from_statement(statement).map_err(sql_error)?.with_mask(mask);
             return if params.dry_run {
                 self.dry_run_read(&query, timeout).await
             } else {

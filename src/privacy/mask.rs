@@ -20,16 +20,16 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 /// What replaces a redacted value.
-pub const REDACTED: &str = "[REDACTED]";
+pub(crate) const REDACTED: &str = "[REDACTED]";
 
 /// The largest `n` accepted in `keep_last:n`.
-pub const MAX_KEEP_LAST: usize = 32;
+pub(crate) const MAX_KEEP_LAST: usize = 32;
 
 /// How the values of one column are masked. In configuration and JSON a rule is written in the
 /// text form [`parse_rule`] reads and [`fmt::Display`] writes: `redact`, `hash`, `keep_last:4`,
 /// `null`, `keep_email_domain`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum MaskRule {
+pub(crate) enum MaskRule {
     /// The value becomes the string `[REDACTED]`.
     Redact,
     /// The value becomes `h:` and the first 16 hex digits of the SHA-256 of the salt followed by
@@ -89,7 +89,7 @@ const RULE_FORMS: &str =
 ///
 /// A message naming the text and listing the accepted forms when the text is none of them or
 /// the count is outside 1 to 32.
-pub fn parse_rule(text: &str) -> Result<MaskRule, String> {
+pub(crate) fn parse_rule(text: &str) -> Result<MaskRule, String> {
     let normalised = text.trim().to_ascii_lowercase();
     let rule = match normalised.as_str() {
         "redact" => MaskRule::Redact,
@@ -121,14 +121,14 @@ pub fn parse_rule(text: &str) -> Result<MaskRule, String> {
 
 /// A named set of column rules with the salt for hashing.
 #[derive(Clone, PartialEq, Eq)]
-pub struct MaskingPolicy {
+pub(crate) struct MaskingPolicy {
     /// The policy's name, as configuration and results refer to it.
-    pub id: String,
+    pub(crate) id: String,
     /// The rule for each column name; names match case-insensitively.
-    pub columns: BTreeMap<String, MaskRule>,
+    pub(crate) columns: BTreeMap<String, MaskRule>,
     /// The salt hashed before every value under [`MaskRule::Hash`]; filled from the orca secret
     /// and never shown (the `Debug` form leaves it out).
-    pub salt: String,
+    pub(crate) salt: String,
 }
 
 impl fmt::Debug for MaskingPolicy {
@@ -147,7 +147,7 @@ impl MaskingPolicy {
     /// `email`). When the policy names a column twice in different cases, the exact match wins,
     /// then the first in byte order.
     #[must_use]
-    pub fn rule_for(&self, column: &str) -> Option<&MaskRule> {
+    pub(crate) fn rule_for(&self, column: &str) -> Option<&MaskRule> {
         self.columns.get(column).or_else(|| {
             self.columns.iter().find(|(name, _)| same_name(name, column)).map(|(_, rule)| rule)
         })
@@ -157,7 +157,7 @@ impl MaskingPolicy {
     /// those columns in result order (each name once, as the result spells it), including
     /// when there are no rows. `columns` are the result's column names and each row holds the
     /// cells in that order; rows shorter than `columns` are masked as far as they go.
-    pub fn apply(&self, columns: &[String], rows: &mut [Vec<Value>]) -> Vec<String> {
+    pub(crate) fn apply(&self, columns: &[String], rows: &mut [Vec<Value>]) -> Vec<String> {
         let mut masked_names: Vec<String> = Vec::new();
         let mut masked_columns: Vec<(usize, MaskRule)> = Vec::new();
         for (index, name) in columns.iter().enumerate() {
@@ -200,7 +200,7 @@ fn same_name(left: &str, right: &str) -> bool {
 /// - `KeepEmailDomain`: `***@domain` when the text is an e-mail address (the domain is what
 ///   follows the last `@`), else `[REDACTED]`.
 #[must_use]
-pub fn mask_value(rule: &MaskRule, value: &Value, salt: &[u8]) -> Value {
+pub(crate) fn mask_value(rule: &MaskRule, value: &Value, salt: &[u8]) -> Value {
     if value.is_null() {
         return Value::Null;
     }
