@@ -807,10 +807,7 @@ impl ServerHandler for Gateway {
     ) -> Result<CallToolResponse, McpError> {
         let started = Instant::now();
         let principal = self.principal(&context)?;
-        // A tool the caller may not use is reported exactly like one that does not exist.
-        let Some(route) =
-            self.state.registry.route(&request.name).filter(|route| principal.may(route.verb()))
-        else {
+        let Some(route) = self.state.registry.route(&request.name) else {
             self.state.metrics.unknown_tool();
             return Err(error::unknown_tool(&request.name));
         };
@@ -837,20 +834,38 @@ impl ServerHandler for Gateway {
         meta.insert("execution_id".into(), Value::from(execution_id.to_string()));
         meta.insert("feedback_token".into(), Value::from(feedback_token.to_string()));
         meta.insert("trace_id".into(), Value::from(trace_id.clone()));
-        // A tool outside the caller's tool policy is refused by name and recorded as denied.
-        let Dispatched { mut result, status, llm, error, retried, upstream_error, spliced } =
-            if principal.may_use(&tool_name, &server) {
-                self.dispatch(&route, arguments, &call_context, &trace_id, meta).await
-            } else {
-                let denied = ToolError::new(
+        // A tool outside the caller's verbs or tool policy is refused, naming what is missing,
+        // and recorded as denied.
+        let refusal = if !principal.may(route.verb()) {
+            Some(
+                ToolError::new(
+                    ErrorCode::Unauthorized,
+                    format!(
+                        "`{}` may not use `{tool_name}`: it needs the `{}` verb",
+                        principal.name,
+                        route.verb().as_str()
+                    ),
+                )
+                .with_hint("use a key or a role that holds this verb"),
+            )
+        } else if !principal.may_use(&tool_name, &server) {
+            Some(
+                ToolError::new(
                     ErrorCode::Unauthorized,
                     format!(
                         "`{}` may not use `{tool_name}`: its roles' tools in auth.roles do not admit it",
                         principal.name
                     ),
                 )
-                .with_hint("ask for a role whose tools include it, or use another tool");
-                Dispatched {
+                .with_hint("ask for a role whose tools include it, or use another tool"),
+            )
+        } else {
+            None
+        };
+        let Dispatched { mut result, status, llm, error, retried, upstream_error, spliced } =
+            match refusal {
+                None => self.dispatch(&route, arguments, &call_context, &trace_id, meta).await,
+                Some(denied) => Dispatched {
                     result: error::failure(&denied, &trace_id, meta),
                     status: ExecutionStatus::Error,
                     llm: None,
@@ -858,7 +873,7 @@ impl ServerHandler for Gateway {
                     retried: Vec::new(),
                     upstream_error: None,
                     spliced: None,
-                }
+                },
             };
         let elapsed = started.elapsed();
         self.state.metrics.observe(&tool_name, status.as_str(), elapsed);

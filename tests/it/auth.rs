@@ -83,7 +83,7 @@ async fn a_valid_key_is_the_recorded_principal() {
 }
 
 #[tokio::test]
-async fn a_tool_outside_the_keys_verbs_is_indistinguishable_from_an_unknown_tool() {
+async fn a_tool_outside_the_keys_verbs_is_hidden_and_refused_by_name_and_recorded() {
     let database = TestDatabase::create().await;
     let setup = keyed_setup(&database);
     let server = setup.http_server(&[]);
@@ -94,16 +94,33 @@ async fn a_tool_outside_the_keys_verbs_is_indistinguishable_from_an_unknown_tool
         ["add_records", "materialize_sql", "create_view"],
         "a create-only key sees only the create tools"
     );
-    let forbidden = call(&client, "list_servers", json!({}), None).await.unwrap_err();
+    // Calling it anyway names what is missing, runs nothing, and is recorded as denied.
+    let forbidden = call(&client, "list_servers", json!({}), None).await.unwrap();
+    assert_eq!(forbidden.is_error, Some(true));
+    let error = forbidden.structured_content.unwrap()["error"].clone();
+    assert_eq!(error["code"], "UNAUTHORIZED", "{error}");
+    assert_eq!(
+        error["message"], "`loader` may not use `list_servers`: it needs the `read` verb",
+        "{error}"
+    );
     let unknown = call(&client, "no_such_tool", json!({}), None).await.unwrap_err();
-    let describe = |error: rmcp::service::ServiceError, name: &str| match error {
-        rmcp::service::ServiceError::McpError(data) => {
-            (data.code.0, data.message.replace(name, "<name>"), data.data)
-        }
-        other => panic!("expected a JSON-RPC error, got {other:?}"),
-    };
-    assert_eq!(describe(forbidden, "list_servers"), describe(unknown, "no_such_tool"));
+    assert!(
+        matches!(unknown, rmcp::service::ServiceError::McpError(ref data) if data.code.0 == -32602),
+        "{unknown:?}"
+    );
     client.cancel().await.unwrap();
+    let pool = database.connect().await;
+    crate::support::eventually("the denied call is recorded", std::time::Duration::from_secs(20), || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM orca.mcp_executions \
+              WHERE principal = 'loader' AND tool_name = 'list_servers' AND error_code = 'UNAUTHORIZED'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+            == 1
+    })
+    .await;
 
     let reader = server.client(Some(READER_KEY)).await;
     let names = tool_names(&reader).await;
@@ -140,6 +157,6 @@ async fn the_stdio_principal_and_its_verbs_come_from_configuration() {
     let client = setup.stdio_client().await;
     let visible = tool_names(&client).await;
     assert_eq!(visible, ["add_records", "materialize_sql", "create_view"]);
-    assert!(call(&client, "list_servers", json!({}), None).await.is_err());
+    crate::support::assert_unauthorized(call(&client, "list_servers", json!({}), None).await);
     client.cancel().await.unwrap();
 }

@@ -447,8 +447,17 @@ async fn verbs_come_from_annotations_unless_the_entry_sets_them() {
     for hidden in ["fx_count", "fx_crash", "fx_hang", "fx_pid"] {
         assert!(!names.contains(&hidden.to_owned()), "{hidden} needs more than read: {names:?}");
     }
-    let refused = call(&client, "fx_count", json!({}), None).await.unwrap_err().to_string();
-    assert!(refused.contains("unknown tool: fx_count"), "{refused}");
+    let refused = call(&client, "fx_count", json!({}), None).await.unwrap();
+    assert_eq!(refused.is_error, Some(true));
+    let error = refused.structured_content.unwrap()["error"].clone();
+    assert_eq!(error["code"], "UNAUTHORIZED", "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("`reader` may not use `fx_count`: it needs the `create` verb"),
+        "{error}"
+    );
     client.cancel().await.unwrap();
 }
 

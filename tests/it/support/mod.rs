@@ -50,6 +50,16 @@ pub(crate) async fn wait_for_row(pool: &sqlx::PgPool, query: &'static str, id: u
     .await;
 }
 
+/// Assert that the gateway refused a call before running it: a tool error `UNAUTHORIZED` (a
+/// tool outside the caller's verbs or role), not a protocol error.
+#[track_caller]
+pub(crate) fn assert_unauthorized(result: Result<CallToolResult, rmcp::ServiceError>) {
+    let result = result.expect("a refused call is a tool result, not a protocol error");
+    assert_eq!(result.is_error, Some(true), "{result:?}");
+    let value = result.structured_content.unwrap_or_default();
+    assert_eq!(value["error"]["code"], "UNAUTHORIZED", "{value}");
+}
+
 /// The `_meta` of a result as a JSON object.
 pub(crate) fn meta_of(result: &CallToolResult) -> Map<String, Value> {
     result.meta.as_ref().map(|meta| meta.0.clone()).unwrap_or_default()
