@@ -327,6 +327,30 @@ async fn an_upstream_list_change_is_refiltered_and_sent_to_clients_once() {
 }
 
 #[tokio::test]
+async fn a_tool_an_upstream_adds_under_a_name_already_served_is_left_out_and_listed() {
+    let database = TestDatabase::create().await;
+    // With the prefix `list`, the tool `servers` that toggle_extra adds is exposed as
+    // `list_servers`, which orca's own server serves.
+    let yaml = fixture_yaml("    prefix: list\n    env:\n      FIXTURE_TOGGLED_NAME: servers\n");
+    let setup = OrcaSetup::new(&database.url).with_external(&yaml);
+    let client = setup.stdio_client().await;
+    assert_eq!(
+        text_of(&call(&client, "list_toggle_extra", json!({}), None).await.unwrap()),
+        "extra on"
+    );
+    eventually("list_servers names the tool left out", Duration::from_secs(20), || async {
+        server_named(&client, "fx").await["external"]["left_out_tools"]
+            == json!([{"tool": "list_servers", "taken_by": "an internal server"}])
+    })
+    .await;
+    // The name still belongs to orca's own tool, with its arguments going nowhere else.
+    let answered = call(&client, "list_servers", json!({}), None).await.unwrap();
+    assert!(answered.structured_content.unwrap()["servers"].is_array(), "answered by orca itself");
+    assert_eq!(tool_names(&client).await.iter().filter(|name| *name == "list_servers").count(), 1);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
 async fn resource_reads_are_recorded_like_tool_calls_with_their_uri() {
     let database = TestDatabase::create().await;
     let setup = OrcaSetup::new(&database.url).with_external(&fixture_yaml(""));
