@@ -3,7 +3,8 @@
 //! --http`, then print calls/s and client-side p50/p99 latency, and the calls made in all, warm-up
 //! included (to divide CPU time measured around the run by). Loopback only, bounded in time.
 //!
-//! Usage: bench_gateway <url> <concurrency> <seconds> [tool]
+//! Usage: bench_gateway <url> <concurrency> <seconds> [tool]; `BENCH_AUTHORIZATION` is sent as
+//! the `Authorization` header when set (an API key or a bearer token).
 
 #![allow(clippy::print_stdout, reason = "the result line is this program's output")]
 
@@ -20,29 +21,36 @@ async fn main() {
         url.starts_with("http://127.") || url.starts_with("http://localhost"),
         "loopback targets only"
     );
+    let authorization = std::env::var("BENCH_AUTHORIZATION").ok();
     let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": {}}})
         .to_string();
 
     let run = |window: Duration| {
         let url = url.clone();
         let body = body.clone();
+        let authorization = authorization.clone();
         async move {
             let deadline = Instant::now() + window;
             let mut workers = Vec::new();
             for _ in 0..concurrency {
                 let url = url.clone();
                 let body = body.clone();
+                let authorization = authorization.clone();
                 workers.push(tokio::spawn(async move {
                     let client =
                         reqwest::Client::builder().pool_max_idle_per_host(1).build().unwrap();
                     let mut latencies = Vec::new();
                     while Instant::now() < deadline {
                         let started = Instant::now();
-                        let response = client
+                        let mut request = client
                             .post(&url)
                             .header("content-type", "application/json")
                             .header("accept", "application/json, text/event-stream")
-                            .body(body.clone())
+                            .body(body.clone());
+                        if let Some(authorization) = &authorization {
+                            request = request.header("authorization", authorization);
+                        }
+                        let response = request
                             .send()
                             .await
                             .expect("request failed");

@@ -90,7 +90,26 @@ pub(crate) struct Verifier {
     metadata: RwLock<Option<IssuerMetadata>>,
     /// Held while fetching, so concurrent requests share one fetch.
     fetching: Mutex<Attempt>,
+    /// Tokens already verified, by the SHA-256 of the token: a client sends the same token
+    /// with every call until it expires, so its signature is checked once. Emptied whenever the
+    /// key set is fetched again.
+    verified: std::sync::Mutex<HashMap<[u8; 32], Verified>>,
 }
+
+/// A token whose signature, issuer, audience and scopes were checked, with the times it is
+/// good for.
+#[derive(Debug, Clone)]
+struct Verified {
+    identity: TokenIdentity,
+    /// Seconds since the epoch: `nbf` (0 when absent) and `exp`.
+    not_before: u64,
+    expires: u64,
+    /// Past this the token is checked afresh, whatever its `exp`.
+    recheck_at: Instant,
+}
+
+/// The most verified tokens kept; past it the cache starts over.
+const MAX_VERIFIED: usize = 10_000;
 
 impl std::fmt::Debug for Verifier {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -111,6 +130,7 @@ impl Verifier {
             keys: RwLock::default(),
             metadata: RwLock::default(),
             fetching: Mutex::default(),
+            verified: std::sync::Mutex::default(),
         }
     }
 
@@ -143,6 +163,43 @@ impl Verifier {
     /// `Invalid` for a token that is not acceptable, `InsufficientScope` for a valid token
     /// without the required scopes, `Unavailable` when no key can be had to check it.
     pub(crate) async fn verify(&self, token: &str) -> Result<TokenIdentity, Refusal> {
+        use sha2::Digest as _;
+        let digest: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
+        if let Some(identity) = self.already_verified(&digest) {
+            return Ok(identity);
+        }
+        let (identity, not_before, expires) = self.verify_afresh(token).await?;
+        let mut verified = self.verified.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if verified.len() >= MAX_VERIFIED {
+            verified.clear();
+        }
+        verified.insert(
+            digest,
+            Verified {
+                identity: identity.clone(),
+                not_before,
+                expires,
+                recheck_at: Instant::now() + KEYS_STALE_AFTER,
+            },
+        );
+        Ok(identity)
+    }
+
+    /// The identity of a token verified before, while its times (with the leeway) hold.
+    fn already_verified(&self, digest: &[u8; 32]) -> Option<TokenIdentity> {
+        let verified = self.verified.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let entry = verified.get(digest)?;
+        let now = jsonwebtoken::get_current_timestamp();
+        let leeway = self.config.leeway.as_secs();
+        (entry.recheck_at > Instant::now()
+            && now + leeway >= entry.not_before
+            && now <= entry.expires.saturating_add(leeway))
+        .then(|| entry.identity.clone())
+    }
+
+    /// The full check of a token: its key, signature, claims and scopes; with its `nbf` (0 when
+    /// absent) and `exp`.
+    async fn verify_afresh(&self, token: &str) -> Result<(TokenIdentity, u64, u64), Refusal> {
         let header = jsonwebtoken::decode_header(token)
             .map_err(|_| Refusal::Invalid("the token is not a signed JWT".to_owned()))?;
         let key = self.key_for(header.kid.as_deref()).await?;
@@ -172,7 +229,8 @@ impl Verifier {
         if !missing.is_empty() {
             return Err(Refusal::InsufficientScope(missing));
         }
-        Ok(identity)
+        let time = |name: &str| claims.get(name).and_then(Value::as_u64).unwrap_or(0);
+        Ok((identity, time("nbf"), time("exp")))
     }
 
     fn describe(&self, kind: &jsonwebtoken::errors::ErrorKind) -> String {
@@ -250,6 +308,9 @@ impl Verifier {
                 attempt.error = None;
                 let mut keys = self.keys.write().await;
                 *keys = fetched;
+                // A key the issuer no longer publishes verifies nothing more, not even a token
+                // it verified before.
+                self.verified.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clear();
                 pick(&keys, kid).ok_or_else(|| unknown_key(kid))
             }
             Err(error) => {
@@ -739,6 +800,34 @@ mod tests {
             fresh.verify(&sign("rsa-1", &issuer.claims())).await,
             Err(Refusal::Unavailable(_))
         ));
+    }
+
+    #[tokio::test]
+    async fn a_verified_token_is_remembered_until_it_expires_or_the_keys_change() {
+        let issuer = Issuer::start(&["rsa-1"]).await;
+        let mut config = issuer.verifier().config.clone();
+        config.leeway = Duration::ZERO;
+        let verifier = Verifier::new(config);
+        let cached = |verifier: &Verifier| verifier.verified.lock().unwrap().len();
+        let now = jsonwebtoken::get_current_timestamp();
+        let mut claims = issuer.claims();
+        claims["exp"] = json!(now + 1);
+        let short = sign("rsa-1", &claims);
+        assert!(verifier.verify(&short).await.is_ok());
+        assert_eq!(cached(&verifier), 1);
+        assert!(verifier.verify(&short).await.is_ok(), "served from what was verified");
+        assert_eq!(cached(&verifier), 1);
+        tokio::time::sleep(Duration::from_millis(2100)).await;
+        match verifier.verify(&short).await {
+            Err(Refusal::Invalid(message)) => assert!(message.contains("has expired"), "{message}"),
+            other => panic!("a remembered token past its exp: {other:?}"),
+        }
+        assert!(verifier.verify(&sign("rsa-1", &issuer.claims())).await.is_ok());
+        assert_eq!(cached(&verifier), 2);
+        issuer.publish("rsa-2");
+        assert!(verifier.verify(&sign("rsa-2", &issuer.claims())).await.is_ok());
+        assert_eq!(cached(&verifier), 1, "fetching the keys again forgets what they verified");
+        issuer.server.abort();
     }
 
     #[test]
