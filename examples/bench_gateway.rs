@@ -50,10 +50,7 @@ async fn main() {
                         if let Some(authorization) = &authorization {
                             request = request.header("authorization", authorization);
                         }
-                        let response = request
-                            .send()
-                            .await
-                            .expect("request failed");
+                        let response = request.send().await.expect("request failed");
                         assert!(response.status().is_success(), "status {}", response.status());
                         let text = response.text().await.unwrap();
                         assert!(text.contains("\"isError\":false"), "tool failed: {text}");
