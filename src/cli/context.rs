@@ -51,16 +51,24 @@ pub(super) enum ContextCommand {
 
 #[derive(Debug, Args)]
 pub(super) struct FileArgs {
-    /// The context file [default: $ORCA_CONTEXT_FILE, llm.context_file, else context/supabase-sql-context.md]
+    /// The context file [default: the database's context_file, else $ORCA_CONTEXT_FILE, llm.context_file, else context/supabase-sql-context.md]
     #[arg(long, value_name = "FILE")]
     file: Option<PathBuf>,
+
+    /// The database whose context file this is, by its name in orca.yaml's `databases` (its own context_file, and its calls only)
+    #[arg(long, value_name = "NAME")]
+    database: Option<String>,
 }
 
 #[derive(Debug, Args)]
 pub(super) struct CheckArgs {
-    /// The context file [default: $ORCA_CONTEXT_FILE, llm.context_file, else context/supabase-sql-context.md]
+    /// The context file [default: the database's context_file, else $ORCA_CONTEXT_FILE, llm.context_file, else context/supabase-sql-context.md]
     #[arg(long, value_name = "FILE")]
     file: Option<PathBuf>,
+
+    /// The database whose context file this is, by its name in orca.yaml's `databases` (its own context_file, and its calls only)
+    #[arg(long, value_name = "NAME")]
+    database: Option<String>,
 
     /// Keep watching the file and print a line for every version that loads
     #[arg(long)]
@@ -81,9 +89,13 @@ pub(super) struct SuggestArgs {
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
 
-    /// The context file [default: $ORCA_CONTEXT_FILE, llm.context_file, else context/supabase-sql-context.md]
+    /// The context file [default: the database's context_file, else $ORCA_CONTEXT_FILE, llm.context_file, else context/supabase-sql-context.md]
     #[arg(long, value_name = "FILE")]
     file: Option<PathBuf>,
+
+    /// The database whose context file this is, by its name in orca.yaml's `databases` (its own context_file, and its calls only)
+    #[arg(long, value_name = "NAME")]
+    database: Option<String>,
 
     /// How many recent calls to learn from, at most
     #[arg(long, default_value_t = 100, value_name = "N")]
@@ -107,17 +119,44 @@ const TEMPLATE: &str = "# Supabase SQL Context Learning\n\n## Database Schema Ov
 
 pub(super) async fn run(config: Config, command: ContextCommand) -> anyhow::Result<ExitCode> {
     match command {
-        ContextCommand::Check(args) if args.watch => watch(&file(&config, args.file)).await,
-        ContextCommand::Check(args) => check(&file(&config, args.file)),
+        ContextCommand::Check(args) if args.watch => {
+            watch(&file(&config, args.file, args.database.as_deref())?).await
+        }
+        ContextCommand::Check(args) => check(&file(&config, args.file, args.database.as_deref())?),
         ContextCommand::RefreshSchema(args) => {
-            refresh_schema(&config, &file(&config, args.file)).await
+            let path = file(&config, args.file, args.database.as_deref())?;
+            refresh_schema(&config, &path, args.database.as_deref()).await
         }
         ContextCommand::Suggest(args) => suggest(&config, args).await,
     }
 }
 
-fn file(config: &Config, explicit: Option<PathBuf>) -> PathBuf {
-    explicit.unwrap_or_else(|| config.llm.context_file.clone())
+/// The context file a command works on: `--file`, else the `--database`'s own, else the
+/// configured one.
+fn file(
+    config: &Config,
+    explicit: Option<PathBuf>,
+    database: Option<&str>,
+) -> anyhow::Result<PathBuf> {
+    let own = match database {
+        None => None,
+        Some(name) if config.databases.is_empty() => {
+            anyhow::bail!("--database {name}: orca.yaml lists no `databases`")
+        }
+        Some(name) => {
+            let entry =
+                config.databases.iter().find(|entry| entry.name == name).with_context(|| {
+                    let names: Vec<&str> =
+                        config.databases.iter().map(|entry| entry.name.as_str()).collect();
+                    format!(
+                        "--database: no database named `{name}`; the databases are: {}",
+                        names.join(", ")
+                    )
+                })?;
+            entry.context_file.clone()
+        }
+    };
+    Ok(explicit.or(own).unwrap_or_else(|| config.llm.context_file.clone()))
 }
 
 fn check(path: &Path) -> anyhow::Result<ExitCode> {
@@ -160,12 +199,15 @@ async fn watch(path: &Path) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn refresh_schema(config: &Config, path: &Path) -> anyhow::Result<ExitCode> {
+async fn refresh_schema(
+    config: &Config,
+    path: &Path,
+    database: Option<&str>,
+) -> anyhow::Result<ExitCode> {
     let databases = Databases::open(config, true).await?;
     let outcome = async {
-        let url =
-            databases.target_url.as_ref().context("no database to describe: set DATABASE_URL")?;
-        let pool = crate::sql::connect_target(url.expose_secret(), config.database.size())?;
+        let target = databases.target(database)?;
+        let pool = crate::sql::connect_target(target.url.expose_secret(), config.database.size())?;
         let schema = crate::sql::introspect(&pool).await.context("cannot read the schema")?;
         pool.close().await;
         anyhow::Ok(schema)
@@ -239,7 +281,7 @@ fn write_atomically(path: &Path, text: &str) -> anyhow::Result<()> {
 
 async fn suggest(config: &Config, args: SuggestArgs) -> anyhow::Result<ExitCode> {
     let range = ExportRange::parse(&args.since, args.until.as_deref(), chrono::Utc::now())?;
-    let path = file(config, args.file);
+    let path = file(config, args.file, args.database.as_deref())?;
     let current = std::fs::read_to_string(&path)
         .with_context(|| format!("cannot read the context file {}", path.display()))?;
     let doc =
@@ -247,9 +289,14 @@ async fn suggest(config: &Config, args: SuggestArgs) -> anyhow::Result<ExitCode>
 
     let databases = Databases::open(config, false).await?;
     let pool = tracking::connect(databases.state_url.expose_secret(), &config.database)?;
-    let lessons =
-        tracking::recent_lessons(&pool, range, i64::from(args.limit.max(1)), args.include_eval)
-            .await;
+    let lessons = tracking::recent_lessons(
+        &pool,
+        range,
+        i64::from(args.limit.max(1)),
+        args.include_eval,
+        args.database.as_deref(),
+    )
+    .await;
     pool.close().await;
     databases.close().await?;
     let lessons = lessons.context("cannot read the recent executions")?;

@@ -19,7 +19,6 @@ use crate::config::{Config, LlmTool};
 use crate::eval::{self, Comparison, Item, Outcome, Report, Runner};
 use crate::llm::Llm;
 use crate::servers::postgres::{Intelligence, PostgresServer};
-use crate::servers::sql_common::Target;
 use crate::tracking::{self, Tracker};
 
 pub(super) const LONG_ABOUT: &str = "\
@@ -31,8 +30,9 @@ numbers within a relative 1e-6; NULL equals NULL; timestamps as instants).
 
 The question file is YAML (a list) or JSON Lines of {id, question, gold_sql, tags?, \
 order_matters?}; orca ships one for Chinook in context/eval/chinook.yaml. The database is \
-DATABASE_URL (the embedded Chinook database by default), the context file the configured one \
-(or --context-file). Calls are recorded with the source `eval`, which export-feedback and \
+the one --database names among orca.yaml's `databases` (optional when there is one), else \
+DATABASE_URL (the embedded Chinook database by default); the context file is that database's \
+own, else the configured one (or --context-file). Calls are recorded with the source `eval`, which export-feedback and \
 `context suggest` leave out unless given --include-eval.
 
 Exit status: 0 when the run completed (whatever the accuracy), 1 when --min-accuracy is not \
@@ -42,7 +42,8 @@ Examples:
   orca eval context/eval/chinook.yaml
   orca eval context/eval/chinook.yaml --compare --out eval-report
   orca eval questions.jsonl --provider openai --model gpt-4o-mini --json
-  orca eval context/eval/chinook.yaml --min-accuracy 0.8   (in CI, guarding a context file)";
+  orca eval context/eval/chinook.yaml --min-accuracy 0.8   (in CI, guarding a context file)
+  orca eval films.yaml --database films                    (one of several databases)";
 
 #[derive(Debug, Args)]
 pub(super) struct EvalArgs {
@@ -82,9 +83,13 @@ pub(super) struct EvalArgs {
     #[arg(long, value_name = "X")]
     min_accuracy: Option<f64>,
 
-    /// The context file to measure [default: $ORCA_CONTEXT_FILE, llm.context_file, else context/supabase-sql-context.md]
+    /// The context file to measure [default: the database's context_file, else $ORCA_CONTEXT_FILE, llm.context_file, else context/supabase-sql-context.md]
     #[arg(long, value_name = "FILE")]
     context_file: Option<PathBuf>,
+
+    /// The database to ask about, by its name in orca.yaml's `databases` [default: the only one]
+    #[arg(long, value_name = "NAME")]
+    database: Option<String>,
 }
 
 /// A usage or question-file error: said on stderr, exit status 2.
@@ -109,7 +114,14 @@ pub(super) async fn run(config: Config, args: EvalArgs) -> anyhow::Result<ExitCo
         Ok(questions) => questions,
         Err(error) => return Ok(usage_error(&error.to_string())),
     };
-    let context_file = args.context_file.clone().unwrap_or_else(|| config.llm.context_file.clone());
+    let own_context = args.database.as_deref().and_then(|name| {
+        config.databases.iter().find(|database| database.name == name)?.context_file.clone()
+    });
+    let context_file = args
+        .context_file
+        .clone()
+        .or(own_context)
+        .unwrap_or_else(|| config.llm.context_file.clone());
     if args.context_file.is_some() && !context_file.is_file() {
         return Ok(usage_error(&format!(
             "--context-file {} is not a file",
@@ -117,7 +129,9 @@ pub(super) async fn run(config: Config, args: EvalArgs) -> anyhow::Result<ExitCo
         )));
     }
     // On the embedded Chinook database, start from the shipped context file as `serve` does.
-    let embedded = config.state_database_url.is_none() && config.database_url.is_none();
+    let embedded = config.state_database_url.is_none()
+        && config.database_url.is_none()
+        && config.databases.is_empty();
     if embedded && args.context_file.is_none() {
         super::seed_chinook_context(&context_file);
     }
@@ -141,8 +155,7 @@ pub(super) async fn run(config: Config, args: EvalArgs) -> anyhow::Result<ExitCo
 
     let databases = Databases::open(&config, true).await?;
     let outcome = async {
-        let target_url =
-            databases.target_url.as_ref().context("no database to ask about: set DATABASE_URL")?;
+        let target = databases.target(args.database.as_deref())?;
         if !context_file.is_file() {
             tracing::warn!(
                 "the context file {} does not exist: every question runs without context",
@@ -156,17 +169,18 @@ pub(super) async fn run(config: Config, args: EvalArgs) -> anyhow::Result<ExitCo
         } else {
             Tracker::disabled()
         };
-        let target_pool =
-            crate::sql::connect_target(target_url.expose_secret(), config.database.size())?;
+        // The question set measures the context file chosen above.
+        let mut target = target.clone();
+        if let Some(entry) = target.config.as_mut() {
+            entry.context_file = None;
+        }
+        let (targets, _watches) = super::databases::connect_targets(
+            &config,
+            std::slice::from_ref(&target),
+            &intelligence.context,
+        )?;
         let secret = crate::sql::Secret::load(config.secret.as_ref(), &config.home)?;
-        let server = PostgresServer::new(
-            Target::new(target_pool.clone()),
-            state_pool.clone(),
-            secret,
-            config.sql.clone(),
-            config.read_only,
-            intelligence,
-        );
+        let server = PostgresServer::new(targets.clone(), state_pool.clone(), secret, intelligence);
         let runner = Runner {
             server,
             tracker: tracker.clone(),
@@ -181,7 +195,9 @@ pub(super) async fn run(config: Config, args: EvalArgs) -> anyhow::Result<ExitCo
         let measured =
             measure(&runner, &questions, &args, choice.provider.as_str(), &choice.model).await;
         tracker.shutdown().await;
-        target_pool.close().await;
+        for database in targets.iter() {
+            database.target.pool.close().await;
+        }
         state_pool.close().await;
         anyhow::Ok(measured)
     }

@@ -191,6 +191,10 @@ struct ExportArgs {
     /// Include the calls of `orca eval` runs (left out by default; the `source` column tells them apart)
     #[arg(long)]
     include_eval: bool,
+
+    /// Only the calls on this target database (its name in orca.yaml's `databases`; the `database` column says each call's)
+    #[arg(long, value_name = "NAME")]
+    database: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -278,6 +282,10 @@ struct Running {
     databases: Databases,
     /// Reloads the context file while the gateway runs; dropped at the end.
     _context_watch: Option<crate::context::ContextWatch>,
+    /// Reload the target databases' own context files.
+    _target_watches: Vec<crate::context::ContextWatch>,
+    /// Probes the target databases' health.
+    monitor: tokio::task::JoinHandle<()>,
 }
 
 impl Running {
@@ -296,31 +304,28 @@ impl Running {
             Tracker::disabled()
         };
         let enabled = servers.or_else(|| config.servers.clone());
-        let target_pool = match &databases.target_url {
-            Some(url) => {
-                let pool = crate::sql::connect_target(url.expose_secret(), config.database.size())?;
-                crate::sql::open_minimum(&pool, config.database.size());
-                Some(pool)
-            }
-            None => None,
-        };
         let secret = crate::sql::Secret::load(config.secret.as_ref(), &config.home)?;
         let mut config = config;
         config.auth.salt_masking(|id| crate::privacy::salt(&secret, id));
         let directory: crate::servers::orca::Directory = Arc::default();
-        if databases.is_embedded() && databases.target_url.is_some() {
+        if databases.serves_embedded_chinook() {
             seed_chinook_context(&config.llm.context_file);
         }
         let (intelligence, context_watch) =
             crate::servers::postgres::Intelligence::start(&config.llm);
+        let (targets, target_watches) =
+            databases::connect_targets(&config, &databases.targets, &intelligence.context)?;
+        // Each database's health is known (or its probe timed out) before the first call, and
+        // followed while orca runs; a database that is down never stops the others.
+        targets.probe_all().await;
+        let monitor = targets.monitor();
         let registry = Registry::build(
             enabled.as_deref(),
             ServerDependencies {
                 state_pool: state_pool.clone(),
                 tracker: tracker.clone(),
-                target_pool,
+                databases: targets,
                 secret,
-                sql: config.sql.clone(),
                 read_only: config.read_only,
                 directory: directory.clone(),
                 data: config.data.clone(),
@@ -349,10 +354,17 @@ impl Running {
             state_pool,
             Arc::new(Metrics::default()),
         );
-        Ok(Running { state, databases, _context_watch: context_watch })
+        Ok(Running {
+            state,
+            databases,
+            _context_watch: context_watch,
+            _target_watches: target_watches,
+            monitor,
+        })
     }
 
     async fn stop(self) -> anyhow::Result<()> {
+        self.monitor.abort();
         if let Some(external) = self.state.registry.external() {
             external.shutdown().await;
         }
@@ -491,7 +503,7 @@ async fn export_feedback(config: Config, args: ExportArgs) -> anyhow::Result<Exi
     let pool = tracking::connect(databases.state_url.expose_secret(), &config.database)?;
     let result = async {
         sqlx::query("SELECT 1").execute(&pool).await.context("cannot reach the state database")?;
-        tracking::export(&pool, range, &args.out, args.include_eval).await
+        tracking::export(&pool, range, &args.out, args.include_eval, args.database.as_deref()).await
     }
     .await;
     pool.close().await;
@@ -566,15 +578,41 @@ async fn doctor(config: Config) -> anyhow::Result<ExitCode> {
             .await;
             check(&mut report, "state database", state);
             pool.close().await;
-            if let Some(target) = &databases.target_url {
-                let target_pool = tracking::connect(target.expose_secret(), &config.database)?;
-                let outcome = sqlx::query_scalar::<_, String>("SELECT current_database()")
-                    .fetch_one(&target_pool)
-                    .await
-                    .map(|name| format!("database `{name}` reachable"))
-                    .map_err(|error| error.to_string());
-                check(&mut report, "target database", outcome);
+            for target in &databases.targets {
+                let target_pool = tracking::connect(target.url.expose_secret(), &config.database)?;
+                let outcome = async {
+                    let version: String = sqlx::query_scalar("SHOW server_version")
+                        .fetch_one(&target_pool)
+                        .await
+                        .map_err(|error| crate::sql::Error::from_query(error).to_string())?;
+                    let features = crate::servers::sql_common::detect_features(&target_pool)
+                        .await
+                        .map_err(|error| crate::sql::Error::from_query(error).to_string())?;
+                    let missing = features.missing();
+                    Ok(if missing.is_empty() {
+                        format!("reachable, PostgreSQL {version}")
+                    } else {
+                        format!(
+                            "reachable, PostgreSQL {version}; without {} (the tools that use it fall back)",
+                            missing.join(", ")
+                        )
+                    })
+                }
+                .await;
+                check(&mut report, &format!("database `{}`", target.name), outcome);
                 target_pool.close().await;
+            }
+            if !databases.targets.is_empty() {
+                let per_pool = config.database.max_connections;
+                let targets = databases.targets.len() as u32;
+                check(
+                    &mut report,
+                    "connections",
+                    Ok(format!(
+                        "at most {} to PostgreSQL: {targets} target database(s) x {per_pool} (database.max_connections) + {per_pool} for orca's state",
+                        (targets + 1) * per_pool
+                    )),
+                );
             }
             let spill = config.spill_file();
             let pending =

@@ -3,6 +3,7 @@
 //! (or variable) and the key it concerns.
 
 mod auth;
+mod databases;
 mod external;
 mod ip_range;
 mod llm;
@@ -30,7 +31,10 @@ use crate::tool::Verb;
 #[cfg(test)]
 pub(crate) use auth::ApiKey;
 pub(crate) use auth::{AuthConfig, Principal};
-pub(crate) use external::{Availability, ExternalConfig, ExternalServerConfig, ExternalTransport};
+pub(crate) use databases::{DatabaseConfig, valid_name as valid_database_name};
+pub(crate) use external::{
+    Availability, ExternalConfig, ExternalServerConfig, ExternalTransport, glob_match,
+};
 pub(crate) use ip_range::IpRange;
 pub(crate) use llm::{LlmConfig, LlmTool, provider_names};
 pub(crate) use metabase::{MetabaseAuth, MetabaseConfig};
@@ -124,6 +128,9 @@ pub(crate) struct Config {
     pub(crate) database_url: Option<SecretString>,
     /// orca's own state: tracking, feedback, tokens (`ORCA_DATABASE_URL`).
     pub(crate) state_database_url: Option<SecretString>,
+    /// The named target databases (`databases:`); empty: `DATABASE_URL` alone, or the embedded
+    /// Chinook database.
+    pub(crate) databases: Vec<DatabaseConfig>,
     /// The size of each connection pool (`database:`).
     pub(crate) database: PoolConfig,
     /// Internal servers enabled by `orca.yaml` (`None`: all of them).
@@ -235,6 +242,16 @@ impl Config {
                 }),
         );
         out.insert("ORCA_DATABASE_URL", url(&self.state_database_url));
+        if !self.databases.is_empty() {
+            let listed: Vec<String> = self
+                .databases
+                .iter()
+                .map(|database| {
+                    format!("{} ({})", database.name, mask_url(database.url.expose_secret()))
+                })
+                .collect();
+            out.insert("databases", listed.join(", "));
+        }
         let servers = match &self.servers {
             None => format!("all ({})", ServerKind::known_names()),
             Some(list) => list.iter().map(|kind| kind.name()).collect::<Vec<_>>().join(", "),
@@ -776,6 +793,7 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
     let llm = llm::load(sections.llm, env, &file_label, &home, &mut errors);
     let metabase = metabase::load(sections.metabase, env, &file_label, &mut errors);
     let weaviate = weaviate::load(sections.weaviate, env, &file_label, &mut errors);
+    let databases = databases::load(sections.databases, env, &file_label, &mut errors);
 
     if !errors.is_empty() {
         return Err(ConfigErrors(errors));
@@ -787,6 +805,7 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
         pg_bindir,
         database_url: target_database_url,
         state_database_url,
+        databases,
         database,
         servers,
         auth,
@@ -899,6 +918,7 @@ fn parse_yaml(text: &str, path: &Path, errors: &mut Vec<String>) -> Value {
 struct Sections<'a> {
     servers: Option<&'a Value>,
     database: Option<&'a Value>,
+    databases: Option<&'a Value>,
     auth: Option<&'a Value>,
     http: Option<&'a Value>,
     tracking: Option<&'a Value>,
@@ -912,9 +932,10 @@ struct Sections<'a> {
 }
 
 impl<'a> Sections<'a> {
-    const KNOWN: [&'static str; 12] = [
+    const KNOWN: [&'static str; 13] = [
         "servers",
         "database",
+        "databases",
         "auth",
         "http",
         "tracking",
@@ -931,6 +952,7 @@ impl<'a> Sections<'a> {
         let empty = Sections {
             servers: None,
             database: None,
+            databases: None,
             auth: None,
             http: None,
             tracking: None,
@@ -954,6 +976,7 @@ impl<'a> Sections<'a> {
         Sections {
             servers: map.get("servers"),
             database: map.get("database"),
+            databases: map.get("databases"),
             auth: map.get("auth"),
             http: map.get("http"),
             tracking: map.get("tracking"),

@@ -104,7 +104,6 @@ impl ContextStore {
     }
 
     /// The path of the context file.
-    #[cfg(test)]
     pub(crate) fn path(&self) -> &Path {
         &self.shared.path
     }

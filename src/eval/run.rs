@@ -139,7 +139,7 @@ impl Runner {
         if let Some(model) = &self.model {
             arguments.insert("llm_model".into(), Value::from(model.clone()));
         }
-        let context = CallContext { principal: self.principal.clone() };
+        let context = CallContext::new(self.principal.clone());
         let started = Instant::now();
         let called = self.server.call("generate_sql", Some(arguments.clone()), &context).await;
         let elapsed = started.elapsed();
@@ -149,7 +149,7 @@ impl Runner {
             (None, None) => (Outcome::WrongResult, Some("no SQL came back".to_owned())),
             (None, Some(sql_text)) => self.judge(sql_text, gold, *ordered).await,
         };
-        self.record(question, arguments, &called, elapsed, outcome);
+        self.record(question, arguments, &called, elapsed, outcome, context.database());
         let llm = generated.llm.unwrap_or_default();
         Item {
             id: question.id.clone(),
@@ -201,6 +201,7 @@ impl Runner {
         called: &Result<ToolOutput, ToolError>,
         elapsed: Duration,
         outcome: Outcome,
+        database: Option<String>,
     ) {
         if !self.tracker.is_enabled() {
             return;
@@ -267,6 +268,7 @@ impl Runner {
             source: Source::Eval,
             client_id: self.principal.client.clone(),
             role: self.principal.role.clone(),
+            database,
         });
     }
 }

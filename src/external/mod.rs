@@ -389,6 +389,7 @@ impl ExternalServers {
                 "upstream_server": catalog.server_info.as_ref().map(|info| serde_json::json!({"name": info.name, "version": info.version})),
                 "left_out_tools": left_out,
             })),
+            databases: None,
         }
     }
 

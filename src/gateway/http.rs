@@ -555,6 +555,14 @@ async fn feedback_body(state: &AppState, principal: Option<Principal>, body: &By
             response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
             response
         }
+        Err(error @ FeedbackError::OtherDatabase { .. }) => error_response(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorCode::InvalidInput,
+            &error.to_string(),
+            Some(
+                "rate a result with its own feedback token, naming the database its call worked on",
+            ),
+        ),
     }
 }
 
@@ -629,6 +637,7 @@ async fn healthz(State(state): State<AppState>) -> Response {
         "version": env!("CARGO_PKG_VERSION"),
         "servers": state.registry.server_names(),
         "server_status": state.registry.server_statuses(),
+        "databases": state.registry.database_statuses(),
         "external": state.registry.external().map(|external| external.states()).unwrap_or_default(),
         "tracking": {
             "enabled": tracker.is_enabled(),

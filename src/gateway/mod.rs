@@ -392,6 +392,8 @@ fn status_of(error: &ToolError) -> ExecutionStatus {
 /// A resource read, recorded like a tool call under the tool name `resources/read`.
 struct ResourceRead {
     server: String,
+    /// The target database a `res://` URI named.
+    database: Option<String>,
     uri: String,
     trace_id: String,
     execution_id: Uuid,
@@ -455,6 +457,7 @@ impl Gateway {
             source: crate::tracking::Source::Mcp,
             client_id: principal.client.clone(),
             role: principal.role.clone(),
+            database: read.database,
         });
     }
 }
@@ -503,6 +506,7 @@ pub(crate) fn record_refused_token(state: &AppState, tool: &str, method: &str, r
         source: crate::tracking::Source::Mcp,
         client_id: None,
         role: None,
+        database: None,
     });
 }
 
@@ -727,12 +731,12 @@ impl ServerHandler for Gateway {
         let unknown =
             || McpError::resource_not_found(format!("unknown resource: {}", shown(uri)), None);
         let reach = self.servers_in_reach(&principal);
-        let (server, outcome) = match self.state.registry.resource_server(uri) {
+        let (server, outcome, database) = match self.state.registry.resource_server(uri) {
             Some(server) if principal.may(Verb::Read) => {
                 if !in_reach(reach.as_ref(), server) {
                     return Err(unknown());
                 }
-                let call_context = CallContext { principal: principal.clone() };
+                let call_context = CallContext::new(principal.clone());
                 let Some(outcome) = self.state.registry.read_resource(uri, &call_context).await
                 else {
                     return Err(unknown());
@@ -743,7 +747,7 @@ impl ServerHandler for Gateway {
                             .with_mime_type("application/json"),
                     ])
                 });
-                (server.to_owned(), outcome)
+                (server.to_owned(), outcome, call_context.database())
             }
             _ => {
                 let Some(external) = self.readable_external(&context)? else {
@@ -756,11 +760,12 @@ impl ServerHandler for Gateway {
                 let Some(outcome) = external.read_resource(uri).await else {
                     return Err(unknown());
                 };
-                (server, outcome)
+                (server, outcome, None)
             }
         };
         let read = ResourceRead {
             server,
+            database,
             uri: request.uri.clone(),
             trace_id: trace_id(request.meta.as_ref(), &context),
             execution_id: Uuid::now_v7(),
@@ -829,7 +834,7 @@ impl ServerHandler for Gateway {
             (Some(arguments), true) => redact_object(arguments),
             (None, true) => Value::Object(Map::new()),
         };
-        let call_context = CallContext { principal: principal.clone() };
+        let call_context = CallContext::new(principal.clone());
         let mut meta = Map::new();
         meta.insert("execution_id".into(), Value::from(execution_id.to_string()));
         meta.insert("feedback_token".into(), Value::from(feedback_token.to_string()));
@@ -918,6 +923,7 @@ impl ServerHandler for Gateway {
                 principal: principal.name,
                 client_id: principal.client,
                 role: principal.role,
+                database: call_context.database(),
                 user_id: meta_string(request.meta.as_ref(), &context, "user_id"),
                 agent_id,
                 session_id: header_string(&context, "mcp-session-id"),

@@ -9,13 +9,12 @@ use serde_json::{Map, Value};
 use sqlx::PgPool;
 
 use crate::config::ServerKind;
-use crate::config::SqlConfig;
 use crate::external::{ExternalServers, RoutedTool};
 use crate::servers::data::DataServer;
 use crate::servers::metabase::MetabaseServer;
 use crate::servers::orca::{Directory, OrcaServer, ServerCapabilitiesSummary, ServerSummary};
 use crate::servers::postgres::PostgresServer;
-use crate::servers::sql_common::Target;
+use crate::servers::sql_common::Databases;
 use crate::servers::weaviate::WeaviateServer;
 use crate::servers::{CallContext, Presence, ToolSpec};
 use crate::sql::Secret;
@@ -95,7 +94,9 @@ pub(crate) enum RegistryError {
     ToolCollision { tool: String, first: String, second: String },
     #[error("no server is enabled; enable at least one of: {known}")]
     NothingEnabled { known: String },
-    #[error("servers `postgres` and `data` need a target database: set DATABASE_URL")]
+    #[error(
+        "servers `postgres` and `data` need a target database: set DATABASE_URL or list `databases` in orca.yaml"
+    )]
     NoTargetDatabase,
     #[error("server `metabase` needs METABASE_URL and its credentials")]
     NoMetabaseUrl,
@@ -108,10 +109,10 @@ pub(crate) enum RegistryError {
 pub(crate) struct ServerDependencies {
     pub(crate) state_pool: PgPool,
     pub(crate) tracker: Tracker,
-    /// The database of the SQL tools; without it `postgres` is left out unless asked for.
-    pub(crate) target_pool: Option<PgPool>,
+    /// The databases of the SQL tools; without any, `postgres` and `data` are left out unless
+    /// asked for.
+    pub(crate) databases: Databases,
     pub(crate) secret: Secret,
-    pub(crate) sql: SqlConfig,
     pub(crate) read_only: bool,
     /// What `list_servers` reports; shared with the external servers, which keep their entries
     /// current.
@@ -180,7 +181,7 @@ impl Registry {
             enabled.map_or_else(|| ServerKind::ALL.to_vec(), <[ServerKind]>::to_vec);
         let needs_target =
             |kind: &ServerKind| matches!(kind, ServerKind::Postgres | ServerKind::Data);
-        if dependencies.target_pool.is_none() && enabled.iter().any(needs_target) {
+        if dependencies.databases.is_empty() && enabled.iter().any(needs_target) {
             if explicit {
                 return Err(RegistryError::NoTargetDatabase);
             }
@@ -213,21 +214,18 @@ impl Registry {
                     dependencies.tracker.clone(),
                 )),
                 ServerKind::Data => InternalServer::Data(DataServer::new(
-                    Target::new(dependencies.target_pool.clone().expect("checked above")),
+                    dependencies.databases.clone(),
                     dependencies.secret.clone(),
                     crate::servers::data::DataSettings {
-                        sql: dependencies.sql.clone(),
                         data: dependencies.data.clone(),
                         masking: dependencies.masking.clone(),
                         read_only: dependencies.read_only,
                     },
                 )),
                 ServerKind::Postgres => InternalServer::Postgres(PostgresServer::new(
-                    Target::new(dependencies.target_pool.clone().expect("checked above")),
+                    dependencies.databases.clone(),
                     dependencies.state_pool.clone(),
                     dependencies.secret.clone(),
-                    dependencies.sql.clone(),
-                    dependencies.read_only,
                     dependencies.intelligence.clone(),
                 )),
                 ServerKind::Metabase => InternalServer::Metabase(MetabaseServer::new(
@@ -268,6 +266,8 @@ impl Registry {
                         prompts: *kind == ServerKind::Data,
                     },
                     external: None,
+                    databases: matches!(kind, ServerKind::Postgres | ServerKind::Data)
+                        .then(|| dependencies.databases.clone()),
                 },
                 None => ServerSummary {
                     name: kind.name().to_owned(),
@@ -283,6 +283,7 @@ impl Registry {
                         prompts: false,
                     },
                     external: None,
+                    databases: None,
                 },
             })
             .collect();
@@ -330,6 +331,20 @@ impl Registry {
     }
 
     /// Each internal server's status: `running`, or why it cannot serve.
+    /// Each target database's name and status, for `/healthz`.
+    pub(crate) fn database_statuses(&self) -> Map<String, Value> {
+        let databases = self.servers.iter().find_map(|server| match server {
+            InternalServer::Postgres(server) => Some(server.databases()),
+            InternalServer::Data(server) => Some(server.databases()),
+            _ => None,
+        });
+        databases
+            .into_iter()
+            .flat_map(|databases| databases.iter())
+            .map(|database| (database.name.clone(), Value::from(database.health().status)))
+            .collect()
+    }
+
     pub(crate) fn server_statuses(&self) -> Map<String, Value> {
         self.servers
             .iter()

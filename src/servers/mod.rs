@@ -77,4 +77,22 @@ pub(crate) fn declared_tools() -> Vec<ToolSpec> {
 #[derive(Debug, Clone)]
 pub(crate) struct CallContext {
     pub(crate) principal: Principal,
+    /// The database the call worked on, once an SQL tool chose it (for tracking).
+    database: Arc<std::sync::OnceLock<String>>,
+}
+
+impl CallContext {
+    pub(crate) fn new(principal: Principal) -> CallContext {
+        CallContext { principal, database: Arc::default() }
+    }
+
+    /// Note the database the call works on (the first choice holds).
+    pub(crate) fn chose_database(&self, name: &str) {
+        let _ = self.database.set(name.to_owned());
+    }
+
+    /// The database the call worked on, if it chose one.
+    pub(crate) fn database(&self) -> Option<String> {
+        self.database.get().cloned()
+    }
 }

@@ -14,7 +14,7 @@ use super::record::{Execution, Failure, Payload};
 pub(super) const EXECUTION_COLUMNS: &str = "id, mcp_name, tool_name, upstream_tool_name, principal, user_id, agent_id, \
      session_id, transport, trace_id, request_data, response_data, response_bytes, llm_provider, llm_model, \
      llm_prompt_tokens, llm_completion_tokens, execution_time_ms, status, error_code, error_message, \
-     feedback_token, created_at, llm_latency_ms, source, client_id, role";
+     feedback_token, created_at, llm_latency_ms, source, client_id, role, database_name";
 
 /// The columns of `orca.mcp_failures` in the order [`failures`] writes them.
 pub(super) const FAILURE_COLUMNS: &str =
@@ -36,7 +36,7 @@ pub(super) fn executions(executions: &[Execution]) -> Vec<u8> {
         .sum();
     let mut copy = CopyBuffer::with_capacity(payloads + executions.len() * 512);
     for execution in executions {
-        copy.tuple(27);
+        copy.tuple(28);
         copy.uuid(execution.id);
         copy.text(Some(&execution.server));
         copy.text(Some(&execution.tool));
@@ -64,6 +64,7 @@ pub(super) fn executions(executions: &[Execution]) -> Vec<u8> {
         copy.text(Some(execution.source.as_str()));
         copy.text(execution.client_id.as_deref());
         copy.text(execution.role.as_deref());
+        copy.text(execution.database.as_deref());
     }
     copy.finish()
 }

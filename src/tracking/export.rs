@@ -104,6 +104,7 @@ struct FeedbackExportRow {
     source: String,
     client_id: Option<String>,
     role: Option<String>,
+    database_name: Option<String>,
 }
 
 #[derive(Debug, sqlx::FromRow)]
@@ -124,10 +125,12 @@ struct FailureExportRow {
     source: String,
     client_id: Option<String>,
     role: Option<String>,
+    database_name: Option<String>,
 }
 
 /// Write `feedback-<day>.csv` and `failures-<day>.csv` into `out_dir`. Calls made by
-/// `orca eval` are left out unless `include_eval`; the `source` column tells them apart.
+/// `orca eval` are left out unless `include_eval`; the `source` column tells them apart. With
+/// `database`, only the calls on that target database are written.
 ///
 /// # Errors
 ///
@@ -138,6 +141,7 @@ pub(crate) async fn export(
     range: ExportRange,
     out_dir: &Path,
     include_eval: bool,
+    database: Option<&str>,
 ) -> anyhow::Result<ExportSummary> {
     std::fs::create_dir_all(out_dir)
         .with_context(|| format!("cannot create {}", out_dir.display()))?;
@@ -147,15 +151,17 @@ pub(crate) async fn export(
         "SELECT f.id AS feedback_id, f.feedback_token, f.execution_id, e.mcp_name AS server, e.tool_name AS tool, \
          e.status, e.llm_provider, e.llm_model, f.rating, f.rating_score, f.comment, f.user_id, e.principal, e.agent_id, \
          e.execution_time_ms, e.created_at AS executed_at, f.created_at AS feedback_created_at, \
-         f.updated_at AS feedback_updated_at, e.source, e.client_id, e.role \
+         f.updated_at AS feedback_updated_at, e.source, e.client_id, e.role, e.database_name \
          FROM orca.mcp_feedback f JOIN orca.mcp_executions e ON e.id = f.execution_id \
          WHERE coalesce(f.updated_at, f.created_at) >= $1 AND coalesce(f.updated_at, f.created_at) < $2 \
          AND (e.source <> 'eval' OR $3) \
+         AND ($4::text IS NULL OR e.database_name = $4) \
          ORDER BY coalesce(f.updated_at, f.created_at), f.id",
     )
     .bind(range.since)
     .bind(range.until)
     .bind(include_eval)
+    .bind(database)
     .fetch_all(pool)
     .await
     .context("cannot read feedback from the database")?;
@@ -163,15 +169,17 @@ pub(crate) async fn export(
     let failures: Vec<FailureExportRow> = sqlx::query_as(
         "SELECT fl.id AS failure_id, fl.execution_id, e.mcp_name AS server, e.tool_name AS tool, e.status, fl.error_type, \
          fl.error_code, fl.error_details::text AS error_details, fl.retry_attempt, e.llm_provider, e.llm_model, e.principal, \
-         fl.created_at AS failed_at, e.source, e.client_id, e.role \
+         fl.created_at AS failed_at, e.source, e.client_id, e.role, e.database_name \
          FROM orca.mcp_failures fl JOIN orca.mcp_executions e ON e.id = fl.execution_id \
          WHERE fl.created_at >= $1 AND fl.created_at < $2 \
          AND (e.source <> 'eval' OR $3) \
+         AND ($4::text IS NULL OR e.database_name = $4) \
          ORDER BY fl.created_at, fl.id",
     )
     .bind(range.since)
     .bind(range.until)
     .bind(include_eval)
+    .bind(database)
     .fetch_all(pool)
     .await
     .context("cannot read failures from the database")?;
@@ -201,6 +209,7 @@ pub(crate) async fn export(
             "source",
             "client_id",
             "role",
+            "database",
         ],
         feedback.iter().map(|row| {
             vec![
@@ -225,6 +234,7 @@ pub(crate) async fn export(
                 row.source.clone(),
                 text(&row.client_id),
                 text(&row.role),
+                text(&row.database_name),
             ]
         }),
     )?;
@@ -249,6 +259,7 @@ pub(crate) async fn export(
             "source",
             "client_id",
             "role",
+            "database",
         ],
         failures.iter().map(|row| {
             vec![
@@ -268,6 +279,7 @@ pub(crate) async fn export(
                 row.source.clone(),
                 text(&row.client_id),
                 text(&row.role),
+                text(&row.database_name),
             ]
         }),
     )?;

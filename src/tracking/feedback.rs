@@ -18,6 +18,9 @@ pub(crate) struct FeedbackInput {
     pub(crate) rating: Rating,
     pub(crate) rating_score: Option<i32>,
     pub(crate) comment: Option<String>,
+    /// The target database the rated call worked on, when the rater names it: a token of a call
+    /// on another database is then refused.
+    pub(crate) database: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,9 +50,11 @@ impl FeedbackInput {
         };
         let mut problems = Vec::new();
         for key in map.keys() {
-            if !["feedback_token", "rating", "rating_score", "comment"].contains(&key.as_str()) {
+            if !["feedback_token", "rating", "rating_score", "comment", "database"]
+                .contains(&key.as_str())
+            {
                 problems.push(format!(
-                    "unknown field `{key}` (expected feedback_token, rating, rating_score, comment)"
+                    "unknown field `{key}` (expected feedback_token, rating, rating_score, comment, database)"
                 ));
             }
         }
@@ -104,9 +109,19 @@ impl FeedbackInput {
                 None
             }
         };
+        let database = match map.get("database") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(name)) if crate::config::valid_database_name(name) => {
+                Some(name.clone())
+            }
+            Some(_) => {
+                problems.push("`database` must be a database's name".into());
+                None
+            }
+        };
         match (feedback_token, rating) {
             (Some(feedback_token), Some(rating)) if problems.is_empty() => {
-                Ok(FeedbackInput { feedback_token, rating, rating_score, comment })
+                Ok(FeedbackInput { feedback_token, rating, rating_score, comment, database })
             }
             _ => Err(problems.join("; ")),
         }
@@ -126,6 +141,8 @@ pub(crate) enum FeedbackError {
     NotFound,
     #[error("the feedback store is unavailable; try again shortly")]
     Unavailable,
+    #[error("this feedback token belongs to a call on {}, not on database `{named}`", actual.as_deref().map_or_else(|| "no database".to_owned(), |name| format!("database `{name}`")))]
+    OtherDatabase { named: String, actual: Option<String> },
 }
 
 /// Store feedback for the execution that issued `input.feedback_token`, replacing an earlier
@@ -144,11 +161,13 @@ pub(crate) async fn submit_feedback(
     if let Some(row) = upsert(pool, input, user_id).await? {
         return Ok(row);
     }
+    refuse_other_database(pool, input).await?;
     // The execution may still be on its way to the database: flush and look again.
     tracker.flush().await;
     if let Some(row) = upsert(pool, input, user_id).await? {
         return Ok(row);
     }
+    refuse_other_database(pool, input).await?;
     // It may also come from another replica, whose writer this one cannot flush: that writer
     // batches for up to 100 ms, so a result rated at once elsewhere gets a short grace.
     for wait in OTHER_REPLICA_GRACE {
@@ -156,8 +175,26 @@ pub(crate) async fn submit_feedback(
         if let Some(row) = upsert(pool, input, user_id).await? {
             return Ok(row);
         }
+        refuse_other_database(pool, input).await?;
     }
     Err(FeedbackError::NotFound)
+}
+
+/// Refuse at once a token whose call is stored with another database than the one named.
+async fn refuse_other_database(pool: &PgPool, input: &FeedbackInput) -> Result<(), FeedbackError> {
+    let Some(named) = &input.database else { return Ok(()) };
+    let stored: Option<(Option<String>,)> =
+        sqlx::query_as("SELECT database_name FROM orca.mcp_executions WHERE feedback_token = $1")
+            .bind(input.feedback_token)
+            .fetch_optional(pool)
+            .await
+            .map_err(|_| FeedbackError::Unavailable)?;
+    match stored {
+        Some((actual,)) if actual.as_deref() != Some(named.as_str()) => {
+            Err(FeedbackError::OtherDatabase { named: named.clone(), actual })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The waits before a feedback token is called unknown, for an execution written by another
@@ -189,6 +226,7 @@ async fn upsert(
     let row: Option<FeedbackRow> = sqlx::query_as(
         "INSERT INTO orca.mcp_feedback (feedback_token, execution_id, user_id, rating, rating_score, comment) \
          SELECT $1, e.id, $2, $3, $4, $5 FROM orca.mcp_executions e WHERE e.feedback_token = $1 \
+         AND ($6::text IS NULL OR e.database_name = $6) \
          ON CONFLICT (feedback_token) DO UPDATE SET user_id = EXCLUDED.user_id, rating = EXCLUDED.rating, \
          rating_score = EXCLUDED.rating_score, comment = EXCLUDED.comment, updated_at = now() \
          RETURNING id, feedback_token, execution_id, user_id, rating, rating_score, comment, created_at, updated_at",
@@ -198,6 +236,7 @@ async fn upsert(
     .bind(input.rating.as_str())
     .bind(input.rating_score)
     .bind(&input.comment)
+    .bind(&input.database)
     .fetch_optional(pool)
     .await
     .map_err(|error| {
@@ -276,6 +315,11 @@ mod tests {
         check(
             json!({"feedback_token": token, "rating": "up", "stars": 3}),
             Err("unknown field `stars`"),
+        );
+        check(json!({"feedback_token": token, "rating": "up", "database": "films"}), Ok(()));
+        check(
+            json!({"feedback_token": token, "rating": "up", "database": "Films!"}),
+            Err("`database` must be a database's name"),
         );
     }
 }

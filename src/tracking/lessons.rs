@@ -49,6 +49,7 @@ pub(crate) async fn recent_lessons(
     range: ExportRange,
     limit: i64,
     include_eval: bool,
+    database: Option<&str>,
 ) -> Result<Vec<Lesson>, sqlx::Error> {
     let rows: Vec<LessonRow> = sqlx::query_as(
         "SELECT e.tool_name, e.created_at, e.llm_model, e.status, e.error_message,
@@ -60,6 +61,7 @@ pub(crate) async fn recent_lessons(
          WHERE e.created_at >= $1 AND e.created_at < $2
            AND e.tool_name = ANY($3)
            AND (e.source <> 'eval' OR $5)
+           AND ($6::text IS NULL OR e.database_name = $6)
            AND (f.rating = 'down'
                 OR EXISTS (SELECT 1 FROM orca.mcp_failures x WHERE x.execution_id = e.id))
          ORDER BY e.created_at DESC
@@ -70,6 +72,7 @@ pub(crate) async fn recent_lessons(
     .bind(SQL_TOOLS.map(str::to_owned).to_vec())
     .bind(limit)
     .bind(include_eval)
+    .bind(database)
     .fetch_all(pool)
     .await?;
     Ok(rows.into_iter().map(LessonRow::into_lesson).collect())

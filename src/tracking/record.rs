@@ -89,6 +89,10 @@ pub(crate) struct Execution {
     /// The roles of `auth.roles` that allowed the call (`Principal::role`); `None` likewise.
     #[serde(default)]
     pub(crate) role: Option<String>,
+    /// The target database (catalog) an SQL tool worked on; `None` for other tools and records
+    /// spilled before this field existed.
+    #[serde(default)]
+    pub(crate) database: Option<String>,
 }
 
 /// A JSON value as stored: the text it serialized to when the record was made. It is written to

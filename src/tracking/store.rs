@@ -105,19 +105,19 @@ pub(super) async fn insert_batch(
         "INSERT INTO orca.mcp_executions (id, mcp_name, tool_name, upstream_tool_name, principal, user_id, agent_id, \
          session_id, transport, trace_id, request_data, response_data, response_bytes, llm_provider, llm_model, \
          llm_prompt_tokens, llm_completion_tokens, execution_time_ms, status, error_code, error_message, \
-         feedback_token, created_at, llm_latency_ms, source, client_id, role) \
+         feedback_token, created_at, llm_latency_ms, source, client_id, role, database_name) \
          SELECT id, mcp_name, tool_name, upstream_tool_name, principal, user_id, agent_id, session_id, transport, \
          trace_id, request_data::json, response_data::json, response_bytes, llm_provider, llm_model, \
          llm_prompt_tokens, llm_completion_tokens, execution_time_ms, status, error_code, error_message, \
-         feedback_token, created_at, llm_latency_ms, source, client_id, role \
+         feedback_token, created_at, llm_latency_ms, source, client_id, role, database_name \
          FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], \
          $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::int8[], $14::text[], $15::text[], \
          $16::int8[], $17::int8[], $18::int4[], $19::text[], $20::text[], $21::text[], $22::uuid[], $23::timestamptz[], $24::int4[], $25::text[], \
-         $26::text[], $27::text[]) \
+         $26::text[], $27::text[], $28::text[]) \
          AS batch (id, mcp_name, tool_name, upstream_tool_name, principal, user_id, agent_id, session_id, transport, \
          trace_id, request_data, response_data, response_bytes, llm_provider, llm_model, llm_prompt_tokens, \
          llm_completion_tokens, execution_time_ms, status, error_code, error_message, feedback_token, created_at, \
-         llm_latency_ms, source, client_id, role) \
+         llm_latency_ms, source, client_id, role, database_name) \
          ON CONFLICT DO NOTHING",
     )
     .bind(executions.iter().map(|execution| execution.id).collect::<Vec<_>>())
@@ -147,6 +147,7 @@ pub(super) async fn insert_batch(
     .bind(column(|execution| Some(execution.source.as_str().to_owned())))
     .bind(column(|execution| execution.client_id.clone()))
     .bind(column(|execution| execution.role.clone()))
+    .bind(column(|execution| execution.database.clone()))
     .execute(&mut *transaction)
     .await?;
 

@@ -12,6 +12,7 @@ mod console;
 mod data_metadata;
 mod data_profile;
 mod data_query;
+mod databases;
 mod demo;
 mod edge;
 mod eval;

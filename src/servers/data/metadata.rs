@@ -872,7 +872,9 @@ async fn get_stats(
     let mut source = match estimate {
         Some(rows) if rows >= threshold => match sample_percent(server.data.sample_rows, rows) {
             None => StatsSource::Exact,
-            Some(_) if !can_tablesample(relation.kind) => {
+            Some(_)
+                if !(can_tablesample(relation.kind) && server.database.features().tablesample) =>
+            {
                 StatsSource::FirstRows(server.data.sample_rows)
             }
             Some(percent) => StatsSource::Tablesample(percent),
@@ -990,6 +992,7 @@ async fn sample_table(
             let percent = row_estimate(&resolved.schema, relation)
                 .filter(|rows| {
                     can_tablesample(relation.kind)
+                        && server.database.features().tablesample
                         && *rows > limit_u64.saturating_mul(TABLESAMPLE_FACTOR)
                 })
                 .and_then(|rows| sample_percent(limit_u64.saturating_mul(OVERSAMPLE_FACTOR), rows));

@@ -18,7 +18,9 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use super::sql_common::{SchemaCache, Target};
+use super::sql_common::{
+    Database, Databases, SchemaCache, Target, take_database, with_database_parameter,
+};
 use super::{CallContext, ToolSpec};
 use crate::config::{DataConfig, SqlConfig};
 use crate::privacy::mask::{MaskRule, MaskingPolicy};
@@ -34,7 +36,6 @@ pub(crate) const DIALECTS: [&str; 2] = ["postgres", "ansi"];
 /// What the `data` server is configured with.
 #[derive(Debug, Clone)]
 pub(crate) struct DataSettings {
-    pub(crate) sql: SqlConfig,
     pub(crate) data: DataConfig,
     /// Masking policies by id: column name -> rule.
     pub(crate) masking: BTreeMap<String, BTreeMap<String, MaskRule>>,
@@ -43,6 +44,10 @@ pub(crate) struct DataSettings {
 
 #[derive(Debug, Clone)]
 pub(crate) struct DataServer {
+    /// Every database served.
+    databases: Databases,
+    /// The database of the call being served (the first one until a call chooses).
+    database: Arc<Database>,
     target: Target,
     secret: sql::Secret,
     config: SqlConfig,
@@ -58,7 +63,12 @@ pub(crate) struct DataServer {
 impl DataServer {
     pub(crate) const DESCRIPTION: &str = "the data-provider toolset on the target PostgreSQL database: paged reads, Substrait plans, metadata, statistics, samples, profiles, PII detection, masked previews, materialization, prompts";
 
-    pub(crate) fn new(target: Target, secret: sql::Secret, settings: DataSettings) -> DataServer {
+    /// The server over `databases` (at least one).
+    pub(crate) fn new(
+        databases: Databases,
+        secret: sql::Secret,
+        settings: DataSettings,
+    ) -> DataServer {
         let masking = settings
             .masking
             .into_iter()
@@ -67,16 +77,71 @@ impl DataServer {
                 (id.clone(), MaskingPolicy { id, columns, salt })
             })
             .collect();
-        let tools = DataServer::declared_tools(settings.read_only);
+        let first =
+            Arc::clone(databases.iter().next().expect("the registry gives at least one database"));
+        let mut tools = DataServer::declared_tools(settings.read_only || !databases.any_writable());
+        let names = if databases.len() > 1 { databases.names() } else { Vec::new() };
+        for tool in &mut tools {
+            with_database_parameter(tool, &names);
+        }
         DataServer {
-            target,
+            target: first.target.clone(),
+            config: first.sql.clone(),
+            read_only: settings.read_only || first.read_only,
+            schema_cache: first.schema_cache.clone(),
+            database: first,
+            databases,
             secret,
-            config: settings.sql,
             data: settings.data,
             masking: Arc::new(masking),
-            read_only: settings.read_only,
-            schema_cache: SchemaCache::default(),
             tools: tools.into(),
+        }
+    }
+
+    /// This server bound to `database`: its pool, limits and schema cache.
+    fn on(&self, database: &Arc<Database>) -> DataServer {
+        let mut bound = self.clone();
+        bound.target = database.target.clone();
+        bound.config = database.sql.clone();
+        bound.read_only = database.read_only;
+        bound.schema_cache = database.schema_cache.clone();
+        bound.database = Arc::clone(database);
+        bound
+    }
+
+    /// The databases this server serves.
+    pub(crate) fn databases(&self) -> &Databases {
+        &self.databases
+    }
+
+    /// The database a call's arguments name: `database`, or the `catalog` of the call or of any
+    /// TableRef it holds, which must agree.
+    fn database_for(
+        &self,
+        arguments: &mut Option<Map<String, Value>>,
+    ) -> Result<&Arc<Database>, ToolError> {
+        let requested = take_database(arguments)?;
+        let mut catalogs: Vec<&str> = Vec::new();
+        if let Some(arguments) = arguments.as_ref() {
+            if let Some(Value::String(catalog)) = arguments.get("catalog") {
+                catalogs.push(catalog);
+            }
+            for value in arguments.values() {
+                if let Some(Value::String(catalog)) = value.get("catalog") {
+                    catalogs.push(catalog);
+                }
+            }
+        }
+        catalogs.extend(requested.as_deref());
+        catalogs.dedup();
+        match catalogs.as_slice() {
+            [] => self.databases.resolve(None),
+            [one] => self.databases.resolve(Some(one)),
+            several => Err(ToolError::invalid_input(format!(
+                "the call names several databases ({}); one call works on one database",
+                several.join(", ")
+            ))
+            .with_hint("make `database` and every `catalog` name the same database")),
         }
     }
 
@@ -96,21 +161,25 @@ impl DataServer {
     pub(crate) async fn call(
         &self,
         tool: &str,
-        arguments: Option<Map<String, Value>>,
+        mut arguments: Option<Map<String, Value>>,
         context: &CallContext,
     ) -> Result<ToolOutput, ToolError> {
+        let database = self.database_for(&mut arguments)?;
+        context.chose_database(&database.name);
+        let server = self.on(database);
         match tool {
             name if query::NAMES.contains(&name) => {
-                query::call(self, name, arguments, context).await
+                query::call(&server, name, arguments, context).await
             }
             name if metadata::NAMES.contains(&name) => {
-                metadata::call(self, name, arguments, context).await
+                metadata::call(&server, name, arguments, context).await
             }
             name if profile::NAMES.contains(&name) => {
-                profile::call(self, name, arguments, context).await
+                profile::call(&server, name, arguments, context).await
             }
             name if materialize::NAMES.contains(&name) => {
-                materialize::call(self, name, arguments, context).await
+                database.check_writable()?;
+                materialize::call(&server, name, arguments, context).await
             }
             other => Err(ToolError::not_found(format!("the data server has no tool `{other}`"))),
         }
@@ -144,12 +213,24 @@ impl DataServer {
         })
     }
 
-    /// Read a `res://` resource; `None` when the URI is not one of this server's.
+    /// Read a `res://` resource; `None` when the URI is not one of this server's. A URI that
+    /// names a catalog is read on that database.
     pub(crate) async fn read_resource(
         &self,
         uri: &str,
         context: &CallContext,
     ) -> Option<Result<Value, ToolError>> {
-        resources::read(self, uri, context).await
+        let catalog = resources::catalog_of(uri)?;
+        let server = match catalog {
+            None => self.clone(),
+            Some(catalog) => match self.databases.resolve(Some(&catalog)) {
+                Ok(database) => {
+                    context.chose_database(&database.name);
+                    self.on(database)
+                }
+                Err(error) => return Some(Err(error)),
+            },
+        };
+        resources::read(&server, uri, context).await
     }
 }

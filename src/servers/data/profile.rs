@@ -266,11 +266,16 @@ struct Source {
 }
 
 impl Source {
-    fn new(relation: &Relation, quoted: &str, sample_rows: u64) -> Source {
-        let pages_can_be_sampled = matches!(
-            relation.kind,
-            RelationKind::Table | RelationKind::MaterializedView | RelationKind::PartitionedTable
-        );
+    /// `tablesample`: whether the database supports `TABLESAMPLE` (else large tables are read
+    /// from their first rows).
+    fn new(relation: &Relation, quoted: &str, sample_rows: u64, tablesample: bool) -> Source {
+        let pages_can_be_sampled = tablesample
+            && matches!(
+                relation.kind,
+                RelationKind::Table
+                    | RelationKind::MaterializedView
+                    | RelationKind::PartitionedTable
+            );
         let estimate = relation.row_estimate.filter(|_| pages_can_be_sampled);
         let sampling = match estimate {
             Some(estimate) if u64::try_from(estimate).unwrap_or(0) > sample_rows => {
@@ -548,7 +553,12 @@ impl DataServer {
         let table: ResolvedTable = self.resolve_table(&params.table).await?;
         let relation = table.relation();
         let columns = chosen_columns(relation, params.columns.as_deref())?;
-        let source = Source::new(relation, &table.quoted(), self.data.sample_rows);
+        let source = Source::new(
+            relation,
+            &table.quoted(),
+            self.data.sample_rows,
+            self.database.features().tablesample,
+        );
         let shaped: Vec<(&str, Shape)> = columns
             .iter()
             .map(|column| (column.name.as_str(), Shape::of(&column.data_type)))
@@ -755,7 +765,12 @@ impl DataServer {
             .filter(|column| holds_text_pii(&column.data_type))
             .map(|column| column.name.as_str())
             .collect();
-        let source = Source::new(relation, &table.quoted(), self.data.sample_rows);
+        let source = Source::new(
+            relation,
+            &table.quoted(),
+            self.data.sample_rows,
+            self.database.features().tablesample,
+        );
         let samples: Vec<Vec<String>> = if columns.is_empty() {
             Vec::new()
         } else {
@@ -973,12 +988,13 @@ mod tests {
             ..Relation::empty("public", "t", kind)
         };
         let quoted = "\"public\".\"t\"";
-        let small = Source::new(&relation(RelationKind::Table, Some(500)), quoted, 1000);
+        let small = Source::new(&relation(RelationKind::Table, Some(500)), quoted, 1000, true);
         assert_eq!(small.from, "\"public\".\"t\" AS \"src\"");
         assert!(!small.sampled(500));
         assert_eq!(small.row_count(500), json!(500));
 
-        let large = Source::new(&relation(RelationKind::Table, Some(200_000)), quoted, 10_000);
+        let large =
+            Source::new(&relation(RelationKind::Table, Some(200_000)), quoted, 10_000, true);
         assert_eq!(
             large.from,
             "\"public\".\"t\" AS \"src\" TABLESAMPLE SYSTEM (5) REPEATABLE (20261122)"
@@ -986,7 +1002,7 @@ mod tests {
         assert!(large.sampled(9_876));
         assert_eq!(large.row_count(9_876), json!(200_000));
 
-        let view = Source::new(&relation(RelationKind::View, None), quoted, 100);
+        let view = Source::new(&relation(RelationKind::View, None), quoted, 100, true);
         assert_eq!(view.from, "(SELECT * FROM \"public\".\"t\" LIMIT 101) AS \"src\"");
         assert!(!view.sampled(100));
         assert_eq!(view.row_count(100), json!(100));

@@ -163,14 +163,41 @@ fn etag(parts: &[&str]) -> String {
     format!("\"{}\"", hex::encode(&hasher.finalize()[..12]))
 }
 
+/// The catalog a `res://` URI names (`Some(None)` for one that names none, such as
+/// `res://catalogs`); `None` when the URI is not a `res://` one.
+pub(crate) fn catalog_of(uri: &str) -> Option<Option<String>> {
+    let rest = uri.strip_prefix(PREFIX)?;
+    let path = rest.split_once('?').map_or(rest, |(path, _)| path);
+    let mut segments = path.split('/');
+    let kind = segments.next().unwrap_or_default();
+    Some(match (kind, segments.next()) {
+        ("schemas" | "tables" | "table" | "samples" | "lineage", Some(catalog)) => {
+            Some(decode(catalog))
+        }
+        _ => None,
+    })
+}
+
+/// Every database served: its name, description, status and an etag of its schema (an
+/// unreachable database is listed with its status and no etag).
 async fn catalogs(server: &DataServer) -> Result<Value, ToolError> {
-    let schema = server.database_schema().await?;
-    let definition = serde_json::to_string(&*schema).unwrap_or_default();
-    Ok(json!({"items": [{
-        "name": schema.database,
-        "etag": etag(&[&definition]),
-        "last_modified": chrono::Utc::now().to_rfc3339(),
-    }]}))
+    let mut items = Vec::new();
+    for database in server.databases().iter() {
+        let mut item = database.summary();
+        let schema = database
+            .schema_cache
+            .get(&database.target.pool, database.sql.schema_cache_ttl, false)
+            .await;
+        item["etag"] = match schema {
+            Ok((schema, _, _)) => {
+                Value::from(etag(&[&serde_json::to_string(&*schema).unwrap_or_default()]))
+            }
+            Err(_) => Value::Null,
+        };
+        item["last_modified"] = Value::from(chrono::Utc::now().to_rfc3339());
+        items.push(item);
+    }
+    Ok(json!({ "items": items }))
 }
 
 /// `reltuples`, total size, `relpages`, and the last ANALYZE of a table.
@@ -182,17 +209,24 @@ async fn describe(server: &DataServer, table: &TableRef) -> Result<Value, ToolEr
     let resolved = server.resolve_table(table).await?;
     let relation = resolved.relation();
     let name = resolved.quoted();
-    let stats: Option<TableStats> = sqlx::query_as(
+    // A compatible database without the statistics views still describes its tables.
+    let stats_sql = if server.database.features().stat_views {
         "SELECT c.reltuples::int8, pg_catalog.pg_total_relation_size(c.oid), c.relpages::int8, \
-                    greatest(s.last_analyze, s.last_autoanalyze) \
-               FROM pg_catalog.pg_class c \
-               LEFT JOIN pg_catalog.pg_stat_user_tables s ON s.relid = c.oid \
-              WHERE c.oid = to_regclass($1)",
-    )
-    .bind(&name)
-    .fetch_optional(&server.target.pool)
-    .await
-    .map_err(|error| sql_error(sql::Error::from_query(error)))?;
+                greatest(s.last_analyze, s.last_autoanalyze) \
+           FROM pg_catalog.pg_class c \
+           LEFT JOIN pg_catalog.pg_stat_user_tables s ON s.relid = c.oid \
+          WHERE c.oid = to_regclass($1)"
+    } else {
+        "SELECT c.reltuples::int8, pg_catalog.pg_total_relation_size(c.oid), c.relpages::int8, \
+                NULL::timestamptz \
+           FROM pg_catalog.pg_class c \
+          WHERE c.oid = to_regclass($1)"
+    };
+    let stats: Option<TableStats> = sqlx::query_as(stats_sql)
+        .bind(&name)
+        .fetch_optional(&server.target.pool)
+        .await
+        .map_err(|error| sql_error(sql::Error::from_query(error)))?;
     let (tuples, size, pages, analyzed) = stats.unwrap_or_default();
     let row_count = tuples.filter(|rows| *rows >= 0);
     // The definition without the planner's estimate (which the statistics below carry fresh,

@@ -33,6 +33,18 @@ pub(crate) struct ServerSummary {
     /// External servers only: endpoint, transport, prefix, restarts, the upstream's own name.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) external: Option<Value>,
+    /// The SQL servers only: each target database with its health as it is when listed.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "live_databases")]
+    pub(crate) databases: Option<crate::servers::sql_common::Databases>,
+}
+
+/// The databases as they are now (their health changes while the directory entry stays).
+fn live_databases<S: serde::Serializer>(
+    databases: &Option<crate::servers::sql_common::Databases>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::Serialize as _;
+    databases.as_ref().map(crate::servers::sql_common::Databases::summaries).serialize(serializer)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -72,6 +84,9 @@ pub(crate) struct SubmitFeedbackParams {
     rating_score: Option<i64>,
     /// Optional free text: what was wrong, or what helped.
     comment: Option<String>,
+    /// The database (catalog) the rated call worked on; when given, a token of a call on another
+    /// database is refused.
+    database: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -165,6 +180,13 @@ impl OrcaServer {
                 Err(ToolError::upstream_unavailable("the feedback store is unavailable")
                     .with_hint("try again shortly"))
             }
+            Err(error @ FeedbackError::OtherDatabase { .. }) => Err(ToolError::invalid_input(
+                error.to_string(),
+            )
+            .not_retryable()
+            .with_hint(
+                "rate a result with its own feedback token, naming the database its call worked on",
+            )),
         }
     }
 }

@@ -94,10 +94,10 @@ impl PostgresServer {
         }
         if self.read_only {
             return Err(ToolError::invalid_input(format!(
-                "orca is running read-only; this {} statement changes data",
-                statement.kind
+                "database `{}` is read-only here; this {} statement changes data",
+                self.target.catalog, statement.kind
             ))
-            .with_hint("only reads are allowed on this server"));
+            .with_hint("only reads are allowed on this database"));
         }
         let verbs = required_verbs(&statement);
         let missing: Vec<&str> = verbs

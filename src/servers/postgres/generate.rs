@@ -176,8 +176,8 @@ impl PostgresServer {
                         Ok(validated) if self.read_only && validated.is_write() => Err((
                             "read_only",
                             format!(
-                                "orca is read-only here and will not run a {} statement; write one SELECT",
-                                validated.statement.kind
+                                "database `{}` is read-only here and will not run a {} statement; write one SELECT",
+                                self.target.catalog, validated.statement.kind
                             ),
                         )),
                         Ok(validated) => Ok(validated),

@@ -4,6 +4,7 @@
 //! run, reads, confirmed writes), `add_records`, `generate_schema` (with a model's analysis)
 //! and `format_results` (with a model's summary).
 
+mod choose;
 pub(crate) mod execute;
 pub(crate) mod format;
 mod generate;
@@ -19,7 +20,9 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use sqlx::PgPool;
 
-use super::sql_common::{SchemaCache, Target, sql_error};
+use super::sql_common::{
+    Databases, SchemaCache, Target, sql_error, take_database, with_database_parameter,
+};
 use super::{CallContext, ToolSpec};
 use crate::config::{LlmTool, SqlConfig};
 use crate::llm::{Message, Role};
@@ -35,6 +38,9 @@ type AnalysisKey = (String, String, String);
 
 #[derive(Debug, Clone)]
 pub(crate) struct PostgresServer {
+    /// Every database served.
+    databases: Databases,
+    /// The database of the call being served (the first one until a call chooses).
     target: Target,
     state_pool: PgPool,
     secret: sql::Secret,
@@ -51,26 +57,47 @@ impl PostgresServer {
     pub(crate) const DESCRIPTION: &str =
         "SQL on the target PostgreSQL database: safe reads, confirmed writes, schema, formatting";
 
+    /// The server over `databases` (at least one).
     pub(crate) fn new(
-        target: Target,
+        databases: Databases,
         state_pool: PgPool,
         secret: sql::Secret,
-        config: SqlConfig,
-        read_only: bool,
         intelligence: Intelligence,
     ) -> PostgresServer {
-        let tools = PostgresServer::declared_tools(read_only);
+        let first = databases.iter().next().expect("the registry gives at least one database");
+        let mut tools = PostgresServer::declared_tools(!databases.any_writable());
+        let names = if databases.len() > 1 { databases.names() } else { Vec::new() };
+        for tool in tools.iter_mut().filter(|tool| tool.name() != "format_results") {
+            with_database_parameter(tool, &names);
+        }
         PostgresServer {
-            target,
+            target: first.target.clone(),
+            config: first.sql.clone(),
+            read_only: first.read_only,
+            schema_cache: first.schema_cache.clone(),
+            databases,
             state_pool,
             secret,
-            config,
-            read_only,
-            schema_cache: SchemaCache::default(),
             intelligence,
             analyses: Arc::default(),
             tools: tools.into(),
         }
+    }
+
+    /// This server bound to `database`: its pool, limits, schema cache and context file.
+    fn on(&self, database: &super::sql_common::Database) -> PostgresServer {
+        let mut bound = self.clone();
+        bound.target = database.target.clone();
+        bound.config = database.sql.clone();
+        bound.read_only = database.read_only;
+        bound.schema_cache = database.schema_cache.clone();
+        bound.intelligence.context = database.context.clone();
+        bound
+    }
+
+    /// The databases this server serves.
+    pub(crate) fn databases(&self) -> &Databases {
+        &self.databases
     }
 
     /// The tools this server declares.
@@ -117,15 +144,27 @@ impl PostgresServer {
     pub(crate) async fn call(
         &self,
         tool: &str,
-        arguments: Option<Map<String, Value>>,
+        mut arguments: Option<Map<String, Value>>,
         context: &CallContext,
     ) -> Result<ToolOutput, ToolError> {
+        if tool == "format_results" {
+            return self.format_results(arguments).await;
+        }
+        let requested = take_database(&mut arguments)?;
+        if tool == "generate_sql" && requested.is_none() && self.databases.len() > 1 {
+            return self.generate_sql_choosing(arguments, context).await;
+        }
+        let database = self.databases.resolve(requested.as_deref())?;
+        context.chose_database(&database.name);
+        let server = self.on(database);
         match tool {
-            "generate_sql" => self.generate_sql(arguments).await,
-            "execute_sql" => self.execute_sql(arguments, context).await,
-            "generate_schema" => self.generate_schema(arguments).await,
-            "add_records" if !self.read_only => self.add_records(arguments).await,
-            "format_results" => self.format_results(arguments).await,
+            "generate_sql" => server.generate_sql(arguments).await,
+            "execute_sql" => server.execute_sql(arguments, context).await,
+            "generate_schema" => server.generate_schema(arguments).await,
+            "add_records" if self.databases.any_writable() => {
+                database.check_writable()?;
+                server.add_records(arguments).await
+            }
             other => {
                 Err(ToolError::not_found(format!("the postgres server has no tool `{other}`")))
             }

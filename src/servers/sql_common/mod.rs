@@ -1,6 +1,11 @@
 //! What the SQL servers (`postgres` and `data`) share, so that neither imports the other: the
-//! target database, the cached schema, results as the TabularResult of the data-provider
-//! specification, the tool error for an SQL error, and the caller's masking of a read.
+//! target databases (`databases.rs`) and the `database` argument that chooses one, the cached
+//! schema, results as the TabularResult of the data-provider specification, the tool error for an
+//! SQL error, and the caller's masking of a read.
+
+mod databases;
+
+pub(crate) use databases::{Database, DatabaseSettings, Databases, detect as detect_features};
 
 use std::sync::Arc;
 
@@ -10,22 +15,61 @@ use sqlx::PgPool;
 use crate::sql;
 use crate::tool::{ErrorCode, ToolError};
 
-/// The database the SQL tools work on.
+/// A database the SQL tools work on.
 #[derive(Debug, Clone)]
 pub(crate) struct Target {
     pub(crate) pool: PgPool,
-    /// `host:port/database`: what confirmation tokens are bound to.
+    /// `catalog@host:port/database`: what confirmation and page tokens are bound to, so that a
+    /// token from one database is refused on another.
     pub(crate) label: String,
-    /// `postgres:database`: the `source` of results.
+    /// `postgres:catalog`: the `source` of results.
     pub(crate) source: String,
+    /// The catalog name clients use.
+    pub(crate) catalog: Arc<str>,
 }
 
 impl Target {
-    pub(crate) fn new(pool: PgPool) -> Target {
+    /// The database `pool` reaches, served as the catalog `catalog`.
+    pub(crate) fn named(pool: PgPool, catalog: &str) -> Target {
         let options = pool.connect_options();
         let database = options.get_database().unwrap_or("postgres").to_owned();
-        let label = format!("{}:{}/{database}", options.get_host(), options.get_port());
-        Target { pool, label, source: format!("postgres:{database}") }
+        let label = format!("{catalog}@{}:{}/{database}", options.get_host(), options.get_port());
+        Target { pool, label, source: format!("postgres:{catalog}"), catalog: Arc::from(catalog) }
+    }
+}
+
+/// The `database` argument of every SQL tool, added to a tool's input schema: the catalog to
+/// work on, one of `names` (optional when there is only one).
+pub(crate) fn with_database_parameter(tool: &mut crate::servers::ToolSpec, names: &[String]) {
+    let mut schema = (*tool.tool.input_schema).clone();
+    let mut property = json!({
+        "type": "string",
+        "description": "The database (catalog) to work on; optional when only one is served. res://catalogs lists them.",
+    });
+    if !names.is_empty() {
+        property["enum"] = json!(names);
+    }
+    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+        properties.insert("database".to_owned(), property);
+    } else {
+        schema.insert("properties".to_owned(), json!({ "database": property }));
+    }
+    tool.tool.input_schema = Arc::new(schema);
+}
+
+/// Take the `database` argument out of a call's arguments (the tools' own parameters do not
+/// know it).
+///
+/// # Errors
+///
+/// `INVALID_INPUT` when it is not a string.
+pub(crate) fn take_database(
+    arguments: &mut Option<Map<String, Value>>,
+) -> Result<Option<String>, ToolError> {
+    match arguments.as_mut().and_then(|arguments| arguments.remove("database")) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(name)) => Ok(Some(name)),
+        Some(_) => Err(ToolError::invalid_input("`database` must be a string: a database's name")),
     }
 }
 
@@ -78,10 +122,15 @@ pub(crate) fn caller_mask(
     Ok(Some(mask))
 }
 
-/// The introspected schema, kept for a while and dropped when DDL runs through orca.
+/// The introspected schema, kept for a while and dropped when DDL runs through orca. It is
+/// named after its catalog and shows only the configured schemas.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct SchemaCache {
     inner: Arc<std::sync::Mutex<Option<CachedSchema>>>,
+    /// The catalog name the schema carries (else the database's own name).
+    catalog: Option<Arc<str>>,
+    /// Globs over the schemas shown (all when empty).
+    schemas: Arc<[String]>,
 }
 
 #[derive(Debug, Clone)]
@@ -92,6 +141,32 @@ struct CachedSchema {
 }
 
 impl SchemaCache {
+    /// The cache of the catalog `catalog`, showing the schemas that match `schemas`.
+    pub(crate) fn for_catalog(catalog: &str, schemas: Vec<String>) -> SchemaCache {
+        SchemaCache {
+            inner: Arc::default(),
+            catalog: Some(Arc::from(catalog)),
+            schemas: schemas.into(),
+        }
+    }
+
+    /// The introspected schema as this catalog shows it.
+    fn shown(&self, mut schema: sql::DatabaseSchema) -> sql::DatabaseSchema {
+        if let Some(catalog) = &self.catalog {
+            schema.database = catalog.to_string();
+        }
+        if !self.schemas.is_empty() {
+            let shown =
+                |name: &str| self.schemas.iter().any(|glob| crate::config::glob_match(glob, name));
+            schema.schemas.retain(|item| shown(&item.name));
+            schema.relations.retain(|item| shown(&item.schema));
+            schema.enums.retain(|item| shown(&item.schema));
+            schema.domains.retain(|item| shown(&item.schema));
+            schema.sequences.retain(|item| shown(&item.schema));
+        }
+        schema
+    }
+
     pub(crate) fn invalidate(&self) {
         *self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = None;
     }
@@ -109,7 +184,8 @@ impl SchemaCache {
                 return Ok((cached.schema, cached.generated_at, true));
             }
         }
-        let schema = Arc::new(sql::introspect(pool).await.map_err(sql::Error::from_query)?);
+        let schema =
+            Arc::new(self.shown(sql::introspect(pool).await.map_err(sql::Error::from_query)?));
         let generated_at = chrono::Utc::now();
         *self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(CachedSchema {
             taken: std::time::Instant::now(),
