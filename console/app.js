@@ -391,6 +391,9 @@ function showFallback(error) {
   const panel = $("fallback-panel");
   const container = $("fallback");
   panel.hidden = false;
+  // With several databases, the statement runs on the one generate_sql wrote it for.
+  const database = state.lastResult?.args?.database || error.details?.database?.name;
+  const on = database ? { database } : {};
   const lastSql = error.details?.last_sql || "";
   const lastError = error.details?.last_error;
   const sql = element("textarea", { id: "fallback-sql", rows: 6, class: "code", spellcheck: "false" });
@@ -410,7 +413,7 @@ function showFallback(error) {
     actions.querySelectorAll(".follow-up").forEach((node) => node.remove());
     status.replaceChildren(element("p", { class: "muted", text: "Checking…" }));
     const statement = sql.value;
-    const { result, error: failure } = await callTool("execute_sql", { sql: statement, dry_run: true });
+    const { result, error: failure } = await callTool("execute_sql", { ...on, sql: statement, dry_run: true });
     setTimeout(refreshSide, 250);
     if (failure) {
       status.replaceChildren(renderError(failure));
@@ -421,14 +424,14 @@ function showFallback(error) {
     status.replaceChildren(element("p", { class: "dry-run-summary" }, element("span", { class: "label", text: "Dry run: " }), announced));
     if (value.confirmation_token || value.approval_id) {
       const confirm = element("button", { type: "button", class: "primary follow-up danger" }, "Confirm");
-      confirm.addEventListener("click", () => confirmWrite(statement, value, status));
+      confirm.addEventListener("click", () => confirmWrite(statement, value, status, on));
       actions.append(confirm);
     } else {
       const runRead = element("button", { type: "button", class: "secondary follow-up" }, "Run query");
       runRead.addEventListener("click", async () => {
         const tool = state.tools.find((candidate) => candidate.name === "execute_sql");
         if (!tool) return;
-        await runTool(tool, { sql: statement, dry_run: false });
+        await runTool(tool, { ...on, sql: statement, dry_run: false });
         // The read ran and its rows are in the result: the fallback's work is done.
         if (!state.lastResult?.error) closeFallback();
       });
@@ -438,10 +441,10 @@ function showFallback(error) {
   sql.focus({ preventScroll: true });
 }
 
-async function confirmWrite(statement, dryRun, status) {
+async function confirmWrite(statement, dryRun, status, on) {
   const args = dryRun.approval_id
-    ? { sql: statement, dry_run: false, read_only: false }
-    : { sql: statement, dry_run: false, read_only: false, confirmation_token: dryRun.confirmation_token };
+    ? { ...on, sql: statement, dry_run: false, read_only: false }
+    : { ...on, sql: statement, dry_run: false, read_only: false, confirmation_token: dryRun.confirmation_token };
   const started = performance.now();
   const { result, error } = await callTool("execute_sql", args);
   const elapsed = Math.round(performance.now() - started);

@@ -1,7 +1,7 @@
 // The web console in a real browser: Debian's Chromium driven headless by playwright-core.
 // Run by tests/it/console.rs against a real orca; every check failing ends the script with a
 // non-zero status and the reason. Environment: ORCA_BASE (the orca origin), SCENARIO
-// (`open`, `keys` or `signin`), PLAYWRIGHT_DIR (where playwright-core is installed), CHROMIUM (its
+// (`open`, `keys`, `signin` or `databases`), PLAYWRIGHT_DIR (where playwright-core is installed), CHROMIUM (its
 // path), SCREENSHOTS (a directory), for `keys`: READER_KEY, WRITER_KEY, ADMIN_KEY, and for
 // `signin`: PROVIDER_ORIGIN (the OpenID provider's origin, the only other one the browser may
 // navigate to).
@@ -378,6 +378,41 @@ async function scenarioOpen(browser) {
   assertClean(page, "open scenario");
 }
 
+async function scenarioDatabases(browser) {
+  const { page } = await openPage(browser);
+  await page.goto(`${base}/`);
+  const dialog = page.getByRole("dialog");
+
+  step("an SQL tool's form offers the databases as a choice");
+  await openTool(page, "postgres", "execute_sql");
+  const database = page.getByRole("combobox", exact("database"));
+  const names = await database.locator("option").allInnerTexts();
+  for (const name of ["music", "films"]) assert.ok(names.includes(name), `database offers ${name}: ${names}`);
+  await database.selectOption("films");
+  await page.getByLabel("sql", { exact: true }).fill("SELECT title FROM film ORDER BY title");
+  await page.getByRole("checkbox", exact("dry_run")).uncheck();
+  await run(page);
+  await page.getByRole("table", { name: /^execute_sql, 3 rows$/ }).waitFor();
+  assert.match(await page.locator("#result-panel").innerText(), /ACADEMY DINOSAUR/);
+  await shot(page, "20-databases-choice");
+
+  step("the manual fallback runs on the database generate_sql chose");
+  await openTool(page, "postgres", "generate_sql");
+  await page.getByLabel("prompt", { exact: true }).fill("which films cost the most to rent?");
+  await page.getByLabel("max_retries", { exact: true }).fill("3");
+  await run(page);
+  await dialog.waitFor();
+  await dialog.getByRole("button", exact("Close")).click();
+  await dialog.waitFor({ state: "hidden" });
+  const sql = page.getByRole("textbox", exact("SQL"));
+  await sql.fill("SELECT title FROM film WHERE rental_rate > 4");
+  await page.getByRole("button", exact("Dry run")).click();
+  await page.getByRole("button", exact("Run query")).click();
+  await page.getByRole("table", { name: /^execute_sql, 1 row$/ }).waitFor();
+  assert.match(await page.locator("#result-panel").innerText(), /ACE GOLDFINGER/);
+  assertClean(page, "databases scenario");
+}
+
 async function scenarioKeys(browser) {
   step("the console asks for an API key and keeps it for the tab only");
   const reader = await openPage(browser);
@@ -547,6 +582,7 @@ const browser = await chromium.launch({ executablePath: process.env.CHROMIUM, ar
 try {
   if (process.env.SCENARIO === "open") await scenarioOpen(browser);
   else if (process.env.SCENARIO === "keys") await scenarioKeys(browser);
+  else if (process.env.SCENARIO === "databases") await scenarioDatabases(browser);
   else if (process.env.SCENARIO === "signin") await scenarioSignIn(browser);
   else throw new Error(`unknown SCENARIO ${process.env.SCENARIO}`);
   console.log("console checks passed");

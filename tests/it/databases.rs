@@ -24,10 +24,12 @@ const CONFIG: &str = "databases:
     url: ${FILMS_URL}
     description: \"Pagila, a DVD rental store: films, actors, rentals, payments\"
     max_rows: 2
+    context_file: films-context.md
   - name: records
     url: ${RECORDS_URL}
     description: \"A record label's catalogue: the artists it signed and their albums\"
     read_only: true
+    schemas: [\"pub*\"]
   - name: nowhere
     url: ${NOWHERE_URL}
 ";
@@ -39,7 +41,7 @@ struct Lab {
 }
 
 /// Pagila's schema with two languages, three films and two actors.
-async fn films() -> TestDatabase {
+pub(crate) async fn films() -> TestDatabase {
     let database = samples::pagila().await;
     let pool = database.connect().await;
     sqlx::raw_sql(
@@ -70,9 +72,12 @@ async fn records() -> String {
          CREATE TABLE album (album_id int PRIMARY KEY, title text NOT NULL, artist_id int REFERENCES artist);
          INSERT INTO artist VALUES (1, 'The Quiet Owls', 'Nightjar'), (2, 'Mara Fenn', 'Nightjar');
          INSERT INTO album VALUES (1, 'Low Moon', 1), (2, 'Feathers', 1), (3, 'Salt Roads', 2);
+         CREATE SCHEMA archive;
+         CREATE TABLE archive.old_artist (artist_id int PRIMARY KEY, name text);
          CREATE ROLE {role} LOGIN PASSWORD 'records';
          GRANT CONNECT ON DATABASE \"{name}\" TO {role};
          GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role};
+         GRANT USAGE ON SCHEMA archive TO {role};
          REVOKE SELECT ON pg_catalog.pg_stat_user_tables FROM PUBLIC;"
     )))
     .execute(&pool)
@@ -265,6 +270,9 @@ async fn every_sql_tool_works_on_each_database_chosen_by_name() {
     assert_eq!(items[0]["status"], "running");
     assert!(items[3]["status"].as_str().unwrap().starts_with("unreachable"), "{}", items[3]);
     assert!(items[3]["etag"].is_null());
+    // Only the schemas a database shows.
+    let shown = ok(&client, "list_schemas", json!({"database": "records"})).await;
+    assert_eq!(structured(&shown)["items"], json!([{"catalog": "records", "schema": "public"}]));
     let schemas = read(&client, "res://schemas/films").await;
     assert!(schemas["items"].as_array().unwrap().iter().all(|item| item["catalog"] == "films"));
     // A compatible database without the statistics views still describes its tables.
@@ -373,6 +381,12 @@ async fn generate_sql_chooses_the_database_the_question_is_about() {
     let lab = lab().await;
     let fake = FakeLlm::start().await;
     let setup = lab.setup.with_fake_llm(&fake);
+    // films has a context file of its own; the others use the configured one.
+    std::fs::write(
+        setup.home.path().join("films-context.md"),
+        "# Supabase SQL Context Learning\n\n## Database Schema Overview\n\n## Successful Query Patterns\n\n### Rental rate of films\nThe rate is film.rental_rate, in dollars per rental.\n\n## Common Error Patterns & Fixes\n\n## Query Optimization Insights\n\n## Model Performance Notes\n",
+    )
+    .unwrap();
     let client = setup.stdio_client().await;
 
     fake.script(
@@ -391,6 +405,7 @@ async fn generate_sql_chooses_the_database_the_question_is_about() {
     let prompt =
         fake.requests().last().unwrap().body["messages"][0]["content"].as_str().unwrap().to_owned();
     assert!(prompt.contains("film(") && !prompt.contains("invoice_line("), "{prompt}");
+    assert!(prompt.contains("### Rental rate of films"), "the films context file: {prompt}");
 
     fake.script(
         Wire::Anthropic,
@@ -600,4 +615,35 @@ async fn a_single_database_url_is_one_database_named_after_it() {
     assert_eq!(count(&client, &name, "artist").await, 275);
     ok(&client, "execute_sql", json!({"sql": "SELECT 1", "dry_run": false})).await;
     client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn in_a_browser_the_console_offers_the_databases_and_its_fallback_keeps_the_chosen_one() {
+    let music = samples::chinook().await;
+    let films = films().await;
+    let fake = FakeLlm::start().await;
+    // generate_sql never gets it right, so the manual fallback opens.
+    fake.script(
+        Wire::Anthropic,
+        (0..3).map(|_| Reply::Text("```sql\nSELECT film.no_such_column FROM film\n```".into())),
+    );
+    let setup = OrcaSetup::new(&music.url)
+        .with_env("MUSIC_URL", &music.url)
+        .with_env("FILMS_URL", &films.url)
+        .with_fake_llm(&fake)
+        .with_config(
+            "databases:\n  - name: music\n    url: ${MUSIC_URL}\n    description: Chinook, a music store\n  - name: films\n    url: ${FILMS_URL}\n    description: Pagila, a DVD rental store of films\n",
+        );
+    let server = setup.http_server(&[]);
+    crate::console::run_scenario("databases", &server.base, &[]);
+    // The fallback's read ran on films (music has no film table).
+    let pool = music.connect().await;
+    let databases: Vec<Option<String>> = sqlx::query_scalar(
+        "SELECT database_name FROM orca.mcp_executions WHERE tool_name = 'execute_sql' ORDER BY created_at",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert!(databases.len() >= 3, "{databases:?}");
+    assert!(databases.iter().all(|database| database.as_deref() == Some("films")), "{databases:?}");
 }
