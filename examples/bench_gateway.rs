@@ -4,7 +4,8 @@
 //! included (to divide CPU time measured around the run by). Loopback only, bounded in time.
 //!
 //! Usage: bench_gateway <url> <concurrency> <seconds> [tool]; `BENCH_AUTHORIZATION` is sent as
-//! the `Authorization` header when set (an API key or a bearer token).
+//! the `Authorization` header when set (an API key or a bearer token), and `BENCH_ARGUMENTS` (a
+//! JSON object) as the tool's arguments.
 
 #![allow(clippy::print_stdout, reason = "the result line is this program's output")]
 
@@ -22,7 +23,10 @@ async fn main() {
         "loopback targets only"
     );
     let authorization = std::env::var("BENCH_AUTHORIZATION").ok();
-    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": {}}})
+    let arguments: serde_json::Value = std::env::var("BENCH_ARGUMENTS")
+        .map(|text| serde_json::from_str(&text).expect("BENCH_ARGUMENTS is a JSON object"))
+        .unwrap_or_else(|_| serde_json::json!({}));
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}})
         .to_string();
 
     let run = |window: Duration| {

@@ -313,8 +313,16 @@ impl Running {
         }
         let (intelligence, context_watch) =
             crate::servers::postgres::Intelligence::start(&config.llm);
-        let (targets, target_watches) =
-            databases::connect_targets(&config, &databases.targets, &intelligence.context)?;
+        // The target databases are connected only when a server that uses them is enabled.
+        let sql_enabled = enabled.as_ref().is_none_or(|kinds| {
+            kinds.iter().any(|kind| matches!(kind, ServerKind::Postgres | ServerKind::Data))
+        });
+        let no_targets: &[databases::TargetSpec] = &[];
+        let (targets, target_watches) = databases::connect_targets(
+            &config,
+            if sql_enabled { &databases.targets } else { no_targets },
+            &intelligence.context,
+        )?;
         // Each database's health is known (or its probe timed out) before the first call, and
         // followed while orca runs; a database that is down never stops the others.
         targets.probe_all().await;

@@ -16,7 +16,10 @@ use crate::support::{OrcaSetup, TestDatabase, call, meta_of, run, samples, wait_
 
 type Client = RunningService<RoleClient, ()>;
 
-const CONFIG: &str = "databases:
+const CONFIG: &str = "masking:
+  names:
+    name: redact
+databases:
   - name: music
     url: ${MUSIC_URL}
     description: \"Chinook, a digital music store: artists, albums, tracks, invoices\"
@@ -227,22 +230,54 @@ async fn every_sql_tool_works_on_each_database_chosen_by_name() {
     )
     .await;
     assert_eq!(structured(&query)["source"], "postgres:films");
-    for (database, tool, arguments) in [
-        ("films", "get_stats", json!({"ref": {"table": "film"}})),
-        (
-            "films",
-            "sample_table",
-            json!({"ref": {"table": "film"}, "method": "random", "limit": 2}),
-        ),
-        ("films", "profile_table", json!({"ref": {"table": "film"}})),
-        ("records", "detect_pii", json!({"ref": {"table": "artist"}})),
-        ("records", "explain_sql", json!({"sql": "SELECT * FROM album"})),
-        ("music", "generate_schema", json!({"format": "json"})),
+    // Every read tool on each reachable database, on a table of its own.
+    for (database, table, first_column) in [
+        ("music", "genre", "genre_id"),
+        ("films", "language", "language_id"),
+        ("records", "album", "album_id"),
     ] {
-        let mut arguments = arguments;
-        arguments["database"] = Value::from(database);
-        ok(&client, tool, arguments).await;
+        let plan = json!({"relations": [{"root": {"names": [first_column], "input": {"fetch": {"count": "1", "input": {"read": {
+            "namedTable": {"names": ["public", table]},
+            "baseSchema": {"names": [first_column], "struct": {"types": [{"i32": {}}]}}}}}}}}]});
+        for (tool, arguments) in [
+            ("execute_sql", json!({"sql": format!("SELECT * FROM {table}"), "dry_run": false})),
+            ("execute_sql", json!({"sql": format!("SELECT * FROM {table}")})),
+            ("query_sql", json!({"sql": format!("SELECT * FROM {table}"), "max_rows": 1})),
+            ("query_plan", json!({"substrait": plan})),
+            ("explain_sql", json!({"sql": format!("SELECT * FROM {table}"), "format": "json"})),
+            ("list_schemas", json!({})),
+            ("list_tables", json!({})),
+            ("get_table_schema", json!({"ref": {"table": table}})),
+            ("get_stats", json!({"ref": {"table": table}})),
+            ("sample_table", json!({"ref": {"table": table}, "method": "random", "limit": 1})),
+            ("profile_table", json!({"ref": {"table": table}})),
+            ("detect_pii", json!({"ref": {"table": table}})),
+            ("preview_masked", json!({"ref": {"table": table}, "policy_id": "names"})),
+            ("generate_schema", json!({"format": "sql"})),
+        ] {
+            let mut arguments = arguments;
+            arguments["database"] = Value::from(database);
+            let result = ok(&client, tool, arguments).await;
+            let text = structured(&result).to_string();
+            for other in ["music", "films", "records"].iter().filter(|other| **other != database) {
+                assert!(
+                    !text.contains(&format!("\"catalog\":\"{other}\"")),
+                    "{tool} on {database}: {text}"
+                );
+            }
+        }
+        for uri in [
+            format!("res://tables/{database}/public"),
+            format!("res://samples/{database}/public/{table}"),
+            format!("res://lineage/{database}/public/{table}"),
+        ] {
+            read(&client, &uri).await;
+        }
     }
+    // Writes on a writable database: a table from a read, and a view.
+    ok(&client, "materialize_sql", json!({"database": "films", "sql": "SELECT title FROM film", "target": {"table": "film_titles"}, "mode": "create"})).await;
+    ok(&client, "create_view", json!({"database": "films", "sql": "SELECT title FROM film", "name": {"table": "film_title_view"}})).await;
+    assert_eq!(count(&client, "films", "film_titles").await, 3);
 
     // `read_only` on one database: its writes are refused, the others' are not.
     let write = refused(

@@ -166,10 +166,10 @@ struct PreviewMaskedParams {
     table: TableRef,
     /// The id of a masking policy configured under `masking:` in orca.yaml.
     policy_id: String,
-    /// How many rows to show (1 to 1000).
-    #[serde(default = "default_preview_limit")]
+    /// How many rows to show (1 to 1000, and at most the database's row cap; default 50, or
+    /// the cap when lower).
     #[schemars(range(min = 1, max = 1000))]
-    limit: u32,
+    limit: Option<u32>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -864,16 +864,18 @@ impl DataServer {
     ) -> Result<ToolOutput, ToolError> {
         let params: PreviewMaskedParams = parse_arguments(arguments)?;
         let most = (MAX_PREVIEW_ROWS as usize).min(self.config.hard_max_rows);
-        if params.limit == 0 || params.limit as usize > most {
+        let limit = params.limit.unwrap_or_else(|| {
+            default_preview_limit().min(u32::try_from(most).unwrap_or(u32::MAX))
+        });
+        if limit == 0 || limit as usize > most {
             return Err(ToolError::invalid_input(format!("limit must be between 1 and {most}")));
         }
         let policy = self.masking_policy(&params.policy_id)?;
         let table = self.resolve_table(&params.table).await?;
         let relation = table.relation();
-        let sql_text = preview_sql(relation, &table.quoted(), params.limit);
-        let mut result = self
-            .read_profile(&sql_text, params.limit as usize, self.config.max_result_bytes)
-            .await?;
+        let sql_text = preview_sql(relation, &table.quoted(), limit);
+        let mut result =
+            self.read_profile(&sql_text, limit as usize, self.config.max_result_bytes).await?;
         let names: Vec<String> = result.columns.iter().map(|column| column.name.clone()).collect();
         // Masked here, before anything of the rows is returned or recorded: first by the
         // caller's own masking (its role's), then by the policy asked for.
