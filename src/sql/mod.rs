@@ -37,7 +37,7 @@ pub(crate) use read::{
 };
 pub use statement::{Classification, Effect, ParseError, QualifiedName, Statement, StatementKind};
 pub(crate) use validate::{Validated, validate};
-pub(crate) use write::{explain, explain_read, explainable, run_write};
+pub(crate) use write::{PlanFormat, explain, explain_read, explainable, run_write};
 
 /// What can go wrong with SQL, in terms a caller can branch on.
 #[derive(Debug, thiserror::Error)]

@@ -65,6 +65,7 @@ pub(crate) async fn validate(
     pool: &PgPool,
     sql: &str,
     timeout: Duration,
+    format: super::PlanFormat,
 ) -> Result<Validated, Invalid> {
     let parse = |error| Invalid { stage: Stage::Parse, error };
     let database = |error| Invalid { stage: Stage::Database, error };
@@ -90,6 +91,6 @@ pub(crate) async fn validate(
     if !explainable(&statement) {
         return Ok(Validated { statement, explained: false, estimated_rows: None });
     }
-    let plan = explain(pool, &statement, timeout).await.map_err(database)?;
+    let plan = explain(pool, &statement, timeout, format).await.map_err(database)?;
     Ok(Validated { statement, explained: true, estimated_rows: plan.estimated_rows })
 }

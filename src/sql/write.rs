@@ -33,12 +33,38 @@ pub(crate) async fn explain_read(
     json: bool,
     analyze: bool,
     timeout: Duration,
+    format: PlanFormat,
 ) -> Result<Explained, Error> {
     let statement = query.statement();
+    if json && format == PlanFormat::Text {
+        return Err(Error::Query {
+            message: "this database does not answer EXPLAIN (FORMAT JSON); ask for the text plan"
+                .to_owned(),
+            code: None,
+        });
+    }
     let mut connection = pool.acquire().await.map_err(Error::from_connect)?;
     sqlx::query("BEGIN READ ONLY").execute(&mut *connection).await.map_err(Error::from_query)?;
     let outcome = async {
         set_local_timeouts(&mut connection, timeout).await?;
+        if format == PlanFormat::Text {
+            let sql = if analyze {
+                format!("EXPLAIN ANALYZE {}", statement.text)
+            } else {
+                format!("EXPLAIN {}", statement.text)
+            };
+            let lines: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+                .persistent(false)
+                .fetch_all(&mut *connection)
+                .await
+                .map_err(Error::from_query)?;
+            let (estimated_rows, estimated_cost) = text_estimates(&lines);
+            return Ok(Explained {
+                explain: Value::from(lines.join("\n")),
+                estimated_rows,
+                estimated_cost,
+            });
+        }
         // The estimates come from a plain JSON plan (planning only).
         let estimate_sql = format!("EXPLAIN (FORMAT JSON) {}", statement.text);
         let (estimate,): (Value,) = sqlx::query_as(sqlx::AssertSqlSafe(estimate_sql))
@@ -85,6 +111,43 @@ pub(crate) async fn explain_read(
     outcome.map_err(|error| error.with_timeout(timeout))
 }
 
+/// How a database answers `EXPLAIN`: with a JSON plan, or (some PostgreSQL-compatible
+/// databases) only with text, whose top lines give the estimates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PlanFormat {
+    Json,
+    Text,
+}
+
+/// The planner's row estimate and total cost from a text plan: the top node's, or for a write
+/// (whose top node is the modification, estimated at 0 rows) its input's.
+fn text_estimates<T: AsRef<str>>(lines: &[T]) -> (Option<f64>, Option<f64>) {
+    let numbers = |line: &str| -> (Option<f64>, Option<f64>) {
+        let Some(start) = line.find("(cost=") else { return (None, None) };
+        let rest = &line[start + 6..];
+        let cost = rest
+            .split_whitespace()
+            .next()
+            .and_then(|range| range.split("..").nth(1))
+            .and_then(|total| total.parse().ok());
+        let rows = rest
+            .split_whitespace()
+            .find_map(|field| field.strip_prefix("rows="))
+            .and_then(|rows| rows.parse().ok());
+        (rows, cost)
+    };
+    let mut planned = lines.iter().map(AsRef::as_ref).filter(|line| line.contains("(cost="));
+    let Some(top) = planned.next() else { return (None, None) };
+    let (rows, cost) = numbers(top);
+    let modifies = ["Insert on", "Update on", "Delete on", "Merge on"]
+        .iter()
+        .any(|prefix| top.trim_start().starts_with(prefix));
+    if modifies && let Some(input) = planned.next() {
+        return (numbers(input).0, cost);
+    }
+    (rows, cost)
+}
+
 /// What `EXPLAIN` said about a statement.
 #[derive(Debug, Clone)]
 pub(crate) struct Plan {
@@ -120,9 +183,27 @@ pub(crate) async fn explain(
     pool: &PgPool,
     statement: &Statement,
     timeout: Duration,
+    format: PlanFormat,
 ) -> Result<Plan, Error> {
     let mut connection = pool.acquire().await.map_err(Error::from_connect)?;
     sqlx::query("BEGIN READ ONLY").execute(&mut *connection).await.map_err(Error::from_query)?;
+    if format == PlanFormat::Text {
+        let outcome = async {
+            set_local_timeouts(&mut connection, timeout).await?;
+            let sql = format!("EXPLAIN {}", statement.text);
+            sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql))
+                .persistent(false)
+                .fetch_all(&mut *connection)
+                .await
+                .map_err(Error::from_query)
+        }
+        .await;
+        let rolled_back = roll_back(&mut connection).await;
+        let lines = outcome.map_err(|error: Error| error.with_timeout(timeout))?;
+        rolled_back.map_err(Error::from_query)?;
+        let (estimated_rows, total_cost) = text_estimates(&lines);
+        return Ok(Plan { plan: Value::from(lines.join("\n")), estimated_rows, total_cost });
+    }
     let outcome = async {
         set_local_timeouts(&mut connection, timeout).await?;
         let sql = format!("EXPLAIN (FORMAT JSON) {}", statement.text);
@@ -205,5 +286,25 @@ pub(crate) async fn run_write(
             drop(connection.detach());
             Err(Error::Timeout { after: timeout })
         }
+    }
+}
+
+#[cfg(test)]
+mod plan_text_tests {
+    use super::text_estimates;
+
+    #[test]
+    fn a_text_plan_gives_the_estimates_of_its_top_node_or_of_a_writes_input() {
+        let read = ["Seq Scan on artist  (cost=0.00..5.75 rows=275 width=19)"];
+        assert_eq!(text_estimates(&read), (Some(275.0), Some(5.75)));
+        let write = [
+            "Update on artist  (cost=0.00..6.44 rows=0 width=0)",
+            "  ->  Seq Scan on artist  (cost=0.00..6.44 rows=1 width=10)",
+            "        Filter: (artist_id = 1)",
+        ];
+        assert_eq!(text_estimates(&write), (Some(1.0), Some(6.44)));
+        assert_eq!(text_estimates(&["Result"]), (None, None));
+        let empty: [&str; 0] = [];
+        assert_eq!(text_estimates(&empty), (None, None));
     }
 }

@@ -433,9 +433,14 @@ impl DataServer {
         let statement = query.statement();
         let plan = if sql::explainable(statement) {
             Some(
-                sql::explain(&self.target.pool, statement, self.config.default_timeout)
-                    .await
-                    .map_err(sql_error)?,
+                sql::explain(
+                    &self.target.pool,
+                    statement,
+                    self.config.default_timeout,
+                    self.database.plan_format(),
+                )
+                .await
+                .map_err(sql_error)?,
             )
         } else {
             None
@@ -480,6 +485,7 @@ impl DataServer {
             params.format == ExplainFormat::Json,
             params.analyze,
             self.config.default_timeout,
+            self.database.plan_format(),
         )
         .await
         .map_err(sql_error)?;

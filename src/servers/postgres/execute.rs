@@ -202,7 +202,9 @@ impl PostgresServer {
         });
         if sql::explainable(statement) {
             let plan =
-                sql::explain(&self.target.pool, statement, timeout).await.map_err(sql_error)?;
+                sql::explain(&self.target.pool, statement, timeout, self.database.plan_format())
+                    .await
+                    .map_err(sql_error)?;
             value["estimated_rows"] = json!(plan.estimated_rows);
             value["estimated_cost"] = json!(plan.total_cost);
             value["plan"] = plan.plan;
@@ -243,7 +245,11 @@ impl PostgresServer {
         context: &CallContext,
     ) -> Result<ToolOutput, ToolError> {
         let plan = if sql::explainable(statement) {
-            Some(sql::explain(&self.target.pool, statement, timeout).await.map_err(sql_error)?)
+            Some(
+                sql::explain(&self.target.pool, statement, timeout, self.database.plan_format())
+                    .await
+                    .map_err(sql_error)?,
+            )
         } else {
             None
         };

@@ -152,8 +152,13 @@ impl PostgresServer {
                 )),
                 Some(sql_text) => {
                     last_sql = Some((attempt, sql_text.clone()));
-                    match sql::validate(&self.target.pool, sql_text, self.config.default_timeout)
-                        .await
+                    match sql::validate(
+                        &self.target.pool,
+                        sql_text,
+                        self.config.default_timeout,
+                        self.database.plan_format(),
+                    )
+                    .await
                     {
                         // The database, not the statement, is at fault: asking again cannot help.
                         Err(invalid)

@@ -40,7 +40,9 @@ type AnalysisKey = (String, String, String);
 pub(crate) struct PostgresServer {
     /// Every database served.
     databases: Databases,
-    /// The database of the call being served (the first one until a call chooses).
+    /// The database of the call being served (the first one until a call chooses), and its
+    /// target.
+    database: Arc<super::sql_common::Database>,
     target: Target,
     state_pool: PgPool,
     secret: sql::Secret,
@@ -71,6 +73,7 @@ impl PostgresServer {
             with_database_parameter(tool, &names);
         }
         PostgresServer {
+            database: Arc::clone(first),
             target: first.target.clone(),
             config: first.sql.clone(),
             read_only: first.read_only,
@@ -85,8 +88,9 @@ impl PostgresServer {
     }
 
     /// This server bound to `database`: its pool, limits, schema cache and context file.
-    fn on(&self, database: &super::sql_common::Database) -> PostgresServer {
+    fn on(&self, database: &Arc<super::sql_common::Database>) -> PostgresServer {
         let mut bound = self.clone();
+        bound.database = Arc::clone(database);
         bound.target = database.target.clone();
         bound.config = database.sql.clone();
         bound.read_only = database.read_only;

@@ -121,6 +121,15 @@ impl Database {
         self.health.borrow().features.unwrap_or(Features::ASSUMED)
     }
 
+    /// How this database answers `EXPLAIN`.
+    pub(crate) fn plan_format(&self) -> crate::sql::PlanFormat {
+        if self.features().explain_json {
+            crate::sql::PlanFormat::Json
+        } else {
+            crate::sql::PlanFormat::Text
+        }
+    }
+
     /// Check that the database answers and, the first time, find what it supports.
     pub(crate) async fn probe(&self) {
         let outcome = tokio::time::timeout(PROBE_TIMEOUT * 2, async {
