@@ -3,6 +3,7 @@
 //! (or variable) and the key it concerns.
 
 mod auth;
+mod catalog;
 mod external;
 mod ip_range;
 mod llm;
@@ -30,6 +31,7 @@ use crate::tool::Verb;
 #[cfg(test)]
 pub(crate) use auth::ApiKey;
 pub(crate) use auth::{AuthConfig, Principal};
+pub(crate) use catalog::CatalogConfig;
 pub(crate) use external::{Availability, ExternalConfig, ExternalServerConfig, ExternalTransport};
 pub(crate) use ip_range::IpRange;
 pub(crate) use llm::{LlmConfig, LlmTool, provider_names};
@@ -148,6 +150,8 @@ pub(crate) struct Config {
     pub(crate) metabase: Option<MetabaseConfig>,
     /// Weaviate (`WEAVIATE_URL`, `WEAVIATE_API_KEY`, `weaviate:`); `None` when the URL is unset.
     pub(crate) weaviate: Option<WeaviateConfig>,
+    /// `catalog:`: when `tools/list` offers tool search instead of every tool.
+    pub(crate) catalog: CatalogConfig,
 }
 
 /// `data:` in `orca.yaml`.
@@ -776,6 +780,13 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
     let llm = llm::load(sections.llm, env, &file_label, &home, &mut errors);
     let metabase = metabase::load(sections.metabase, env, &file_label, &mut errors);
     let weaviate = weaviate::load(sections.weaviate, env, &file_label, &mut errors);
+    let catalog = sections
+        .catalog
+        .and_then(|value| {
+            section::<catalog::RawCatalog>(value, "catalog", &file_label, &mut errors)
+        })
+        .unwrap_or_default()
+        .validate(env.get("ORCA_CATALOG_SEARCH_ABOVE"), &file_label, &mut errors);
 
     if !errors.is_empty() {
         return Err(ConfigErrors(errors));
@@ -801,6 +812,7 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
         llm,
         metabase,
         weaviate,
+        catalog,
     })
 }
 
@@ -909,10 +921,11 @@ struct Sections<'a> {
     llm: Option<&'a Value>,
     metabase: Option<&'a Value>,
     weaviate: Option<&'a Value>,
+    catalog: Option<&'a Value>,
 }
 
 impl<'a> Sections<'a> {
-    const KNOWN: [&'static str; 12] = [
+    const KNOWN: [&'static str; 13] = [
         "servers",
         "database",
         "auth",
@@ -925,6 +938,7 @@ impl<'a> Sections<'a> {
         "llm",
         "metabase",
         "weaviate",
+        "catalog",
     ];
 
     fn split(document: &'a Value, file: &str, errors: &mut Vec<String>) -> Sections<'a> {
@@ -941,6 +955,7 @@ impl<'a> Sections<'a> {
             llm: None,
             metabase: None,
             weaviate: None,
+            catalog: None,
         };
         let Value::Object(map) = document else { return empty };
         for key in map.keys() {
@@ -964,6 +979,7 @@ impl<'a> Sections<'a> {
             llm: map.get("llm"),
             metabase: map.get("metabase"),
             weaviate: map.get("weaviate"),
+            catalog: map.get("catalog"),
         }
     }
 }

@@ -13,6 +13,7 @@ mod logging;
 mod metrics;
 mod oauth;
 mod respond;
+mod search;
 mod sign_in;
 pub(crate) mod stdio;
 
@@ -63,6 +64,8 @@ pub(crate) struct AppState {
     pub(crate) tracker: Tracker,
     pub(crate) state_pool: PgPool,
     pub(crate) metrics: Arc<Metrics>,
+    /// The tool-search indexes, one per set of visible tools.
+    search: Arc<search::Indexes>,
     /// The `initialize` instructions, written once: they name the internal servers and the
     /// external ones configured to run, neither of which changes while orca runs (whether an
     /// upstream is up, and its tools, are `list_servers`' and `tools/list`' business).
@@ -78,7 +81,15 @@ impl AppState {
         metrics: Arc<Metrics>,
     ) -> AppState {
         let instructions = instructions(&registry).into();
-        AppState { config, registry, tracker, state_pool, metrics, instructions }
+        AppState {
+            config,
+            registry,
+            tracker,
+            state_pool,
+            metrics,
+            search: Arc::default(),
+            instructions,
+        }
     }
 }
 
@@ -588,7 +599,11 @@ impl ServerHandler for Gateway {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let principal = self.principal(&context)?;
-        Ok(ListToolsResult::with_all_items(self.visible_tools(&principal)))
+        let visible = self.visible_tools(&principal);
+        if search::offered(&self.state.config.catalog, &principal, &context, visible.len()) {
+            return Ok(ListToolsResult::with_all_items(search::meta_tools()));
+        }
+        Ok(ListToolsResult::with_all_items(visible))
     }
 
     async fn complete(
@@ -807,6 +822,18 @@ impl ServerHandler for Gateway {
     ) -> Result<CallToolResponse, McpError> {
         let started = Instant::now();
         let principal = self.principal(&context)?;
+        if matches!(&*request.name, search::SEARCH_TOOLS | search::CALL_TOOL) {
+            let visible = self.visible_tools_by_server(&principal);
+            if search::offered(&self.state.config.catalog, &principal, &context, visible.len()) {
+                if request.name == search::CALL_TOOL {
+                    search::unwrap_call(&mut request)?;
+                } else {
+                    let (value, meta) =
+                        search::search(&self.state.search, &visible, request.arguments.as_ref())?;
+                    return Ok(CallToolResponse::Complete(search::result(value, meta)));
+                }
+            }
+        }
         let Some(route) = self.state.registry.route(&request.name) else {
             self.state.metrics.unknown_tool();
             return Err(error::unknown_tool(&request.name));

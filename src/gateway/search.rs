@@ -1,0 +1,241 @@
+//! Tool search in the gateway: when a caller's `tools/list` offers `search_tools` and
+//! `call_tool` instead of every tool, what the two answer, and the search indexes, one per set
+//! of visible tools, rebuilt when that set changes (an external server's `list_changed`).
+//!
+//! Search is offered when the caller may see more tools than `catalog.search_above`, when its
+//! principal or one of its roles is listed in `catalog.principals` / `catalog.roles`, when an
+//! HTTP client connects to `/mcp?tool_search=on`, or when a client declares the capability
+//! `experimental["orca/toolSearch"]` in `initialize` (stdio and HTTP sessions).
+//! `call_tool` only renames the request: the gateway then handles it exactly as a direct call
+//! of the named tool (verbs, tool policy, tracking under that tool's name).
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+
+use rmcp::ErrorData as McpError;
+use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, Tool};
+use rmcp::service::{RequestContext, RoleServer};
+use serde_json::{Map, Value, json};
+
+use crate::catalog::{Document, Lexical, Ranker, best};
+use crate::config::{CatalogConfig, Principal};
+
+pub(super) const SEARCH_TOOLS: &str = "search_tools";
+pub(super) const CALL_TOOL: &str = "call_tool";
+
+/// The default and the largest number of tools one search answers.
+const DEFAULT_LIMIT: usize = 5;
+const MOST: usize = 20;
+
+/// How many indexes are kept (one per distinct set of visible tools, so per tool policy).
+const KEPT_INDEXES: usize = 16;
+
+/// The experimental capability a client declares to ask for search.
+pub(super) const CAPABILITY: &str = "orca/toolSearch";
+
+/// Whether `principal`, on this connection, gets search rather than the full list of `visible`
+/// tools.
+pub(super) fn offered(
+    catalog: &CatalogConfig,
+    principal: &Principal,
+    context: &RequestContext<RoleServer>,
+    visible: usize,
+) -> bool {
+    let by_count = visible > catalog.search_above;
+    let by_principal = catalog.principals.iter().any(|name| *name == principal.name);
+    let by_role = principal.role.as_deref().is_some_and(|roles| {
+        roles.split(',').any(|role| catalog.roles.iter().any(|listed| listed == role))
+    });
+    let by_query = context
+        .extensions
+        .get::<::http::request::Parts>()
+        .and_then(|parts| parts.uri.query())
+        .is_some_and(|query| {
+            query
+                .split('&')
+                .any(|pair| matches!(pair, "tool_search=on" | "tool_search=true" | "tool_search=1"))
+        });
+    let by_capability = context.peer.peer_info().is_some_and(|info| {
+        info.capabilities.experimental.as_ref().is_some_and(|map| map.contains_key(CAPABILITY))
+    });
+    by_count || by_principal || by_role || by_query || by_capability
+}
+
+/// The two tools `tools/list` shows instead of the catalog.
+pub(super) fn meta_tools() -> Vec<Tool> {
+    let search = json!({
+        "type": "object",
+        "properties": {
+            "query": { "type": "string", "description": "What you want to do, in your own words" },
+            "server": { "type": "string", "description": "Only tools of this server" },
+            "limit": { "type": "integer", "minimum": 1, "maximum": MOST, "description": "How many tools to return (default 5)" }
+        },
+        "required": ["query"]
+    });
+    let call = json!({
+        "type": "object",
+        "properties": {
+            "name": { "type": "string", "description": "The tool's name, as search_tools gave it" },
+            "arguments": { "type": "object", "description": "The tool's arguments, as its inputSchema says" }
+        },
+        "required": ["name"]
+    });
+    vec![
+        Tool::new(
+            SEARCH_TOOLS,
+            "Find the tools for a task among all the tools this gateway offers. Returns the best \
+             matches with their full input schemas; call one with call_tool.",
+            Arc::new(object(search)),
+        ),
+        Tool::new(
+            CALL_TOOL,
+            "Call any tool that search_tools found, by its name, with its arguments.",
+            Arc::new(object(call)),
+        ),
+    ]
+}
+
+fn object(value: Value) -> JsonObject {
+    match value {
+        Value::Object(map) => map,
+        _ => JsonObject::new(),
+    }
+}
+
+/// Turn a `call_tool` request into the direct call it names.
+///
+/// # Errors
+///
+/// `-32602` when `name` is missing or `arguments` is not an object.
+pub(super) fn unwrap_call(request: &mut CallToolRequestParams) -> Result<(), McpError> {
+    let mut arguments = request.arguments.take().unwrap_or_default();
+    let Some(Value::String(name)) = arguments.remove("name") else {
+        return Err(McpError::invalid_params("call_tool needs `name`, a tool's name", None));
+    };
+    let inner = match arguments.remove("arguments") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(inner)) => Some(inner),
+        Some(_) => {
+            return Err(McpError::invalid_params(
+                "call_tool's `arguments` must be an object",
+                None,
+            ));
+        }
+    };
+    request.name = name.into();
+    request.arguments = inner;
+    Ok(())
+}
+
+/// The search indexes, shared by every session of a gateway.
+#[derive(Debug, Default)]
+pub(crate) struct Indexes {
+    ranker: Ranker,
+    kept: Mutex<Vec<(u64, Arc<Lexical>)>>,
+}
+
+impl Indexes {
+    /// The index of exactly `tools`, built now if this set has none.
+    fn of(&self, tools: &[(Tool, String)]) -> Arc<Lexical> {
+        let fingerprint = fingerprint(tools);
+        if let Some((_, index)) = self
+            .kept
+            .lock()
+            .expect("the index lock is never held across a panic")
+            .iter()
+            .find(|(kept, _)| *kept == fingerprint)
+        {
+            return Arc::clone(index);
+        }
+        let documents: Vec<Document> = tools
+            .iter()
+            .map(|(tool, server)| {
+                Document::from_schema(
+                    server,
+                    &tool.name,
+                    tool.title.as_deref().or_else(|| {
+                        tool.annotations
+                            .as_ref()
+                            .and_then(|annotations| annotations.title.as_deref())
+                    }),
+                    tool.description.as_deref().unwrap_or_default(),
+                    &tool.input_schema,
+                )
+            })
+            .collect();
+        let index = Arc::new(self.ranker.index(&documents));
+        let mut kept = self.kept.lock().expect("the index lock is never held across a panic");
+        if kept.len() >= KEPT_INDEXES {
+            kept.remove(0);
+        }
+        kept.push((fingerprint, Arc::clone(&index)));
+        index
+    }
+}
+
+/// What identifies a set of tools for its index: each one's name, server, description and the
+/// schema it shares with the registry (the same `Arc` until its server lists it anew).
+fn fingerprint(tools: &[(Tool, String)]) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    for (tool, server) in tools {
+        tool.name.hash(&mut hasher);
+        server.hash(&mut hasher);
+        tool.title.hash(&mut hasher);
+        tool.description.hash(&mut hasher);
+        std::ptr::hash(Arc::as_ptr(&tool.input_schema), &mut hasher);
+    }
+    hasher.finish()
+}
+
+/// The answer of `search_tools` over `tools`, the caller's visible tools with their servers.
+///
+/// # Errors
+///
+/// `-32602` when `query` is missing or `limit` is not a positive integer.
+pub(super) fn search(
+    indexes: &Indexes,
+    tools: &[(Tool, String)],
+    arguments: Option<&Map<String, Value>>,
+) -> Result<(Value, Map<String, Value>), McpError> {
+    let arguments = arguments.cloned().unwrap_or_default();
+    let Some(query) = arguments.get("query").and_then(Value::as_str) else {
+        return Err(McpError::invalid_params("search_tools needs `query`, a string", None));
+    };
+    let server = match arguments.get("server") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(server)) => Some(server.as_str()),
+        Some(_) => return Err(McpError::invalid_params("`server` must be a string", None)),
+    };
+    let limit = match arguments.get("limit") {
+        None | Some(Value::Null) => DEFAULT_LIMIT,
+        Some(value) => match value.as_u64() {
+            Some(limit) if limit >= 1 => usize::try_from(limit).unwrap_or(MOST).min(MOST),
+            _ => return Err(McpError::invalid_params("`limit` must be an integer from 1", None)),
+        },
+    };
+    let index = indexes.of(tools);
+    let scores = index.scores(query);
+    let found: Vec<Value> =
+        best(&scores, limit, |position| server.is_none_or(|server| tools[position].1 == server))
+            .into_iter()
+            .map(|(position, score)| {
+                let (tool, server) = &tools[position];
+                let mut entry = serde_json::to_value(tool).unwrap_or(Value::Null);
+                if let Value::Object(map) = &mut entry {
+                    map.insert("server".into(), Value::from(server.as_str()));
+                    map.insert("score".into(), Value::from((score * 1000.0).round() / 1000.0));
+                }
+                entry
+            })
+            .collect();
+    let mut meta = Map::new();
+    meta.insert("ranking".into(), Value::from("lexical"));
+    meta.insert("searched".into(), Value::from(tools.len()));
+    Ok((json!({ "tools": found }), meta))
+}
+
+/// A `search_tools` answer as a tool result.
+pub(super) fn result(value: Value, meta: Map<String, Value>) -> CallToolResult {
+    super::error::success(value, Vec::new(), meta)
+}
