@@ -4,12 +4,14 @@
 //! of `embed.rs` blended with it. Knows nothing of MCP: the gateway hands it plain
 //! [`Document`]s and decides when to offer search.
 
+mod embed;
 mod rank;
 mod synonyms;
 mod text;
 
 use std::sync::{Arc, OnceLock};
 
+pub(crate) use embed::{EmbedError, Embedder, blend, cached_or_embedded};
 pub(crate) use rank::{Document, Lexical, best};
 pub(crate) use synonyms::Synonyms;
 

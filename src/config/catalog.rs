@@ -1,10 +1,14 @@
 //! `catalog:` in `orca.yaml`: when `tools/list` offers tool search (`search_tools` and
 //! `call_tool`) instead of every tool.
 
+use std::time::Duration;
+
 use serde::Deserialize;
 
+use crate::llm::Provider;
+
 /// When search replaces the full list.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct CatalogConfig {
     /// Search is offered when the caller may see more tools than this.
     pub(crate) search_above: usize,
@@ -12,11 +16,30 @@ pub(crate) struct CatalogConfig {
     pub(crate) principals: Vec<String>,
     /// Roles (`auth.roles`) whose holders always get search.
     pub(crate) roles: Vec<String>,
+    /// The semantic layer, when a provider with embeddings is configured.
+    pub(crate) embeddings: Option<EmbeddingsConfig>,
+}
+
+/// `catalog.embeddings`: which model embeds tools and queries, reached through the `llm:`
+/// provider's endpoint (`OPENAI_BASE_URL` and key, or `GEMINI_BASE_URL` and key).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct EmbeddingsConfig {
+    pub(crate) provider: Provider,
+    pub(crate) model: String,
+    /// The share of the semantic score in the blend, 0 to 1.
+    pub(crate) weight: f64,
+    /// One request to the provider is abandoned after this long.
+    pub(crate) timeout: Duration,
 }
 
 impl Default for CatalogConfig {
     fn default() -> CatalogConfig {
-        CatalogConfig { search_above: 40, principals: Vec::new(), roles: Vec::new() }
+        CatalogConfig {
+            search_above: 40,
+            principals: Vec::new(),
+            roles: Vec::new(),
+            embeddings: None,
+        }
     }
 }
 
@@ -29,6 +52,17 @@ pub(super) struct RawCatalog {
     principals: Vec<String>,
     #[serde(default)]
     roles: Vec<String>,
+    embeddings: Option<RawEmbeddings>,
+}
+
+/// `catalog.embeddings` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEmbeddings {
+    provider: String,
+    model: String,
+    weight: Option<f64>,
+    timeout_ms: Option<u64>,
 }
 
 impl RawCatalog {
@@ -55,6 +89,31 @@ impl RawCatalog {
                 errors.push(format!("{file}: catalog.{key}[{index}]: a name may not be empty"));
             }
         }
-        CatalogConfig { search_above, principals: self.principals, roles: self.roles }
+        let embeddings = self.embeddings.and_then(|raw| {
+            let provider = match Provider::parse(&raw.provider) {
+                Some(provider @ (Provider::OpenAi | Provider::Google)) => provider,
+                _ => {
+                    errors.push(format!(
+                        "{file}: catalog.embeddings.provider: `{}` has no embeddings here; use openai (or any OpenAI-compatible server) or google",
+                        raw.provider
+                    ));
+                    return None;
+                }
+            };
+            let weight = raw.weight.unwrap_or(0.5);
+            if !(0.0..=1.0).contains(&weight) {
+                errors.push(format!("{file}: catalog.embeddings.weight: must be from 0 to 1"));
+            }
+            if raw.model.trim().is_empty() {
+                errors.push(format!("{file}: catalog.embeddings.model: may not be empty"));
+            }
+            Some(EmbeddingsConfig {
+                provider,
+                model: raw.model,
+                weight,
+                timeout: Duration::from_millis(raw.timeout_ms.unwrap_or(10_000).max(1)),
+            })
+        });
+        CatalogConfig { search_above, principals: self.principals, roles: self.roles, embeddings }
     }
 }

@@ -81,15 +81,8 @@ impl AppState {
         metrics: Arc<Metrics>,
     ) -> AppState {
         let instructions = instructions(&registry).into();
-        AppState {
-            config,
-            registry,
-            tracker,
-            state_pool,
-            metrics,
-            search: Arc::default(),
-            instructions,
-        }
+        let search = Arc::new(search::Indexes::new(&config));
+        AppState { config, registry, tracker, state_pool, metrics, search, instructions }
     }
 }
 
@@ -828,8 +821,13 @@ impl ServerHandler for Gateway {
                 if request.name == search::CALL_TOOL {
                     search::unwrap_call(&mut request)?;
                 } else {
-                    let (value, meta) =
-                        search::search(&self.state.search, &visible, request.arguments.as_ref())?;
+                    let (value, meta) = search::search(
+                        &self.state.search,
+                        &self.state.state_pool,
+                        &visible,
+                        request.arguments.as_ref(),
+                    )
+                    .await?;
                     return Ok(CallToolResponse::Complete(search::result(value, meta)));
                 }
             }

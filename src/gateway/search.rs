@@ -18,8 +18,12 @@ use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, Tool};
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::{Map, Value, json};
 
-use crate::catalog::{Document, Lexical, Ranker, best};
-use crate::config::{CatalogConfig, Principal};
+use sqlx::PgPool;
+
+use crate::catalog::{
+    Document, EmbedError, Embedder, Lexical, Ranker, best, blend, cached_or_embedded,
+};
+use crate::config::{CatalogConfig, Config, Principal};
 
 pub(super) const SEARCH_TOOLS: &str = "search_tools";
 pub(super) const CALL_TOOL: &str = "call_tool";
@@ -43,7 +47,7 @@ pub(super) fn offered(
     visible: usize,
 ) -> bool {
     let by_count = visible > catalog.search_above;
-    let by_principal = catalog.principals.iter().any(|name| *name == principal.name);
+    let by_principal = catalog.principals.contains(&principal.name);
     let by_role = principal.role.as_deref().is_some_and(|roles| {
         roles.split(',').any(|role| catalog.roles.iter().any(|listed| listed == role))
     });
@@ -133,9 +137,38 @@ pub(super) fn unwrap_call(request: &mut CallToolRequestParams) -> Result<(), Mcp
 pub(crate) struct Indexes {
     ranker: Ranker,
     kept: Mutex<Vec<(u64, Arc<Lexical>)>>,
+    /// The configured embeddings model and its share of the blend.
+    semantic: Option<(Embedder, f64)>,
+    /// The tools' vectors, per set of tools, once embedded (or read from the cache).
+    vectors: Mutex<Vec<(u64, Arc<Vec<Vec<f32>>>)>>,
 }
 
 impl Indexes {
+    /// Indexes for `config`: with the semantic layer when `catalog.embeddings` is set.
+    pub(crate) fn new(config: &Config) -> Indexes {
+        let semantic = config.catalog.embeddings.as_ref().map(|embeddings| {
+            let endpoint = config
+                .llm
+                .endpoints
+                .iter()
+                .find(|endpoint| endpoint.provider == embeddings.provider);
+            let base_url = endpoint.map_or_else(
+                || crate::llm::default_base_url(embeddings.provider).to_owned(),
+                |endpoint| endpoint.base_url.clone(),
+            );
+            let key = endpoint.and_then(|endpoint| endpoint.api_key.clone());
+            let embedder = Embedder::new(
+                embeddings.provider,
+                &base_url,
+                key,
+                &embeddings.model,
+                embeddings.timeout,
+            );
+            (embedder, embeddings.weight)
+        });
+        Indexes { semantic, ..Indexes::default() }
+    }
+
     /// The index of exactly `tools`, built now if this set has none.
     fn of(&self, tools: &[(Tool, String)]) -> Arc<Lexical> {
         let fingerprint = fingerprint(tools);
@@ -174,6 +207,52 @@ impl Indexes {
     }
 }
 
+/// The blended scores of `query` over `tools`, whose lexical scores are `lexical`.
+async fn blended(
+    indexes: &Indexes,
+    embedder: &Embedder,
+    weight: f64,
+    pool: &PgPool,
+    tools: &[(Tool, String)],
+    query: &str,
+    lexical: &[f64],
+) -> Result<Vec<f64>, EmbedError> {
+    let fingerprint = fingerprint(tools);
+    let known = indexes
+        .vectors
+        .lock()
+        .expect("the vector lock is never held across a panic")
+        .iter()
+        .find(|(kept, _)| *kept == fingerprint)
+        .map(|(_, vectors)| Arc::clone(vectors));
+    let vectors = match known {
+        Some(vectors) => vectors,
+        None => {
+            let texts: Vec<String> = tools.iter().map(|(tool, _)| tool_text(tool)).collect();
+            let vectors = Arc::new(cached_or_embedded(embedder, pool, &texts).await?);
+            let mut kept =
+                indexes.vectors.lock().expect("the vector lock is never held across a panic");
+            if kept.len() >= KEPT_INDEXES {
+                kept.remove(0);
+            }
+            kept.push((fingerprint, Arc::clone(&vectors)));
+            vectors
+        }
+    };
+    let query_vector = embedder.embed(&[query.to_owned()]).await?.pop().unwrap_or_default();
+    Ok(blend(lexical, &query_vector, &vectors, weight))
+}
+
+/// What a tool's embedding is made of: its name, title and description.
+fn tool_text(tool: &Tool) -> String {
+    let title = tool
+        .title
+        .as_deref()
+        .or_else(|| tool.annotations.as_ref().and_then(|annotations| annotations.title.as_deref()))
+        .unwrap_or_default();
+    format!("{}\n{title}\n{}", tool.name, tool.description.as_deref().unwrap_or_default())
+}
+
 /// What identifies a set of tools for its index: each one's name, server, description and the
 /// schema it shares with the registry (the same `Arc` until its server lists it anew).
 fn fingerprint(tools: &[(Tool, String)]) -> u64 {
@@ -193,8 +272,9 @@ fn fingerprint(tools: &[(Tool, String)]) -> u64 {
 /// # Errors
 ///
 /// `-32602` when `query` is missing or `limit` is not a positive integer.
-pub(super) fn search(
+pub(super) async fn search(
     indexes: &Indexes,
+    pool: &PgPool,
     tools: &[(Tool, String)],
     arguments: Option<&Map<String, Value>>,
 ) -> Result<(Value, Map<String, Value>), McpError> {
@@ -215,7 +295,28 @@ pub(super) fn search(
         },
     };
     let index = indexes.of(tools);
-    let scores = index.scores(query);
+    let lexical = index.scores(query);
+    let mut meta = Map::new();
+    let scores = match &indexes.semantic {
+        None => {
+            meta.insert("ranking".into(), Value::from("lexical"));
+            lexical
+        }
+        Some((embedder, weight)) => {
+            match blended(indexes, embedder, *weight, pool, tools, query, &lexical).await {
+                Ok(scores) => {
+                    meta.insert("ranking".into(), Value::from("blended"));
+                    scores
+                }
+                Err(error) => {
+                    tracing::warn!(error = %error, "tool search fell back to the lexical ranking");
+                    meta.insert("ranking".into(), Value::from("lexical"));
+                    meta.insert("semantic_error".into(), Value::from(error.to_string()));
+                    lexical
+                }
+            }
+        }
+    };
     let found: Vec<Value> =
         best(&scores, limit, |position| server.is_none_or(|server| tools[position].1 == server))
             .into_iter()
@@ -229,8 +330,6 @@ pub(super) fn search(
                 entry
             })
             .collect();
-    let mut meta = Map::new();
-    meta.insert("ranking".into(), Value::from("lexical"));
     meta.insert("searched".into(), Value::from(tools.len()));
     Ok((json!({ "tools": found }), meta))
 }

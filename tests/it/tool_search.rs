@@ -221,3 +221,69 @@ async fn a_listed_principal_and_the_query_parameter_get_search_and_others_the_fu
     assert_eq!(tool_names(&asking).await, META_TOOLS);
     asking.cancel().await.unwrap();
 }
+
+fn semantic_setup(
+    database: &TestDatabase,
+    fake: &crate::support::fake_embeddings::FakeEmbeddings,
+) -> OrcaSetup {
+    let mut setup = OrcaSetup::new(&database.url).with_external(&fixture_yaml()).with_config(
+        "catalog:\n  search_above: 3\n  embeddings:\n    provider: openai\n    model: test-embed\n    weight: 0.5\n",
+    );
+    for (key, value) in fake.env() {
+        setup = setup.with_env(key, &value);
+    }
+    setup
+}
+
+#[tokio::test]
+async fn embeddings_blend_with_the_lexical_ranking_and_are_cached_in_postgres() {
+    let database = TestDatabase::create().await;
+    let fake = crate::support::fake_embeddings::FakeEmbeddings::start();
+    let setup = semantic_setup(&database, &fake);
+    let client = setup.stdio_client().await;
+    // No word of the query is in any fixture tool: only the embeddings relate "plus" to `add`.
+    let query = json!({"query": "two plus three", "server": "fx"});
+    let found = call(&client, "search_tools", query.clone(), None).await.unwrap();
+    assert_eq!(meta_of(&found)["ranking"], "blended", "{found:?}");
+    assert_eq!(found_names(&found)[0], "fx_add");
+    let visible = meta_of(&found)["searched"].as_u64().unwrap() as usize;
+    assert_eq!(fake.batches(), [visible, 1], "every tool once, then the query");
+
+    let pool = database.connect().await;
+    let (rows,): (i64,) =
+        sqlx::query_as("SELECT count(*) FROM orca.tool_embeddings WHERE model = 'test-embed'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(rows as usize, visible);
+    call(&client, "search_tools", query.clone(), None).await.unwrap();
+    assert_eq!(fake.batches(), [visible, 1, 1], "the tools' vectors are kept");
+    client.cancel().await.unwrap();
+
+    // Another process on the same database reads the tools' vectors from the cache.
+    let client = semantic_setup(&database, &fake).stdio_client().await;
+    let found = call(&client, "search_tools", query, None).await.unwrap();
+    assert_eq!(found_names(&found)[0], "fx_add");
+    assert_eq!(fake.batches(), [visible, 1, 1, 1], "only the query is embedded");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_failing_provider_falls_back_to_the_lexical_ranking_and_says_so() {
+    let database = TestDatabase::create().await;
+    let fake = crate::support::fake_embeddings::FakeEmbeddings::start();
+    fake.fail(true);
+    let setup = semantic_setup(&database, &fake);
+    let client = setup.stdio_client().await;
+    let found =
+        call(&client, "search_tools", json!({"query": "add a and b", "server": "fx"}), None)
+            .await
+            .unwrap();
+    let meta = meta_of(&found);
+    assert_eq!(meta["ranking"], "lexical", "{meta:?}");
+    let reason = meta["semantic_error"].as_str().unwrap();
+    assert!(reason.contains("HTTP 500"), "{reason}");
+    assert!(!reason.contains(crate::support::fake_embeddings::KEY));
+    assert_eq!(found_names(&found)[0], "fx_add");
+    client.cancel().await.unwrap();
+}
