@@ -78,8 +78,9 @@ impl RawCatalog {
         let search_above = match (self.search_above, variable) {
             (Some(count), _) => usize::try_from(count).unwrap_or(usize::MAX),
             (None, Some(text)) => text.trim().parse().unwrap_or_else(|_| {
-                errors
-                    .push(format!("ORCA_CATALOG_SEARCH_ABOVE: `{text}` is not a number of tools"));
+                errors.push(format!(
+                    "environment: ORCA_CATALOG_SEARCH_ABOVE: `{text}` is not a number of tools"
+                ));
                 defaults.search_above
             }),
             (None, None) => defaults.search_above,

@@ -287,3 +287,24 @@ async fn a_failing_provider_falls_back_to_the_lexical_ranking_and_says_so() {
     assert_eq!(found_names(&found)[0], "fx_add");
     client.cancel().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_tool_an_upstream_adds_is_found_after_its_list_change() {
+    let database = TestDatabase::create().await;
+    let setup = OrcaSetup::new(&database.url)
+        .with_external(&fixture_yaml())
+        .with_config("catalog:\n  search_above: 3\n");
+    let client = setup.stdio_client().await;
+    let query = json!({"query": "exists while toggled on", "server": "fx"});
+    let before = call(&client, "search_tools", query.clone(), None).await.unwrap();
+    assert!(!found_names(&before).contains(&"fx_extra".to_owned()), "{before:?}");
+    let toggled =
+        call(&client, "call_tool", json!({"name": "fx_toggle_extra"}), None).await.unwrap();
+    assert_eq!(toggled.is_error, Some(false), "{toggled:?}");
+    crate::support::eventually("fx_extra found", std::time::Duration::from_secs(20), || async {
+        let found = call(&client, "search_tools", query.clone(), None).await.unwrap();
+        found_names(&found).first().is_some_and(|name| name == "fx_extra")
+    })
+    .await;
+    client.cancel().await.unwrap();
+}
