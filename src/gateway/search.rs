@@ -5,7 +5,9 @@
 //! Search is offered when the caller may see more tools than `catalog.search_above`, when its
 //! principal or one of its roles is listed in `catalog.principals` / `catalog.roles`, when an
 //! HTTP client connects to `/mcp?tool_search=on`, or when a client declares the capability
-//! `experimental["orca/toolSearch"]` in `initialize` (stdio and HTTP sessions).
+//! `experimental["orca/toolSearch"]` in `initialize` (stdio and HTTP sessions); never for an
+//! HTTP client connected to `/mcp?tool_search=off`, as the web console is, which lists every
+//! tool for people to pick from.
 //! `call_tool` only renames the request: the gateway then handles it exactly as a direct call
 //! of the named tool (verbs, tool policy, tracking under that tool's name).
 
@@ -51,15 +53,21 @@ pub(super) fn offered(
     let by_role = principal.role.as_deref().is_some_and(|roles| {
         roles.split(',').any(|role| catalog.roles.iter().any(|listed| listed == role))
     });
-    let by_query = context
+    let query = context
         .extensions
         .get::<::http::request::Parts>()
         .and_then(|parts| parts.uri.query())
-        .is_some_and(|query| {
-            query
-                .split('&')
-                .any(|pair| matches!(pair, "tool_search=on" | "tool_search=true" | "tool_search=1"))
-        });
+        .unwrap_or_default();
+    let asked = |values: [&str; 3]| {
+        query.split('&').any(|pair| {
+            pair.strip_prefix("tool_search=").is_some_and(|value| values.contains(&value))
+        })
+    };
+    if asked(["off", "false", "0"]) {
+        // The web console, and any client that wants every tool whatever the count.
+        return false;
+    }
+    let by_query = asked(["on", "true", "1"]);
     let by_capability = context.peer.peer_info().is_some_and(|info| {
         info.capabilities.experimental.as_ref().is_some_and(|map| map.contains_key(CAPABILITY))
     });

@@ -204,7 +204,7 @@ async fn call_tool_on_a_tool_the_role_leaves_out_is_refused_exactly_as_a_direct_
 }
 
 #[tokio::test]
-async fn a_listed_principal_and_the_query_parameter_get_search_and_others_the_full_list() {
+async fn a_listed_principal_and_the_query_parameter_get_search_and_tool_search_off_the_full_list() {
     let database = TestDatabase::create().await;
     let setup = keyed_setup(&database);
     let server = setup.http_server(&[]);
@@ -220,6 +220,13 @@ async fn a_listed_principal_and_the_query_parameter_get_search_and_others_the_fu
     let asking = http_client(&server, "/mcp?tool_search=on", PLAIN_KEY).await;
     assert_eq!(tool_names(&asking).await, META_TOOLS);
     asking.cancel().await.unwrap();
+
+    // The web console's way in: every tool, even for a principal listed for search.
+    let console = http_client(&server, "/mcp?tool_search=off", SEARCHER_KEY).await;
+    let names = tool_names(&console).await;
+    assert!(names.contains(&"fx_add".to_owned()), "{names:?}");
+    assert!(!names.contains(&"search_tools".to_owned()));
+    console.cancel().await.unwrap();
 }
 
 fn semantic_setup(
