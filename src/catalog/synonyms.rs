@@ -1,6 +1,6 @@
 //! The synonym source that ships offline: `synonyms.txt`, derived from WordNet 3.0 by
 //! `scripts/derive-synonyms` (Princeton's WordNet licence, quoted at the top of the file), plus
-//! `abbreviations.txt`, the short forms people type for software words (`pr`, `repo`, `k8s`),
+//! `vocabulary.txt`, the short forms people type for software words (`pr`, `repo`, `k8s`),
 //! written for this project. Both are read when a `Synonyms` is built and kept as stems.
 
 use std::collections::{HashMap, HashSet};
@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use super::text::Terms;
 
 const WORDNET: &str = include_str!("synonyms.txt");
-const ABBREVIATIONS: &str = include_str!("abbreviations.txt");
+const VOCABULARY: &str = include_str!("vocabulary.txt");
 
 /// Stem to the stems it may stand for.
 #[derive(Debug, Default)]
@@ -20,7 +20,7 @@ impl Synonyms {
     /// The shipped lists.
     pub(crate) fn shipped(terms: &Terms) -> Synonyms {
         let mut synonyms = Synonyms::from_lines(WORDNET, terms);
-        synonyms.merge(Synonyms::from_lines(ABBREVIATIONS, terms));
+        synonyms.merge(Synonyms::from_lines(VOCABULARY, terms));
         synonyms
     }
 
