@@ -821,14 +821,10 @@ impl ServerHandler for Gateway {
                 if request.name == search::CALL_TOOL {
                     search::unwrap_call(&mut request)?;
                 } else {
-                    let (value, meta) = search::search(
-                        &self.state.search,
-                        &self.state.state_pool,
-                        &visible,
-                        request.arguments.as_ref(),
-                    )
-                    .await?;
-                    return Ok(CallToolResponse::Complete(search::result(value, meta)));
+                    let answer = self
+                        .answer_search(&principal, &visible, &request, &context, started)
+                        .await?;
+                    return Ok(CallToolResponse::Complete(answer));
                 }
             }
         }

@@ -346,3 +346,72 @@ pub(super) async fn search(
 pub(super) fn result(value: Value, meta: Map<String, Value>) -> CallToolResult {
     super::error::success(value, Vec::new(), meta)
 }
+
+impl super::Gateway {
+    /// Answer `search_tools` for `principal` over `visible`, with the `_meta` every call has
+    /// (`execution_id`, `feedback_token`, `trace_id`), timed in the metrics and recorded as a
+    /// call of `search_tools` on the server `orca`.
+    pub(super) async fn answer_search(
+        &self,
+        principal: &Principal,
+        visible: &[(Tool, String)],
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+        started: std::time::Instant,
+    ) -> Result<CallToolResult, McpError> {
+        let (value, mut meta) =
+            search(&self.state.search, &self.state.state_pool, visible, request.arguments.as_ref())
+                .await?;
+        let execution_id = uuid::Uuid::now_v7();
+        let feedback_token = uuid::Uuid::new_v4();
+        let trace_id = super::trace_id(request.meta.as_ref(), context);
+        meta.insert("execution_id".into(), Value::from(execution_id.to_string()));
+        meta.insert("feedback_token".into(), Value::from(feedback_token.to_string()));
+        meta.insert("trace_id".into(), Value::from(trace_id.clone()));
+        let answer = result(value, meta);
+        let elapsed = started.elapsed();
+        self.state.metrics.observe(SEARCH_TOOLS, "success", elapsed);
+        if self.state.tracker.is_enabled() {
+            let stored = answer.structured_content.clone().unwrap_or(Value::Null);
+            let (response_data, response_bytes) = crate::tracking::cut_text(
+                stored.to_string(),
+                self.state.config.tracking.max_response_bytes,
+            );
+            self.state.tracker.record(crate::tracking::Execution {
+                id: execution_id,
+                server: "orca".to_owned(),
+                tool: SEARCH_TOOLS.to_owned(),
+                upstream_tool: None,
+                principal: principal.name.clone(),
+                user_id: super::meta_string(request.meta.as_ref(), context, "user_id"),
+                agent_id: super::meta_string(request.meta.as_ref(), context, "agent_id")
+                    .or_else(|| super::header_string(context, "x-agent-id")),
+                session_id: super::header_string(context, "mcp-session-id"),
+                transport: self.transport.as_str().to_owned(),
+                trace_id,
+                request_data: request
+                    .arguments
+                    .as_ref()
+                    .map_or(Value::Object(Map::new()), crate::tracking::redact_object),
+                response_data: Some(response_data),
+                response_bytes,
+                llm_provider: None,
+                llm_model: None,
+                llm_prompt_tokens: None,
+                llm_completion_tokens: None,
+                llm_latency_ms: None,
+                execution_time_ms: i32::try_from(elapsed.as_millis()).unwrap_or(i32::MAX),
+                status: crate::tracking::ExecutionStatus::Success,
+                error_code: None,
+                error_message: None,
+                feedback_token,
+                created_at: chrono::Utc::now(),
+                failures: Vec::new(),
+                source: crate::tracking::Source::Mcp,
+                client_id: principal.client.clone(),
+                role: principal.role.clone(),
+            });
+        }
+        Ok(answer)
+    }
+}

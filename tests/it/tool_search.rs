@@ -84,14 +84,24 @@ async fn above_the_threshold_search_finds_a_tool_and_call_tool_runs_it_under_its
     assert_eq!(added.structured_content.clone().unwrap()["sum"], 5.5, "{added:?}");
     let execution_id: Uuid = meta_of(&added)["execution_id"].as_str().unwrap().parse().unwrap();
     let pool = database.connect().await;
-    wait_for_row(&pool, "SELECT 1 FROM orca.mcp_executions WHERE id = $1", execution_id).await;
-    let (server, tool): (String, String) =
-        sqlx::query_as("SELECT mcp_name, tool_name FROM orca.mcp_executions WHERE id = $1")
-            .bind(execution_id)
-            .fetch_one(&pool)
-            .await
-            .unwrap();
+    let recorded = |id: Uuid| {
+        let pool = pool.clone();
+        async move {
+            wait_for_row(&pool, "SELECT 1 FROM orca.mcp_executions WHERE id = $1", id).await;
+            let row: (String, String) =
+                sqlx::query_as("SELECT mcp_name, tool_name FROM orca.mcp_executions WHERE id = $1")
+                    .bind(id)
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap();
+            row
+        }
+    };
+    let (server, tool) = recorded(execution_id).await;
     assert_eq!((server.as_str(), tool.as_str()), ("fx", "fx_add"));
+    let search_id: Uuid = meta_of(&found)["execution_id"].as_str().unwrap().parse().unwrap();
+    let (server, tool) = recorded(search_id).await;
+    assert_eq!((server.as_str(), tool.as_str()), ("orca", "search_tools"));
 
     // An internal tool goes through call_tool as well; a missing name is invalid params.
     let servers = call(&client, "call_tool", json!({"name": "list_servers"}), None).await.unwrap();
