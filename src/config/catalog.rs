@@ -91,15 +91,14 @@ impl RawCatalog {
             }
         }
         let embeddings = self.embeddings.and_then(|raw| {
-            let provider = match Provider::parse(&raw.provider) {
-                Some(provider @ (Provider::OpenAi | Provider::Google)) => provider,
-                _ => {
-                    errors.push(format!(
-                        "{file}: catalog.embeddings.provider: `{}` has no embeddings here; use openai (or any OpenAI-compatible server) or google",
-                        raw.provider
-                    ));
-                    return None;
-                }
+            let Some(provider @ (Provider::OpenAi | Provider::Google)) =
+                Provider::parse(&raw.provider)
+            else {
+                errors.push(format!(
+                    "{file}: catalog.embeddings.provider: `{}` has no embeddings here; use openai (or any OpenAI-compatible server) or google",
+                    raw.provider
+                ));
+                return None;
             };
             let weight = raw.weight.unwrap_or(0.5);
             if !(0.0..=1.0).contains(&weight) {

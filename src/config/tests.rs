@@ -329,7 +329,8 @@ fn the_catalog_section_sets_when_search_is_offered_and_its_embeddings() {
         (embeddings.provider, embeddings.model.as_str(), embeddings.weight),
         (crate::llm::Provider::Google, "text-embedding-004", 0.5)
     );
-    let cases: &[(&str, &[(&str, &str)], &[&str])] = &[
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a [&'a str]);
+    let cases: &[Case<'_>] = &[
         (
             "catalog: {search_below: 3}\n",
             &[],

@@ -140,6 +140,9 @@ pub(super) fn unwrap_call(request: &mut CallToolRequestParams) -> Result<(), Mcp
     Ok(())
 }
 
+/// The embeddings of a set of tools, in the set's order.
+type Vectors = Arc<Vec<Vec<f32>>>;
+
 /// The search indexes, shared by every session of a gateway.
 #[derive(Debug, Default)]
 pub(crate) struct Indexes {
@@ -148,7 +151,7 @@ pub(crate) struct Indexes {
     /// The configured embeddings model and its share of the blend.
     semantic: Option<(Embedder, f64)>,
     /// The tools' vectors, per set of tools, once embedded (or read from the cache).
-    vectors: Mutex<Vec<(u64, Arc<Vec<Vec<f32>>>)>>,
+    vectors: Mutex<Vec<(u64, Vectors)>>,
 }
 
 impl Indexes {
