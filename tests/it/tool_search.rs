@@ -325,3 +325,27 @@ async fn a_tool_an_upstream_adds_is_found_after_its_list_change() {
     .await;
     client.cancel().await.unwrap();
 }
+
+#[tokio::test]
+async fn gemini_embeddings_blend_through_its_batch_embed_contents_wire() {
+    let database = TestDatabase::create().await;
+    let fake = crate::support::fake_embeddings::FakeEmbeddings::start();
+    let mut setup = OrcaSetup::new(&database.url).with_external(&fixture_yaml()).with_config(
+        "catalog:\n  search_above: 3\n  embeddings:\n    provider: google\n    model: test-embed\n",
+    );
+    for (key, value) in fake.gemini_env() {
+        setup = setup.with_env(key, &value);
+    }
+    let client = setup.stdio_client().await;
+    let found =
+        call(&client, "search_tools", json!({"query": "two plus three", "server": "fx"}), None)
+            .await
+            .unwrap();
+    assert_eq!(meta_of(&found)["ranking"], "blended", "{found:?}");
+    assert_eq!(found_names(&found)[0], "fx_add");
+    let visible = meta_of(&found)["searched"].as_u64().unwrap() as usize;
+    let batches = fake.batches();
+    assert_eq!(batches.iter().sum::<usize>(), visible + 1, "{batches:?}");
+    assert!(batches.iter().all(|batch| *batch <= 100), "{batches:?}");
+    client.cancel().await.unwrap();
+}

@@ -1,8 +1,11 @@
 //! A fake OpenAI-compatible embeddings server speaking the real wire format of
 //! `POST /v1/embeddings`: a bearer key, `{model, input}` with `input` a string or a list of
 //! strings, and `{object: "list", data: [{object: "embedding", index, embedding}], model, usage}`
-//! back (OpenAI's error body on 401, 400 and 500). Its vectors are made from keywords, so a test
-//! knows which texts are close; it can be told to fail.
+//! back (OpenAI's error body on 401, 400 and 500); and Gemini's
+//! `POST /v1beta/models/{model}:batchEmbedContents` with `x-goog-api-key`,
+//! `{requests: [{model: "models/{model}", content: {parts: [{text}]}}]}` in and
+//! `{embeddings: [{values}]}` out. Its vectors are made from keywords, so a test knows which
+//! texts are close; it can be told to fail.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,6 +19,8 @@ use serde_json::{Value, json};
 
 /// The key the fake accepts.
 pub(crate) const KEY: &str = "sk-test-embeddings-fake";
+/// The key its Gemini face accepts.
+pub(crate) const GEMINI_KEY: &str = "gemini-test-embeddings-fake";
 
 /// The dimensions: a text has 1 in each whose words it contains, and 0.1 in the last.
 const DIMENSIONS: [&[&str]; 3] =
@@ -44,6 +49,7 @@ impl FakeEmbeddings {
         let shared = Arc::new(Shared::default());
         let app = axum::Router::new()
             .route("/v1/embeddings", axum::routing::post(embeddings))
+            .route("/v1beta/models/{action}", axum::routing::post(gemini))
             .with_state(shared.clone());
         let thread = std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
@@ -63,6 +69,14 @@ impl FakeEmbeddings {
         [
             ("OPENAI_BASE_URL", format!("http://{}/v1", self.address)),
             ("OPENAI_API_KEY", KEY.to_owned()),
+        ]
+    }
+
+    /// Environment for orca's Gemini provider: `GEMINI_BASE_URL` and `GEMINI_API_KEY`.
+    pub(crate) fn gemini_env(&self) -> [(&'static str, String); 2] {
+        [
+            ("GEMINI_BASE_URL", format!("http://{}", self.address)),
+            ("GEMINI_API_KEY", GEMINI_KEY.to_owned()),
         ]
     }
 
@@ -156,4 +170,53 @@ async fn embeddings(
         "usage": {"prompt_tokens": tokens, "total_tokens": tokens}
     }))
     .into_response()
+}
+
+async fn gemini(
+    State(shared): State<Arc<Shared>>,
+    axum::extract::Path(action): axum::extract::Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let gemini_error = |status: StatusCode, message: &str, reason: &str| {
+        (
+            status,
+            Json(json!({"error": {"code": status.as_u16(), "message": message, "status": reason}})),
+        )
+            .into_response()
+    };
+    let Some(model) = action.strip_suffix(":batchEmbedContents") else {
+        return gemini_error(StatusCode::NOT_FOUND, "method not found", "NOT_FOUND");
+    };
+    if headers.get("x-goog-api-key").and_then(|value| value.to_str().ok()) != Some(GEMINI_KEY) {
+        return gemini_error(StatusCode::BAD_REQUEST, "API key not valid", "INVALID_ARGUMENT");
+    }
+    let Ok(body) = serde_json::from_slice::<Value>(&body) else {
+        return gemini_error(StatusCode::BAD_REQUEST, "Invalid JSON payload", "INVALID_ARGUMENT");
+    };
+    let mut texts = Vec::new();
+    for request in body.get("requests").and_then(Value::as_array).into_iter().flatten() {
+        let named =
+            request.get("model").and_then(Value::as_str) == Some(&format!("models/{model}"));
+        let text = request.pointer("/content/parts/0/text").and_then(Value::as_str);
+        match (named, text) {
+            (true, Some(text)) => texts.push(text.to_owned()),
+            _ => {
+                return gemini_error(
+                    StatusCode::BAD_REQUEST,
+                    "each request needs the model of the URL and content.parts[].text",
+                    "INVALID_ARGUMENT",
+                );
+            }
+        }
+    }
+    if texts.is_empty() || texts.len() > 100 {
+        return gemini_error(StatusCode::BAD_REQUEST, "1 to 100 requests", "INVALID_ARGUMENT");
+    }
+    if shared.failing.load(Ordering::SeqCst) {
+        return gemini_error(StatusCode::INTERNAL_SERVER_ERROR, "Internal error", "INTERNAL");
+    }
+    shared.batches.lock().unwrap().push(texts.len());
+    let embeddings: Vec<Value> = texts.iter().map(|text| json!({"values": vector(text)})).collect();
+    Json(json!({"embeddings": embeddings})).into_response()
 }
