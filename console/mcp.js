@@ -52,7 +52,8 @@ export class Mcp {
   }
 
   async post(message) {
-    const response = await fetch("/mcp", {
+    // The console lists every tool for a person to pick from: never the tool-search pair.
+    const response = await fetch("/mcp?tool_search=off", {
       method: "POST",
       headers: this.headers({ "Content-Type": "application/json", Accept: "application/json, text/event-stream" }),
       body: JSON.stringify(message),

@@ -11,6 +11,7 @@
 //! - `registry`: the closed list of internal servers, tool routing and collision checks.
 //! - `servers`: the internal MCP servers; each tool is a thin adapter over a domain function.
 //! - `llm`: the model providers (OpenAI and compatible servers, Anthropic, Google) behind one request shape.
+//! - `catalog`: tool search for large catalogs: which of many tools a query is about (BM25F, synonyms, embeddings).
 //! - `context`: the learned context file: parsed, hot-reloaded, searched for what a question needs.
 //! - [`sql`]: classification, the read check, read execution, writes behind confirmation tokens.
 //! - `splice`: big results encoded once and written into the message at the transport, without a `Value` tree.
@@ -21,6 +22,7 @@
 //! - `eval`: `orca eval`, execution accuracy of `generate_sql` on a question set.
 //! - `fuzzing` (hidden): the bodies of the fuzz targets, shared by `fuzz/` and the corpus replay test.
 
+mod catalog;
 pub mod cli;
 pub mod client;
 mod config;

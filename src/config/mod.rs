@@ -3,6 +3,7 @@
 //! (or variable) and the key it concerns.
 
 mod auth;
+mod catalog;
 mod databases;
 mod external;
 mod ip_range;
@@ -31,6 +32,7 @@ use crate::tool::Verb;
 #[cfg(test)]
 pub(crate) use auth::ApiKey;
 pub(crate) use auth::{AuthConfig, Principal};
+pub(crate) use catalog::CatalogConfig;
 pub(crate) use databases::{DatabaseConfig, valid_name as valid_database_name};
 pub(crate) use external::{
     Availability, ExternalConfig, ExternalServerConfig, ExternalTransport, glob_match,
@@ -155,6 +157,8 @@ pub(crate) struct Config {
     pub(crate) metabase: Option<MetabaseConfig>,
     /// Weaviate (`WEAVIATE_URL`, `WEAVIATE_API_KEY`, `weaviate:`); `None` when the URL is unset.
     pub(crate) weaviate: Option<WeaviateConfig>,
+    /// `catalog:`: when `tools/list` offers tool search instead of every tool.
+    pub(crate) catalog: CatalogConfig,
 }
 
 /// `data:` in `orca.yaml`.
@@ -794,6 +798,13 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
     let metabase = metabase::load(sections.metabase, env, &file_label, &mut errors);
     let weaviate = weaviate::load(sections.weaviate, env, &file_label, &mut errors);
     let databases = databases::load(sections.databases, env, &file_label, &mut errors);
+    let catalog = sections
+        .catalog
+        .and_then(|value| {
+            section::<catalog::RawCatalog>(value, "catalog", &file_label, &mut errors)
+        })
+        .unwrap_or_default()
+        .validate(env.get("ORCA_CATALOG_SEARCH_ABOVE"), &file_label, &mut errors);
 
     if !errors.is_empty() {
         return Err(ConfigErrors(errors));
@@ -820,6 +831,7 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
         llm,
         metabase,
         weaviate,
+        catalog,
     })
 }
 
@@ -929,10 +941,11 @@ struct Sections<'a> {
     llm: Option<&'a Value>,
     metabase: Option<&'a Value>,
     weaviate: Option<&'a Value>,
+    catalog: Option<&'a Value>,
 }
 
 impl<'a> Sections<'a> {
-    const KNOWN: [&'static str; 13] = [
+    const KNOWN: [&'static str; 14] = [
         "servers",
         "database",
         "databases",
@@ -946,6 +959,7 @@ impl<'a> Sections<'a> {
         "llm",
         "metabase",
         "weaviate",
+        "catalog",
     ];
 
     fn split(document: &'a Value, file: &str, errors: &mut Vec<String>) -> Sections<'a> {
@@ -963,6 +977,7 @@ impl<'a> Sections<'a> {
             llm: None,
             metabase: None,
             weaviate: None,
+            catalog: None,
         };
         let Value::Object(map) = document else { return empty };
         for key in map.keys() {
@@ -987,6 +1002,7 @@ impl<'a> Sections<'a> {
             llm: map.get("llm"),
             metabase: map.get("metabase"),
             weaviate: map.get("weaviate"),
+            catalog: map.get("catalog"),
         }
     }
 }

@@ -311,3 +311,56 @@ fn a_role_names_a_masking_policy_that_its_keys_get_with_a_salt() {
         ],
     );
 }
+
+#[test]
+fn the_catalog_section_sets_when_search_is_offered_and_its_embeddings() {
+    let config = check("", &[("HOME", "/h")], &[]).unwrap();
+    assert_eq!(config.catalog, CatalogConfig::default());
+    assert_eq!(config.catalog.search_above, 40);
+    let config = check("", &[("HOME", "/h"), ("ORCA_CATALOG_SEARCH_ABOVE", "7")], &[]).unwrap();
+    assert_eq!(config.catalog.search_above, 7);
+    let yaml = "catalog:\n  search_above: 12\n  principals: [ci]\n  roles: [agents]\n  embeddings:\n    provider: gemini\n    model: text-embedding-004\n";
+    let config = check(yaml, &[("HOME", "/h"), ("ORCA_CATALOG_SEARCH_ABOVE", "7")], &[]).unwrap();
+    assert_eq!(config.catalog.search_above, 12, "the file wins over the environment");
+    assert_eq!(config.catalog.principals, ["ci"]);
+    assert_eq!(config.catalog.roles, ["agents"]);
+    let embeddings = config.catalog.embeddings.unwrap();
+    assert_eq!(
+        (embeddings.provider, embeddings.model.as_str(), embeddings.weight),
+        (crate::llm::Provider::Google, "text-embedding-004", 0.5)
+    );
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a [&'a str]);
+    let cases: &[Case<'_>] = &[
+        (
+            "catalog: {search_below: 3}\n",
+            &[],
+            &["catalog.search_below: unknown field `search_below`"],
+        ),
+        (
+            "",
+            &[("ORCA_CATALOG_SEARCH_ABOVE", "many")],
+            &["ORCA_CATALOG_SEARCH_ABOVE: `many` is not a number"],
+        ),
+        ("catalog: {principals: ['']}\n", &[], &["catalog.principals[0]: a name may not be empty"]),
+        (
+            "catalog: {embeddings: {provider: anthropic, model: m}}\n",
+            &[],
+            &["catalog.embeddings.provider: `anthropic` has no embeddings here"],
+        ),
+        (
+            "catalog: {embeddings: {provider: openai, model: m, weight: 2}}\n",
+            &[],
+            &["catalog.embeddings.weight: must be from 0 to 1"],
+        ),
+        (
+            "catalog: {embeddings: {provider: openai, model: m, dimensions: 8}}\n",
+            &[],
+            &["catalog.embeddings.dimensions: unknown field `dimensions`"],
+        ),
+    ];
+    for (yaml, env, errors) in cases {
+        let mut env = env.to_vec();
+        env.push(("HOME", "/h"));
+        check(yaml, &env, errors);
+    }
+}

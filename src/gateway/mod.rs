@@ -13,6 +13,7 @@ mod logging;
 mod metrics;
 mod oauth;
 mod respond;
+mod search;
 mod sign_in;
 pub(crate) mod stdio;
 
@@ -63,6 +64,8 @@ pub(crate) struct AppState {
     pub(crate) tracker: Tracker,
     pub(crate) state_pool: PgPool,
     pub(crate) metrics: Arc<Metrics>,
+    /// The tool-search indexes, one per set of visible tools.
+    search: Arc<search::Indexes>,
     /// The `initialize` instructions, written once: they name the internal servers and the
     /// external ones configured to run, neither of which changes while orca runs (whether an
     /// upstream is up, and its tools, are `list_servers`' and `tools/list`' business).
@@ -78,7 +81,8 @@ impl AppState {
         metrics: Arc<Metrics>,
     ) -> AppState {
         let instructions = instructions(&registry).into();
-        AppState { config, registry, tracker, state_pool, metrics, instructions }
+        let search = Arc::new(search::Indexes::new(&config));
+        AppState { config, registry, tracker, state_pool, metrics, search, instructions }
     }
 }
 
@@ -592,7 +596,11 @@ impl ServerHandler for Gateway {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let principal = self.principal(&context)?;
-        Ok(ListToolsResult::with_all_items(self.visible_tools(&principal)))
+        let visible = self.visible_tools(&principal);
+        if search::offered(&self.state.config.catalog, &principal, &context, visible.len()) {
+            return Ok(ListToolsResult::with_all_items(search::meta_tools()));
+        }
+        Ok(ListToolsResult::with_all_items(visible))
     }
 
     async fn complete(
@@ -812,6 +820,19 @@ impl ServerHandler for Gateway {
     ) -> Result<CallToolResponse, McpError> {
         let started = Instant::now();
         let principal = self.principal(&context)?;
+        if matches!(&*request.name, search::SEARCH_TOOLS | search::CALL_TOOL) {
+            let visible = self.visible_tools_by_server(&principal);
+            if search::offered(&self.state.config.catalog, &principal, &context, visible.len()) {
+                if request.name == search::CALL_TOOL {
+                    search::unwrap_call(&mut request)?;
+                } else {
+                    let answer = self
+                        .answer_search(&principal, &visible, &request, &context, started)
+                        .await?;
+                    return Ok(CallToolResponse::Complete(answer));
+                }
+            }
+        }
         let Some(route) = self.state.registry.route(&request.name) else {
             self.state.metrics.unknown_tool();
             return Err(error::unknown_tool(&request.name));

@@ -129,7 +129,7 @@ async function withVersions(route) {
 async function checkVersions(browser) {
   step("a server's version stands next to its name when list_servers reports one");
   const { context, page } = await openPage(browser);
-  await page.route(`${base}/mcp`, withVersions);
+  await page.route(`${base}/mcp?tool_search=off`, withVersions);
   await page.goto(`${base}/`);
   const head = (name) => page.locator(".server-head", { has: page.getByRole("heading", exact(name)) });
   const version = head("postgres").getByText("16.4-test", { exact: true });

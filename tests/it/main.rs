@@ -33,5 +33,6 @@ mod sql_schema_format;
 mod sql_writes;
 mod support;
 mod tidy;
+mod tool_search;
 mod tracking;
 mod weaviate;

@@ -1,5 +1,6 @@
 //! Shared test helpers: the test PostgreSQL and the orca process wrappers.
 
+pub(crate) mod fake_embeddings;
 pub(crate) mod fake_llm;
 pub(crate) mod fake_llm_tools;
 pub(crate) mod fake_metabase;

@@ -33,6 +33,8 @@ impl OrcaSetup {
         env.insert("ORCA_DATABASE_URL".to_owned(), database_url.to_owned());
         env.insert("DATABASE_URL".to_owned(), database_url.to_owned());
         env.insert("ORCA_LOG".to_owned(), "orca=debug,warn".to_owned());
+        // Tests of other features see every tool; `tool_search.rs` sets its own threshold.
+        env.insert("ORCA_CATALOG_SEARCH_ABOVE".to_owned(), "100000".to_owned());
         OrcaSetup { home, env }
     }
 
@@ -45,6 +47,8 @@ impl OrcaSetup {
         let mut env = HashMap::new();
         env.insert("ORCA_HOME".to_owned(), home.path().display().to_string());
         env.insert("ORCA_LOG".to_owned(), "orca=debug,warn".to_owned());
+        // Tests of other features see every tool; `tool_search.rs` sets its own threshold.
+        env.insert("ORCA_CATALOG_SEARCH_ABOVE".to_owned(), "100000".to_owned());
         OrcaSetup { home, env }
     }
 

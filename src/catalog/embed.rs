@@ -1,0 +1,264 @@
+//! The semantic layer of tool search: texts embedded by a provider (an OpenAI-compatible
+//! `/v1/embeddings`, or Gemini's `batchEmbedContents`), tool embeddings cached in
+//! `orca.tool_embeddings` by the SHA-256 of their text, and the blend of cosine similarity with
+//! the lexical scores.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use sqlx::PgPool;
+
+use crate::llm::Provider;
+
+/// Inputs sent in one request (Gemini accepts at most 100 a batch).
+const BATCH: usize = 100;
+
+/// Why embeddings could not be had; the search then falls back to the lexical ranking.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum EmbedError {
+    #[error("the embeddings provider could not be reached: {0}")]
+    Unreachable(String),
+    #[error("the embeddings provider answered HTTP {0}")]
+    Status(u16),
+    #[error("the embeddings provider's answer could not be read: {0}")]
+    Answer(String),
+    #[error("the embeddings cache failed: {0}")]
+    Cache(String),
+}
+
+/// A configured embeddings model.
+#[derive(Debug, Clone)]
+pub(crate) struct Embedder {
+    provider: Provider,
+    base_url: String,
+    api_key: Option<SecretString>,
+    model: String,
+    http: reqwest::Client,
+}
+
+impl Embedder {
+    /// An embedder for `model` at `base_url` (OpenAI: including `/v1`; Google: the API's root).
+    pub(crate) fn new(
+        provider: Provider,
+        base_url: &str,
+        api_key: Option<SecretString>,
+        model: &str,
+        timeout: Duration,
+    ) -> Embedder {
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("orca/", env!("CARGO_PKG_VERSION")))
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(timeout)
+            .build()
+            .unwrap_or_default();
+        Embedder {
+            provider,
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            api_key,
+            model: model.to_owned(),
+            http,
+        }
+    }
+
+    /// The model's name, the cache's key with each text's hash.
+    pub(crate) fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// One vector per text, in order.
+    ///
+    /// # Errors
+    ///
+    /// The provider unreachable, answering an error status, or an answer without one vector
+    /// per text.
+    pub(crate) async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut vectors = Vec::with_capacity(texts.len());
+        for batch in texts.chunks(BATCH) {
+            let found = match self.provider {
+                Provider::Google => self.gemini(batch).await?,
+                Provider::OpenAi | Provider::Anthropic => self.openai(batch).await?,
+            };
+            if found.len() != batch.len() {
+                return Err(EmbedError::Answer(format!(
+                    "{} vectors for {} texts",
+                    found.len(),
+                    batch.len()
+                )));
+            }
+            vectors.extend(found);
+        }
+        Ok(vectors)
+    }
+
+    async fn openai(&self, batch: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut request = self
+            .http
+            .post(format!("{}/embeddings", self.base_url))
+            .json(&json!({ "model": self.model, "input": batch }));
+        if let Some(key) = &self.api_key {
+            request = request.bearer_auth(key.expose_secret());
+        }
+        let answer = send(request).await?;
+        let mut data: Vec<(u64, Vec<f32>)> = answer
+            .get("data")
+            .and_then(Value::as_array)
+            .ok_or_else(|| EmbedError::Answer("no `data` list".to_owned()))?
+            .iter()
+            .enumerate()
+            .map(|(position, item)| {
+                let index = item.get("index").and_then(Value::as_u64).unwrap_or(position as u64);
+                vector(item.get("embedding")).map(|vector| (index, vector))
+            })
+            .collect::<Result<_, _>>()?;
+        data.sort_by_key(|(index, _)| *index);
+        Ok(data.into_iter().map(|(_, vector)| vector).collect())
+    }
+
+    async fn gemini(&self, batch: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let model = format!("models/{}", self.model.trim_start_matches("models/"));
+        let requests: Vec<Value> = batch
+            .iter()
+            .map(|text| json!({ "model": model, "content": { "parts": [{ "text": text }] } }))
+            .collect();
+        let mut request = self
+            .http
+            .post(format!("{}/v1beta/{model}:batchEmbedContents", self.base_url))
+            .json(&json!({ "requests": requests }));
+        if let Some(key) = &self.api_key {
+            request = request.header("x-goog-api-key", key.expose_secret());
+        }
+        let answer = send(request).await?;
+        answer
+            .get("embeddings")
+            .and_then(Value::as_array)
+            .ok_or_else(|| EmbedError::Answer("no `embeddings` list".to_owned()))?
+            .iter()
+            .map(|item| vector(item.get("values")))
+            .collect()
+    }
+}
+
+async fn send(request: reqwest::RequestBuilder) -> Result<Value, EmbedError> {
+    let response = request.send().await.map_err(|error| {
+        EmbedError::Unreachable(if error.is_timeout() {
+            "timed out".to_owned()
+        } else {
+            "no connection".to_owned()
+        })
+    })?;
+    let status = response.status();
+    if !status.is_success() {
+        return Err(EmbedError::Status(status.as_u16()));
+    }
+    response.json().await.map_err(|_| EmbedError::Answer("not JSON".to_owned()))
+}
+
+fn vector(value: Option<&Value>) -> Result<Vec<f32>, EmbedError> {
+    let numbers = value
+        .and_then(Value::as_array)
+        .ok_or_else(|| EmbedError::Answer("an item without its vector".to_owned()))?;
+    let vector: Vec<f32> =
+        numbers.iter().filter_map(Value::as_f64).map(|number| number as f32).collect();
+    if vector.is_empty() || vector.len() != numbers.len() {
+        return Err(EmbedError::Answer("a vector that is not a list of numbers".to_owned()));
+    }
+    Ok(vector)
+}
+
+/// The SHA-256 of a text, the cache's key.
+pub(crate) fn text_hash(text: &str) -> [u8; 32] {
+    Sha256::digest(text.as_bytes()).into()
+}
+
+/// The vectors of `texts`: from the cache where it has them, the rest embedded now and stored.
+///
+/// # Errors
+///
+/// The cache or the provider failing.
+pub(crate) async fn cached_or_embedded(
+    embedder: &Embedder,
+    pool: &PgPool,
+    texts: &[String],
+) -> Result<Vec<Vec<f32>>, EmbedError> {
+    let hashes: Vec<[u8; 32]> = texts.iter().map(|text| text_hash(text)).collect();
+    let keys: Vec<Vec<u8>> = hashes.iter().map(|hash| hash.to_vec()).collect();
+    let rows: Vec<(Vec<u8>, Vec<f32>)> = sqlx::query_as(
+        "SELECT text_sha256, embedding FROM orca.tool_embeddings \
+         WHERE model = $1 AND text_sha256 = ANY($2)",
+    )
+    .bind(embedder.model())
+    .bind(&keys)
+    .fetch_all(pool)
+    .await
+    .map_err(|error| EmbedError::Cache(error.to_string()))?;
+    let mut known: HashMap<Vec<u8>, Vec<f32>> = rows.into_iter().collect();
+    let missing: Vec<usize> =
+        (0..texts.len()).filter(|&index| !known.contains_key(&keys[index])).collect();
+    if !missing.is_empty() {
+        let wanted: Vec<String> = missing.iter().map(|&index| texts[index].clone()).collect();
+        let vectors = embedder.embed(&wanted).await?;
+        let new_keys: Vec<Vec<u8>> = missing.iter().map(|&index| keys[index].clone()).collect();
+        let mut insert = sqlx::QueryBuilder::new(
+            "INSERT INTO orca.tool_embeddings (model, text_sha256, embedding) ",
+        );
+        insert.push_values(new_keys.iter().zip(&vectors), |mut row, (key, vector)| {
+            row.push_bind(embedder.model()).push_bind(key).push_bind(vector);
+        });
+        insert.push(" ON CONFLICT DO NOTHING");
+        insert.build().execute(pool).await.map_err(|error| EmbedError::Cache(error.to_string()))?;
+        for (key, vector) in new_keys.into_iter().zip(vectors) {
+            known.insert(key, vector);
+        }
+    }
+    Ok(keys.iter().map(|key| known.get(key).cloned().unwrap_or_default()).collect())
+}
+
+/// Cosine similarity, 0 for an empty or zero vector or vectors of different lengths.
+pub(crate) fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    if a.len() != b.len() || a.is_empty() {
+        return 0.0;
+    }
+    let (mut dot, mut norm_a, mut norm_b) = (0.0f64, 0.0f64, 0.0f64);
+    for (x, y) in a.iter().zip(b) {
+        dot += f64::from(*x) * f64::from(*y);
+        norm_a += f64::from(*x) * f64::from(*x);
+        norm_b += f64::from(*y) * f64::from(*y);
+    }
+    if norm_a == 0.0 || norm_b == 0.0 { 0.0 } else { dot / (norm_a.sqrt() * norm_b.sqrt()) }
+}
+
+/// `(1 - weight) * lexical / best lexical + weight * max(cosine, 0)`, for every tool.
+pub(crate) fn blend(lexical: &[f64], query: &[f32], tools: &[Vec<f32>], weight: f64) -> Vec<f64> {
+    let top = lexical.iter().copied().fold(0.0f64, f64::max);
+    lexical
+        .iter()
+        .zip(tools)
+        .map(|(score, vector)| {
+            let lexical = if top > 0.0 { score / top } else { 0.0 };
+            (1.0 - weight) * lexical + weight * cosine(query, vector).max(0.0)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cosine_and_blend_follow_their_formulas() {
+        assert!((cosine(&[1.0, 0.0], &[1.0, 0.0]) - 1.0).abs() < 1e-9);
+        assert_eq!(cosine(&[1.0, 0.0], &[0.0, 1.0]), 0.0);
+        assert_eq!(cosine(&[1.0], &[1.0, 0.0]), 0.0);
+        assert_eq!(cosine(&[0.0, 0.0], &[1.0, 0.0]), 0.0);
+        let blended = blend(
+            &[2.0, 1.0, 0.0],
+            &[1.0, 0.0],
+            &[vec![0.0, 1.0], vec![0.0, 1.0], vec![1.0, 0.0]],
+            0.5,
+        );
+        assert_eq!(blended, [0.5, 0.25, 0.5]);
+    }
+}

@@ -1,0 +1,119 @@
+//! `catalog:` in `orca.yaml`: when `tools/list` offers tool search (`search_tools` and
+//! `call_tool`) instead of every tool.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::llm::Provider;
+
+/// When search replaces the full list.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct CatalogConfig {
+    /// Search is offered when the caller may see more tools than this.
+    pub(crate) search_above: usize,
+    /// Principals (API key names, token users) who always get search, whatever the count.
+    pub(crate) principals: Vec<String>,
+    /// Roles (`auth.roles`) whose holders always get search.
+    pub(crate) roles: Vec<String>,
+    /// The semantic layer, when a provider with embeddings is configured.
+    pub(crate) embeddings: Option<EmbeddingsConfig>,
+}
+
+/// `catalog.embeddings`: which model embeds tools and queries, reached through the `llm:`
+/// provider's endpoint (`OPENAI_BASE_URL` and key, or `GEMINI_BASE_URL` and key).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct EmbeddingsConfig {
+    pub(crate) provider: Provider,
+    pub(crate) model: String,
+    /// The share of the semantic score in the blend, 0 to 1.
+    pub(crate) weight: f64,
+    /// One request to the provider is abandoned after this long.
+    pub(crate) timeout: Duration,
+}
+
+impl Default for CatalogConfig {
+    fn default() -> CatalogConfig {
+        CatalogConfig {
+            search_above: 40,
+            principals: Vec::new(),
+            roles: Vec::new(),
+            embeddings: None,
+        }
+    }
+}
+
+/// `catalog:` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCatalog {
+    search_above: Option<u64>,
+    #[serde(default)]
+    principals: Vec<String>,
+    #[serde(default)]
+    roles: Vec<String>,
+    embeddings: Option<RawEmbeddings>,
+}
+
+/// `catalog.embeddings` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEmbeddings {
+    provider: String,
+    model: String,
+    weight: Option<f64>,
+    timeout_ms: Option<u64>,
+}
+
+impl RawCatalog {
+    /// The section checked; `variable` is `ORCA_CATALOG_SEARCH_ABOVE`, used when the file does
+    /// not set `search_above`.
+    pub(super) fn validate(
+        self,
+        variable: Option<&str>,
+        file: &str,
+        errors: &mut Vec<String>,
+    ) -> CatalogConfig {
+        let defaults = CatalogConfig::default();
+        let search_above = match (self.search_above, variable) {
+            (Some(count), _) => usize::try_from(count).unwrap_or(usize::MAX),
+            (None, Some(text)) => text.trim().parse().unwrap_or_else(|_| {
+                errors.push(format!(
+                    "environment: ORCA_CATALOG_SEARCH_ABOVE: `{text}` is not a number of tools"
+                ));
+                defaults.search_above
+            }),
+            (None, None) => defaults.search_above,
+        };
+        for (key, names) in [("principals", &self.principals), ("roles", &self.roles)] {
+            if let Some(index) = names.iter().position(|name| name.trim().is_empty()) {
+                errors.push(format!("{file}: catalog.{key}[{index}]: a name may not be empty"));
+            }
+        }
+        let embeddings = self.embeddings.and_then(|raw| {
+            let Some(provider @ (Provider::OpenAi | Provider::Google)) =
+                Provider::parse(&raw.provider)
+            else {
+                errors.push(format!(
+                    "{file}: catalog.embeddings.provider: `{}` has no embeddings here; use openai (or any OpenAI-compatible server) or google",
+                    raw.provider
+                ));
+                return None;
+            };
+            let weight = raw.weight.unwrap_or(0.5);
+            if !(0.0..=1.0).contains(&weight) {
+                errors.push(format!("{file}: catalog.embeddings.weight: must be from 0 to 1"));
+            }
+            if raw.model.trim().is_empty() {
+                errors.push(format!("{file}: catalog.embeddings.model: may not be empty"));
+            }
+            Some(EmbeddingsConfig {
+                provider,
+                model: raw.model,
+                weight,
+                timeout: Duration::from_millis(raw.timeout_ms.unwrap_or(10_000).max(1)),
+            })
+        });
+        CatalogConfig { search_above, principals: self.principals, roles: self.roles, embeddings }
+    }
+}
