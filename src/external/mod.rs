@@ -4,6 +4,7 @@
 //! orca's own clients that the lists changed.
 
 mod batched;
+mod calls;
 mod frame;
 mod logs;
 mod names;
@@ -27,6 +28,7 @@ use crate::config::{Availability, ExternalServerConfig};
 use crate::servers::orca::{Directory, ServerCapabilitiesSummary, ServerSummary};
 use crate::tool::{ToolError, Verb};
 pub(crate) use batched::BatchedTransport;
+pub(crate) use calls::Caller;
 pub(crate) use logs::{ExternalLog, severity};
 pub(crate) use upstream::Attempts;
 use upstream::{Event, ExternalTool, Status, Upstream};
@@ -425,8 +427,9 @@ impl ExternalServers {
         &self,
         tool: &RoutedTool,
         arguments: Option<Map<String, Value>>,
+        caller: Option<Caller>,
     ) -> (Result<CallToolResult, ToolError>, Attempts) {
-        self.upstreams[tool.upstream].call_tool(&tool.tool, arguments).await
+        self.upstreams[tool.upstream].call_tool(&tool.tool, arguments, caller.map(Arc::new)).await
     }
 
     pub(crate) fn prompts(&self) -> Vec<Prompt> {
@@ -466,9 +469,20 @@ impl ExternalServers {
 
     /// The key of the server whose resource URI this is, if any.
     pub(crate) fn resource_server(&self, uri: &str) -> Option<String> {
-        let (prefix, _) = names::split_uri(uri)?;
-        let upstream = self.upstreams.iter().find(|upstream| upstream.config.prefix == prefix)?;
+        let (upstream, _) = self.resource_owner(uri)?;
         Some(upstream.config.key.clone())
+    }
+
+    /// The server an exposed resource URI belongs to, and the URI in its own words: by the
+    /// prefix in `orca://<prefix>/<uri>`, or else the server with the empty prefix, if any.
+    fn resource_owner<'a>(&self, uri: &'a str) -> Option<(&Arc<Upstream>, &'a str)> {
+        let by_prefix = |prefix: &str| {
+            self.upstreams.iter().find(|upstream| upstream.config.prefix == prefix)
+        };
+        match names::split_uri(uri).and_then(|(prefix, rest)| Some((by_prefix(prefix)?, rest))) {
+            Some(found) => Some(found),
+            None => Some((by_prefix("")?, uri)),
+        }
     }
 
     /// `None` when the URI is not one of an external server's.
@@ -476,8 +490,7 @@ impl ExternalServers {
         &self,
         uri: &str,
     ) -> Option<Result<ReadResourceResult, ToolError>> {
-        let (prefix, upstream_uri) = names::split_uri(uri)?;
-        let upstream = self.upstreams.iter().find(|upstream| upstream.config.prefix == prefix)?;
+        let (upstream, upstream_uri) = self.resource_owner(uri)?;
         Some(upstream.read_resource(upstream_uri).await)
     }
 
@@ -494,9 +507,7 @@ impl ExternalServers {
                 Some(upstream)
             })?,
             Reference::Resource(resource) => {
-                let (prefix, upstream_uri) = names::split_uri(&resource.uri)?;
-                let upstream =
-                    self.upstreams.iter().find(|upstream| upstream.config.prefix == prefix)?;
+                let (upstream, upstream_uri) = self.resource_owner(&resource.uri)?;
                 resource.uri = upstream_uri.to_owned();
                 upstream
             }

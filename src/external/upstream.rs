@@ -10,18 +10,24 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
-    CompleteRequestParams, CompleteResult, CompletionInfo, GetPromptRequestParams, GetPromptResult,
-    Implementation, Prompt, ProtocolVersion, ReadResourceRequestParams, ReadResourceResult,
-    Resource, ResourceTemplate, ServerCapabilities, Tool,
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult,
+    CancelledNotificationParam, ClientCapabilities, ClientConfig, ClientRequest,
+    CompleteRequestParams, CompleteResult, CompletionInfo, ElicitRequestParams, ElicitResult,
+    GetPromptRequestParams, GetPromptResult, Implementation, ProgressNotificationParam, Prompt,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate,
+    ServerCapabilities, ServerResult, Tool,
 };
-use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService, ServiceError};
-use rmcp::{ClientHandler, ServiceExt};
+use rmcp::service::{
+    NotificationContext, Peer, PeerRequestOptions, RequestContext, RoleClient, RunningService,
+    ServiceError,
+};
+use rmcp::{ClientHandler, ErrorData as McpError, ServiceExt};
 use secrecy::ExposeSecret;
 use serde_json::{Map, Value};
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::calls::{Caller, Calls};
 use super::frame::{LineLimit, OVERSIZED_CODE, StreamStats};
 use super::logs::ExternalLog;
 use super::names;
@@ -146,6 +152,8 @@ pub(crate) struct Upstream {
     catalog: RwLock<Arc<Catalog>>,
     events: mpsc::UnboundedSender<Event>,
     logs: broadcast::Sender<ExternalLog>,
+    /// The calls in flight, with the clients they are made for.
+    calls: Arc<Calls>,
     pub(crate) restarts: AtomicU64,
 }
 
@@ -164,6 +172,7 @@ impl Upstream {
             catalog: RwLock::new(Arc::new(Catalog::default())),
             events,
             logs,
+            calls: Arc::default(),
             restarts: AtomicU64::new(0),
         }
     }
@@ -230,6 +239,7 @@ impl Upstream {
             events: events_sender,
             server: Arc::from(self.config.key.as_str()),
             logs: self.logs.clone(),
+            calls: self.calls.clone(),
         };
         let connected = tokio::select! {
             connected = self.connect(handler) => connected,
@@ -563,6 +573,7 @@ impl Upstream {
         &self,
         tool: &ExternalTool,
         arguments: Option<Map<String, Value>>,
+        caller: Option<Arc<Caller>>,
     ) -> (Result<CallToolResult, ToolError>, Attempts) {
         let mut failed: Attempts = Vec::new();
         let attempts = 1 + self.config.retries;
@@ -571,7 +582,7 @@ impl Upstream {
         for attempt in 1..=attempts {
             // Only an attempt that may be followed by another needs its own copy.
             let these = if attempt < attempts { arguments.clone() } else { arguments.take() };
-            let failure = match self.attempt(tool, these, broken.as_ref()).await {
+            let failure = match self.attempt(tool, these, broken.as_ref(), caller.as_ref()).await {
                 Ok(result) => return (Ok(result), failed),
                 Err(failure) => failure,
             };
@@ -595,6 +606,7 @@ impl Upstream {
         tool: &ExternalTool,
         arguments: Option<Map<String, Value>>,
         broken: Option<&Arc<Connection>>,
+        caller: Option<&Arc<Caller>>,
     ) -> Result<CallToolResult, AttemptFailure> {
         let timeout = self.config.timeout;
         let connection = self
@@ -607,7 +619,25 @@ impl Upstream {
         }
         let key = &self.config.key;
         let reached = |error: ToolError| AttemptFailure { error, reached: true, broken: None };
-        match tokio::time::timeout(timeout, connection.peer.call_tool_once(params)).await {
+        let call = self.send_call(&connection.peer, params, caller);
+        let cancelled = async {
+            match caller {
+                Some(caller) => caller.cancelled.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        // Dropping the call (timed out, or cancelled by the client) cancels it upstream.
+        let outcome = tokio::select! {
+            outcome = tokio::time::timeout(timeout, call) => outcome,
+            () = cancelled => {
+                let cancelled = ToolError::new(
+                    ErrorCode::InvalidInput,
+                    format!("the call to external server `{key}` was cancelled by the client"),
+                );
+                return Err(reached(cancelled.not_retryable()));
+            }
+        };
+        match outcome {
             Err(_) => Err(reached(self.timed_out(Some(&tool.upstream_name)))),
             Ok(Ok(CallToolResponse::Complete(result))) => {
                 // Over stdio `LineLimit` has bounded the message already; measure the others.
@@ -635,6 +665,31 @@ impl Upstream {
                 let (error, reached) = self.translate(error);
                 Err(AttemptFailure { error, reached, broken: transport.then_some(connection) })
             }
+        }
+    }
+
+    /// Send `tools/call` and wait for its answer, the call noted in flight for `caller` so
+    /// that what the server sends during it reaches the caller; dropped before the answer, it
+    /// is cancelled upstream.
+    async fn send_call(
+        &self,
+        peer: &Peer<RoleClient>,
+        params: CallToolRequestParams,
+        caller: Option<&Arc<Caller>>,
+    ) -> Result<CallToolResponse, ServiceError> {
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let handle = peer.send_cancellable_request(request, PeerRequestOptions::no_options()).await?;
+        let _registered = caller.map(|caller| {
+            self.calls.register(handle.id.clone(), handle.progress_token.clone(), caller.clone())
+        });
+        let mut cancel = CancelOnDrop { peer: Some(peer.clone()), id: handle.id.clone() };
+        let answer = handle.await_response().await;
+        cancel.peer = None;
+        match answer? {
+            ServerResult::CallToolResult(result) => Ok(CallToolResponse::Complete(result)),
+            ServerResult::InputRequiredResult(result) => Ok(CallToolResponse::InputRequired(result)),
+            ServerResult::CreateTaskResult(result) => Ok(CallToolResponse::Task(result)),
+            _ => Err(ServiceError::UnexpectedResponse),
         }
     }
 
@@ -798,20 +853,43 @@ impl Lists {
     }
 }
 
-/// orca as a client of the external server: it listens for list changes and log messages.
+/// A request orca sent that is cancelled upstream if it is dropped before its answer.
+struct CancelOnDrop {
+    /// `None` once answered.
+    peer: Option<Peer<RoleClient>>,
+    id: rmcp::model::RequestId,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(peer) = self.peer.take() else { return };
+        let id = self.id.clone();
+        tokio::spawn(async move {
+            let reason = "the client cancelled, or orca stopped waiting".to_owned();
+            let cancelled = CancelledNotificationParam::new(Some(id), Some(reason));
+            let _ = peer.notify_cancelled(cancelled).await;
+        });
+    }
+}
+
+/// orca as a client of the external server: it listens for list changes and log messages, and
+/// relays what the server sends during a call to the client that made it (`calls`).
 #[derive(Debug, Clone)]
 struct UpstreamClient {
     events: mpsc::UnboundedSender<Lists>,
     server: Arc<str>,
     logs: broadcast::Sender<ExternalLog>,
+    calls: Arc<Calls>,
 }
 
 impl ClientHandler for UpstreamClient {
     fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(
-            ClientCapabilities::default(),
-            Implementation::new("orca", env!("CARGO_PKG_VERSION")),
-        )
+        // What a call's client may be asked for; a client that lacks it answers so itself.
+        let capabilities: ClientCapabilities = serde_json::from_value(serde_json::json!({
+            "sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {},
+        }))
+        .expect("valid client capabilities");
+        ClientConfig::new(capabilities, Implementation::new("orca", env!("CARGO_PKG_VERSION")))
         // The session-based protocol every MCP server speaks today.
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
     }
@@ -834,8 +912,45 @@ impl ClientHandler for UpstreamClient {
         message: rmcp::model::LoggingMessageNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
+        let log = ExternalLog::new(self.server.clone(), message);
+        if self.calls.log(&log.message).await {
+            return;
+        }
         // No session listening is not an error: the message is simply not relayed.
-        let _ = self.logs.send(ExternalLog::new(self.server.clone(), message));
+        let _ = self.logs.send(log);
+    }
+
+    async fn on_progress(
+        &self,
+        progress: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.calls.progress(progress).await;
+    }
+
+    #[expect(deprecated, reason = "sampling is deprecated by SEP-2577 but still spoken")]
+    async fn create_message(
+        &self,
+        params: rmcp::model::CreateMessageRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, McpError> {
+        self.calls.create_message(&self.server, params, context).await
+    }
+
+    async fn create_elicitation(
+        &self,
+        params: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, McpError> {
+        self.calls.create_elicitation(&self.server, params, context).await
+    }
+
+    #[expect(deprecated, reason = "roots are deprecated by SEP-2577 but still spoken")]
+    async fn list_roots(
+        &self,
+        context: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ListRootsResult, McpError> {
+        self.calls.list_roots(&self.server, context).await
     }
 }
 

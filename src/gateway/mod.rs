@@ -189,6 +189,19 @@ impl Gateway {
         )
     }
 
+    /// The client of a call, to which an external server's progress, log messages and requests
+    /// during the call are relayed, and whose cancellation reaches the server.
+    fn caller(&self, context: &RequestContext<RoleServer>) -> crate::external::Caller {
+        let level = self.log_level.clone();
+        crate::external::Caller {
+            peer: context.peer.clone(),
+            request_id: context.id.clone(),
+            progress_token: context.meta.get_progress_token(),
+            cancelled: context.ct.clone(),
+            admits: Arc::new(move |message| level.admits(message)),
+        }
+    }
+
     /// The external servers, when there are any and the caller may read (prompts and
     /// resources need the `read` verb).
     fn readable_external(
@@ -293,6 +306,7 @@ impl Gateway {
         call_context: &CallContext,
         trace_id: &str,
         mut meta: Map<String, Value>,
+        caller: Option<crate::external::Caller>,
     ) -> Dispatched {
         match route {
             Route::Internal(tool) => {
@@ -342,7 +356,7 @@ impl Gateway {
             Route::External(tool) => {
                 let external = self.state.registry.external().expect("routed to an external tool");
                 let started = Instant::now();
-                let (outcome, retried) = external.call(tool, arguments).await;
+                let (outcome, retried) = external.call(tool, arguments, caller).await;
                 meta.insert("enhanced_by".into(), Value::from("orca"));
                 meta.insert("upstream".into(), Value::from(tool.server()));
                 meta.insert(
@@ -864,7 +878,11 @@ impl ServerHandler for Gateway {
         };
         let Dispatched { mut result, status, llm, error, retried, upstream_error, spliced } =
             match refusal {
-                None => self.dispatch(&route, arguments, &call_context, &trace_id, meta).await,
+                None => {
+                    let caller = self.caller(&context);
+                    self.dispatch(&route, arguments, &call_context, &trace_id, meta, Some(caller))
+                        .await
+                }
                 Some(denied) => Dispatched {
                     result: error::failure(&denied, &trace_id, meta),
                     status: ExecutionStatus::Error,
