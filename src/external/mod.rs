@@ -9,6 +9,7 @@ mod frame;
 mod logs;
 mod names;
 mod sse;
+mod subscriptions;
 mod upstream;
 
 use std::collections::{HashMap, HashSet};
@@ -29,6 +30,7 @@ use crate::servers::orca::{Directory, ServerCapabilitiesSummary, ServerSummary};
 use crate::tool::{ToolError, Verb};
 pub(crate) use batched::BatchedTransport;
 pub(crate) use calls::Caller;
+pub(crate) use subscriptions::Subscriber;
 pub(crate) use logs::{ExternalLog, severity};
 pub(crate) use upstream::Attempts;
 use upstream::{Event, ExternalTool, Status, Upstream};
@@ -492,6 +494,29 @@ impl ExternalServers {
     ) -> Option<Result<ReadResourceResult, ToolError>> {
         let (upstream, upstream_uri) = self.resource_owner(uri)?;
         Some(upstream.read_resource(upstream_uri).await)
+    }
+
+    /// Subscribe a client session to an external resource; `None` when the URI is no
+    /// external server's.
+    pub(crate) async fn subscribe_resource(
+        &self,
+        uri: &str,
+        session: u64,
+        peer: rmcp::service::Peer<rmcp::service::RoleServer>,
+    ) -> Option<Result<(), ToolError>> {
+        let (upstream, upstream_uri) = self.resource_owner(uri)?;
+        let subscriber = Subscriber { session, peer, exposed_uri: uri.to_owned() };
+        Some(upstream.subscribe(upstream_uri, subscriber).await)
+    }
+
+    /// `None` when the URI is no external server's.
+    pub(crate) async fn unsubscribe_resource(
+        &self,
+        uri: &str,
+        session: u64,
+    ) -> Option<Result<(), ToolError>> {
+        let (upstream, upstream_uri) = self.resource_owner(uri)?;
+        Some(upstream.unsubscribe(upstream_uri, session).await)
     }
 
     /// Completions for an argument of an external prompt or resource template, asked of the

@@ -15,7 +15,7 @@ use rmcp::model::{
     CompleteRequestParams, CompleteResult, CompletionInfo, ElicitRequestParams, ElicitResult,
     GetPromptRequestParams, GetPromptResult, Implementation, ProgressNotificationParam, Prompt,
     ProtocolVersion, ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate,
-    ServerCapabilities, ServerResult, Tool,
+    ServerCapabilities, ServerResult, SubscribeRequestParams, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{
     NotificationContext, Peer, PeerRequestOptions, RequestContext, RoleClient, RunningService,
@@ -31,6 +31,7 @@ use super::calls::{Caller, Calls};
 use super::frame::{LineLimit, OVERSIZED_CODE, StreamStats};
 use super::logs::ExternalLog;
 use super::names;
+use super::subscriptions::{self, Subscriber, Subscriptions};
 use crate::config::{ExternalServerConfig, ExternalTransport};
 use crate::tool::{ErrorCode, ToolError, Verb};
 
@@ -154,6 +155,7 @@ pub(crate) struct Upstream {
     logs: broadcast::Sender<ExternalLog>,
     /// The calls in flight, with the clients they are made for.
     calls: Arc<Calls>,
+    subscriptions: Arc<Subscriptions>,
     pub(crate) restarts: AtomicU64,
 }
 
@@ -173,6 +175,7 @@ impl Upstream {
             events,
             logs,
             calls: Arc::default(),
+            subscriptions: Arc::default(),
             restarts: AtomicU64::new(0),
         }
     }
@@ -240,6 +243,7 @@ impl Upstream {
             server: Arc::from(self.config.key.as_str()),
             logs: self.logs.clone(),
             calls: self.calls.clone(),
+            subscriptions: self.subscriptions.clone(),
         };
         let connected = tokio::select! {
             connected = self.connect(handler) => connected,
@@ -258,6 +262,14 @@ impl Upstream {
             capabilities: info.map(|info| info.capabilities.clone()).unwrap_or_default(),
         });
         self.refresh(&connection, Lists::ALL).await;
+        // A new connection knows nothing of the subscriptions of the last one.
+        #[expect(deprecated, reason = "resources/subscribe is what the 2025 revisions speak")]
+        for uri in self.subscriptions.uris() {
+            let subscribed = connection.peer.subscribe(SubscribeRequestParams::new(uri));
+            if let Err(error) = self.bounded(subscribed).await {
+                tracing::warn!(server = %self.config.key, %error, "resources/subscribe failed");
+            }
+        }
         tracing::info!(server = %self.config.key, tools = self.catalog().tools.len(), "external server connected");
         self.set_status(Status::Running(connection.clone()));
 
@@ -764,6 +776,44 @@ impl Upstream {
         Ok(result)
     }
 
+    /// Subscribe a client session to `uri` (the server's own); the server itself is subscribed
+    /// while any session is.
+    #[expect(deprecated, reason = "resources/subscribe is what the 2025 revisions speak")]
+    pub(crate) async fn subscribe(
+        &self,
+        uri: &str,
+        subscriber: Subscriber,
+    ) -> Result<(), ToolError> {
+        let connection = self.connection(self.config.timeout, None).await?;
+        let resources = connection.capabilities.resources.as_ref();
+        if resources.and_then(|resources| resources.subscribe) != Some(true) {
+            return Err(ToolError::new(
+                ErrorCode::InvalidInput,
+                format!("external server `{}` offers no resource subscriptions", self.config.key),
+            ));
+        }
+        let session = subscriber.session;
+        if self.subscriptions.add(uri, subscriber) == subscriptions::Upstream::Subscribe {
+            let subscribed = self.bounded(connection.peer.subscribe(SubscribeRequestParams::new(uri)));
+            if let Err(error) = subscribed.await {
+                self.subscriptions.remove(uri, session);
+                return Err(error);
+            }
+        }
+        Ok(())
+    }
+
+    /// Take a client session off `uri`; the server is unsubscribed when nobody is left.
+    #[expect(deprecated, reason = "resources/unsubscribe is what the 2025 revisions speak")]
+    pub(crate) async fn unsubscribe(&self, uri: &str, session: u64) -> Result<(), ToolError> {
+        if self.subscriptions.remove(uri, session) == subscriptions::Upstream::Unsubscribe {
+            let connection = self.connection(self.config.timeout, None).await?;
+            let params = UnsubscribeRequestParams::new(uri);
+            self.bounded(connection.peer.unsubscribe(params)).await?;
+        }
+        Ok(())
+    }
+
     pub(crate) async fn get_prompt(
         &self,
         name: &str,
@@ -880,6 +930,7 @@ struct UpstreamClient {
     server: Arc<str>,
     logs: broadcast::Sender<ExternalLog>,
     calls: Arc<Calls>,
+    subscriptions: Arc<Subscriptions>,
 }
 
 impl ClientHandler for UpstreamClient {
@@ -918,6 +969,14 @@ impl ClientHandler for UpstreamClient {
         }
         // No session listening is not an error: the message is simply not relayed.
         let _ = self.logs.send(log);
+    }
+
+    async fn on_resource_updated(
+        &self,
+        updated: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.subscriptions.updated(&updated.uri).await;
     }
 
     async fn on_progress(

@@ -105,6 +105,8 @@ pub(crate) struct Gateway {
     transport: Transport,
     /// The session's `logging/setLevel`.
     log_level: logging::SessionLevel,
+    /// Which session this is, for the resource subscriptions relayed to external servers.
+    session: u64,
     /// Whether the transport writes pre-encoded results into the message (`splice`); when not,
     /// they are decoded back into the result.
     splices: bool,
@@ -114,7 +116,10 @@ impl Gateway {
     /// A gateway whose transport splices pre-encoded results (`splice::split`) into every
     /// message it writes.
     pub(crate) fn new(state: AppState, transport: Transport) -> Gateway {
-        Gateway { state, transport, log_level: logging::SessionLevel::new(), splices: true }
+        static SESSIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let session = SESSIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let log_level = logging::SessionLevel::new();
+        Gateway { state, transport, log_level, session, splices: true }
     }
 
     /// A gateway whose transport writes messages as rmcp serializes them: the sessions of
@@ -533,6 +538,7 @@ impl ServerHandler for Gateway {
                 .enable_prompts()
                 .enable_prompts_list_changed()
                 .enable_resources()
+                .enable_resources_subscribe()
                 .enable_resources_list_changed()
                 .build(),
             (false, true) => ServerCapabilities::builder()
@@ -728,6 +734,42 @@ impl ServerHandler for Gateway {
         let reach = self.servers_in_reach(&principal);
         templates.retain(|template| self.resource_in_reach(reach.as_ref(), &template.uri_template));
         Ok(ListResourceTemplatesResult::with_all_items(templates))
+    }
+
+    /// Relayed to the external server that owns the resource; orca's own resources do not
+    /// change under a client, so there is nothing to subscribe to.
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let principal = self.principal(&context)?;
+        let unknown = || {
+            McpError::resource_not_found(format!("unknown resource: {}", shown(&request.uri)), None)
+        };
+        let Some(external) = self.readable_external(&context)? else { return Err(unknown()) };
+        let reach = self.servers_in_reach(&principal);
+        match external.resource_server(&request.uri) {
+            Some(server) if in_reach(reach.as_ref(), &server) => {}
+            _ => return Err(unknown()),
+        }
+        let peer = context.peer.clone();
+        match external.subscribe_resource(&request.uri, self.session, peer).await {
+            Some(outcome) => outcome.map_err(|error| error::protocol_error(&error, "")),
+            None => Err(unknown()),
+        }
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let Some(external) = self.readable_external(&context)? else { return Ok(()) };
+        match external.unsubscribe_resource(&request.uri, self.session).await {
+            Some(outcome) => outcome.map_err(|error| error::protocol_error(&error, "")),
+            None => Ok(()),
+        }
     }
 
     async fn read_resource(
