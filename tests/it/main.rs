@@ -17,6 +17,7 @@ mod edge;
 mod eval;
 mod export;
 mod external;
+mod forwarding;
 mod feedback;
 mod fuzz_replay;
 mod gateway_http;
