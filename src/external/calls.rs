@@ -10,7 +10,7 @@
     reason = "sampling, roots and logging are deprecated by SEP-2577, but the protocol versions clients speak today have them"
 )]
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rmcp::ErrorData as McpError;
@@ -54,6 +54,8 @@ impl std::fmt::Debug for Caller {
 
 struct InFlight {
     key: u64,
+    /// Notifications of the call being relayed to its caller.
+    relaying: Arc<AtomicUsize>,
     /// orca's id for the call on the upstream connection, and its progress token there.
     upstream_request: RequestId,
     upstream_token: ProgressToken,
@@ -77,6 +79,40 @@ impl std::fmt::Debug for Calls {
 pub(crate) struct Registered {
     calls: Arc<Calls>,
     key: u64,
+    relaying: Arc<AtomicUsize>,
+}
+
+impl Registered {
+    /// Wait (briefly) for the call's notifications to reach its caller before its answer does:
+    /// rmcp hands each notification to a task of its own but the answer straight back, so a
+    /// notification the server sent before its answer could otherwise arrive after it, when
+    /// the client no longer listens for the call's progress.
+    pub(crate) async fn settle(&self) {
+        for _ in 0..4 {
+            tokio::task::yield_now().await;
+        }
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(1);
+        while self.relaying.load(Ordering::Acquire) > 0 && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+    }
+}
+
+/// Counts a notification as being relayed until dropped.
+struct Relaying(Arc<AtomicUsize>);
+
+impl Relaying {
+    fn start(counter: &Arc<AtomicUsize>) -> Relaying {
+        counter.fetch_add(1, Ordering::AcqRel);
+        Relaying(counter.clone())
+    }
+}
+
+impl Drop for Relaying {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Drop for Registered {
@@ -98,13 +134,16 @@ impl Calls {
         caller: Arc<Caller>,
     ) -> Registered {
         let key = self.next.fetch_add(1, Ordering::Relaxed);
-        self.lock().push(InFlight { key, upstream_request, upstream_token, caller });
-        Registered { calls: self.clone(), key }
+        let relaying = Arc::new(AtomicUsize::new(0));
+        let call = InFlight { key, relaying: relaying.clone(), upstream_request, upstream_token, caller };
+        self.lock().push(call);
+        Registered { calls: self.clone(), key, relaying }
     }
 
-    fn by_token(&self, token: &ProgressToken) -> Option<Arc<Caller>> {
+    fn by_token(&self, token: &ProgressToken) -> Option<(Arc<Caller>, Relaying)> {
         let calls = self.lock();
-        calls.iter().find(|call| &call.upstream_token == token).map(|call| call.caller.clone())
+        let call = calls.iter().find(|call| &call.upstream_token == token)?;
+        Some((call.caller.clone(), Relaying::start(&call.relaying)))
     }
 
     fn by_request(&self, id: &RequestId) -> Option<Arc<Caller>> {
@@ -114,8 +153,12 @@ impl Calls {
 
     /// The one call in flight, if there is exactly one.
     fn sole(&self) -> Option<Arc<Caller>> {
+        self.sole_relaying().map(|(caller, _)| caller)
+    }
+
+    fn sole_relaying(&self) -> Option<(Arc<Caller>, Relaying)> {
         match self.lock().as_slice() {
-            [only] => Some(only.caller.clone()),
+            [only] => Some((only.caller.clone(), Relaying::start(&only.relaying))),
             _ => None,
         }
     }
@@ -145,7 +188,9 @@ impl Calls {
     /// Progress of a call, to its caller under the caller's token; `false` when it is no
     /// call's.
     pub(crate) async fn progress(&self, mut progress: ProgressNotificationParam) -> bool {
-        let Some(caller) = self.by_token(&progress.progress_token) else { return false };
+        let Some((caller, _relaying)) = self.by_token(&progress.progress_token) else {
+            return false;
+        };
         if let Some(token) = caller.progress_token.clone() {
             progress.progress_token = token;
             let _ = caller.peer.notify_progress(progress).await;
@@ -156,7 +201,7 @@ impl Calls {
     /// A log message during the one call in flight goes to its caller (at the caller's level);
     /// `false` when there is no such call and the message is everyone's.
     pub(crate) async fn log(&self, message: &LoggingMessageNotificationParam) -> bool {
-        let Some(caller) = self.sole() else { return false };
+        let Some((caller, _relaying)) = self.sole_relaying() else { return false };
         if (caller.admits)(message.level) {
             let _ = caller.peer.notify_logging_message(message.clone()).await;
         }

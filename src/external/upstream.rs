@@ -691,12 +691,15 @@ impl Upstream {
     ) -> Result<CallToolResponse, ServiceError> {
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let handle = peer.send_cancellable_request(request, PeerRequestOptions::no_options()).await?;
-        let _registered = caller.map(|caller| {
+        let registered = caller.map(|caller| {
             self.calls.register(handle.id.clone(), handle.progress_token.clone(), caller.clone())
         });
         let mut cancel = CancelOnDrop { peer: Some(peer.clone()), id: handle.id.clone() };
         let answer = handle.await_response().await;
         cancel.peer = None;
+        if let Some(registered) = &registered {
+            registered.settle().await;
+        }
         match answer? {
             ServerResult::CallToolResult(result) => Ok(CallToolResponse::Complete(result)),
             ServerResult::InputRequiredResult(result) => Ok(CallToolResponse::InputRequired(result)),

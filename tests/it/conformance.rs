@@ -27,15 +27,17 @@ const SUITE: &str = "@modelcontextprotocol/conformance@0.1.16";
 
 /// What a scenario must show.
 #[derive(Debug, Clone, Copy)]
-enum Expect {
+pub(crate) enum Expect {
     /// At least one check succeeds and none fails (warnings are reported, not failed).
     Pass,
-    /// Not applicable to a gateway: `evidence` must appear in a check that did not succeed, so
-    /// the scenario is left out for exactly this `reason` and no other.
+    /// Not applicable here: `evidence` must appear in a check that did not succeed, so the
+    /// scenario is left out for exactly this `reason` and no other.
     LeftOut { evidence: &'static str, reason: &'static str },
+    /// Every check passes except exactly the `failing` ones (by name), for this `reason`.
+    Except { failing: &'static [&'static str], reason: &'static str },
 }
 
-use Expect::{LeftOut, Pass};
+use Expect::{Except, LeftOut, Pass};
 
 const NO_SESSION: &str = "needs a session, which stateless mode does not keep";
 
@@ -82,13 +84,18 @@ fn expectations(stateful: bool) -> Vec<(&'static str, Expect)> {
 }
 
 /// Node.js 22 and the suite's entry point, installed once per target directory.
-struct Suite {
+pub(crate) struct Suite {
     node: PathBuf,
     entry: PathBuf,
 }
 
 fn suite() -> Suite {
-    let root = Path::new(BINARY).parent().unwrap().join("mcp-conformance");
+    install_suite(SUITE, "mcp-conformance")
+}
+
+/// The suite `package` and Node.js 22, installed into `dir` under the target directory.
+pub(crate) fn install_suite(package: &str, dir: &str) -> Suite {
+    let root = Path::new(BINARY).parent().unwrap().join(dir);
     let node = root.join("node_modules/node/bin/node");
     let entry = root.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
     std::fs::create_dir_all(&root).unwrap();
@@ -98,14 +105,14 @@ fn suite() -> Suite {
         let output = Command::new("npm")
             .args(["install", "--no-audit", "--no-fund", "--prefix"])
             .arg(&root)
-            .args([SUITE, "node@22"])
+            .args([package, "node@22"])
             .output()
             .unwrap_or_else(|error| {
                 panic!("the conformance suite needs npm (apt-get install -y npm): {error}")
             });
         assert!(
             output.status.success(),
-            "npm install {SUITE} node@22 failed: {}",
+            "npm install {package} node@22 failed: {}",
             String::from_utf8_lossy(&output.stderr)
         );
     }
@@ -116,7 +123,7 @@ fn suite() -> Suite {
 }
 
 /// A test upstream, built next to orca by `cargo build` of the workspace.
-fn binary(name: &str) -> PathBuf {
+pub(crate) fn binary(name: &str) -> PathBuf {
     let path = Path::new(BINARY).with_file_name(name);
     assert!(
         path.is_file(),
@@ -131,7 +138,7 @@ fn fixture() -> PathBuf {
 }
 
 /// The suite's fixture server behind orca, its names and URIs as they are.
-fn conformance_yaml() -> String {
+pub(crate) fn conformance_yaml() -> String {
     format!(
         "mcps:\n  conformance:\n    command: {}\n    prefix: \"\"\n    timeout: 10s\n",
         binary("orca-conformance-upstream").display()
@@ -140,13 +147,13 @@ fn conformance_yaml() -> String {
 
 /// The suite's fixture server on its own over Streamable HTTP with sessions; killed when
 /// dropped.
-struct DirectFixture {
+pub(crate) struct DirectFixture {
     child: std::process::Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl DirectFixture {
-    fn start() -> DirectFixture {
+    pub(crate) fn start() -> DirectFixture {
         use std::io::BufRead as _;
         let mut child = Command::new(binary("orca-conformance-upstream"))
             .args(["--http", "127.0.0.1:0"])
@@ -175,7 +182,7 @@ fn fixture_yaml() -> String {
 }
 
 /// Run the whole suite against `url`; each scenario's checks by scenario name.
-fn run_suite(suite: &Suite, url: &str, out: &Path) -> BTreeMap<String, Vec<Value>> {
+pub(crate) fn run_suite(suite: &Suite, url: &str, out: &Path) -> BTreeMap<String, Vec<Value>> {
     let output = Command::new(&suite.node)
         .arg(&suite.entry)
         .args(["server", "--suite", "all", "--url", url, "--output-dir"])
@@ -210,7 +217,14 @@ fn run_suite(suite: &Suite, url: &str, out: &Path) -> BTreeMap<String, Vec<Value
 
 /// Check every scenario against its expectation; the table of outcomes, for the test's output.
 fn judge(stateful: bool, checks: &BTreeMap<String, Vec<Value>>) -> String {
-    let expected = expectations(stateful);
+    judge_against(expectations(stateful), checks)
+}
+
+/// Check every scenario against its expectation in `expected`; the table of outcomes.
+pub(crate) fn judge_against(
+    expected: Vec<(&'static str, Expect)>,
+    checks: &BTreeMap<String, Vec<Value>>,
+) -> String {
     let known: Vec<&str> = expected.iter().map(|(name, _)| *name).collect();
     let unknown: Vec<&String> =
         checks.keys().filter(|name| !known.contains(&name.as_str())).collect();
@@ -232,13 +246,34 @@ fn judge(stateful: bool, checks: &BTreeMap<String, Vec<Value>>) -> String {
             LeftOut { evidence, reason } => {
                 let shown = list
                     .iter()
-                    .filter(|check| check["status"] != "SUCCESS" && check["status"] != "INFO")
+                    .filter(|check| check["status"] != "SUCCESS")
                     .any(|check| check.to_string().contains(evidence));
                 if shown {
                     table.push_str(&format!("{scenario}: left out ({reason})\n"));
                 } else {
                     problems.push(format!(
                         "{scenario}: left out because it {reason}, but no check shows `{evidence}`: {list:#?}"
+                    ));
+                }
+            }
+            Except { failing, reason } => {
+                let mut failed: Vec<&str> = list
+                    .iter()
+                    .filter(|check| check["status"] == "FAILURE")
+                    .filter_map(|check| check["name"].as_str())
+                    .collect();
+                failed.sort_unstable();
+                failed.dedup();
+                let mut expected_failures = failing.to_vec();
+                expected_failures.sort_unstable();
+                if failed == expected_failures {
+                    table.push_str(&format!(
+                        "{scenario}: {passed} checks pass, {} fail ({reason})\n",
+                        failed.len()
+                    ));
+                } else {
+                    problems.push(format!(
+                        "{scenario}: expected exactly {expected_failures:?} to fail ({reason}), got {failed:?}: {list:#?}"
                     ));
                 }
             }

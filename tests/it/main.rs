@@ -8,6 +8,7 @@ mod client_cli;
 mod client_sdk;
 mod config;
 mod conformance;
+mod conformance_next;
 mod console;
 mod data_metadata;
 mod data_profile;
