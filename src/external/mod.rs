@@ -29,7 +29,7 @@ use crate::config::{Availability, ExternalServerConfig};
 use crate::servers::orca::{Directory, ServerCapabilitiesSummary, ServerSummary};
 use crate::tool::{ToolError, Verb};
 pub(crate) use batched::BatchedTransport;
-pub(crate) use calls::Caller;
+pub(crate) use calls::{Caller, LogFilter};
 pub(crate) use subscriptions::Subscriber;
 pub(crate) use logs::{ExternalLog, severity};
 pub(crate) use upstream::Attempts;

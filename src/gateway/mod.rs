@@ -196,14 +196,28 @@ impl Gateway {
 
     /// The client of a call, to which an external server's progress, log messages and requests
     /// during the call are relayed, and whose cancellation reaches the server.
+    /// A 2026-07-28 request (its protocol version in `_meta`) gets log messages only at or
+    /// above the `logLevel` it names, and none without one; older clients get their session's
+    /// `logging/setLevel`.
     fn caller(&self, context: &RequestContext<RoleServer>) -> crate::external::Caller {
-        let level = self.log_level.clone();
+        let admits: crate::external::LogFilter =
+            match (context.meta.log_level(), context.meta.protocol_version()) {
+                (Some(minimum), _) => {
+                    let minimum = crate::external::severity(minimum);
+                    Arc::new(move |level| crate::external::severity(level) >= minimum)
+                }
+                (None, Some(_)) => Arc::new(|_| false),
+                (None, None) => {
+                    let session = self.log_level.clone();
+                    Arc::new(move |level| session.admits(level))
+                }
+            };
         crate::external::Caller {
             peer: context.peer.clone(),
             request_id: context.id.clone(),
             progress_token: context.meta.get_progress_token(),
             cancelled: context.ct.clone(),
-            admits: Arc::new(move |message| level.admits(message)),
+            admits,
         }
     }
 
