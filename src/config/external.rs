@@ -478,7 +478,9 @@ fn validate(
     let prefix = match &raw.prefix {
         // Empty: the server's names are exposed as they are.
         Some(prefix)
-            if !prefix.bytes().all(|byte| byte.is_ascii_alphanumeric() || b"_-".contains(&byte)) =>
+            if !prefix
+                .bytes()
+                .all(|byte| byte.is_ascii_alphanumeric() || b"_-".contains(&byte)) =>
         {
             errors.push(format!(
                 "{at}: prefix: `{prefix}` may only hold letters, digits, `_` and `-`"

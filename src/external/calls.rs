@@ -92,8 +92,7 @@ impl Registered {
             tokio::task::yield_now().await;
         }
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(1);
-        while self.relaying.load(Ordering::Acquire) > 0 && tokio::time::Instant::now() < deadline
-        {
+        while self.relaying.load(Ordering::Acquire) > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(std::time::Duration::from_millis(1)).await;
         }
     }
@@ -135,7 +134,8 @@ impl Calls {
     ) -> Registered {
         let key = self.next.fetch_add(1, Ordering::Relaxed);
         let relaying = Arc::new(AtomicUsize::new(0));
-        let call = InFlight { key, relaying: relaying.clone(), upstream_request, upstream_token, caller };
+        let call =
+            InFlight { key, relaying: relaying.clone(), upstream_request, upstream_token, caller };
         self.lock().push(call);
         Registered { calls: self.clone(), key, relaying }
     }

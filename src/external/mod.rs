@@ -30,8 +30,8 @@ use crate::servers::orca::{Directory, ServerCapabilitiesSummary, ServerSummary};
 use crate::tool::{ToolError, Verb};
 pub(crate) use batched::BatchedTransport;
 pub(crate) use calls::{Caller, LogFilter};
-pub(crate) use subscriptions::Subscriber;
 pub(crate) use logs::{ExternalLog, severity};
+pub(crate) use subscriptions::Subscriber;
 pub(crate) use upstream::Attempts;
 use upstream::{Event, ExternalTool, Status, Upstream};
 
@@ -478,9 +478,8 @@ impl ExternalServers {
     /// The server an exposed resource URI belongs to, and the URI in its own words: by the
     /// prefix in `orca://<prefix>/<uri>`, or else the server with the empty prefix, if any.
     fn resource_owner<'a>(&self, uri: &'a str) -> Option<(&Arc<Upstream>, &'a str)> {
-        let by_prefix = |prefix: &str| {
-            self.upstreams.iter().find(|upstream| upstream.config.prefix == prefix)
-        };
+        let by_prefix =
+            |prefix: &str| self.upstreams.iter().find(|upstream| upstream.config.prefix == prefix);
         match names::split_uri(uri).and_then(|(prefix, rest)| Some((by_prefix(prefix)?, rest))) {
             Some(found) => Some(found),
             None => Some((by_prefix("")?, uri)),

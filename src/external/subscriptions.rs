@@ -49,7 +49,9 @@ impl Subscriptions {
     pub(crate) fn add(&self, uri: &str, subscriber: Subscriber) -> Upstream {
         let mut by_uri = self.lock();
         let list = by_uri.entry(uri.to_owned()).or_default();
-        list.retain(|known| !known.peer.is_transport_closed() && known.session != subscriber.session);
+        list.retain(|known| {
+            !known.peer.is_transport_closed() && known.session != subscriber.session
+        });
         let first = list.is_empty();
         list.push(subscriber);
         if first { Upstream::Subscribe } else { Upstream::Nothing }

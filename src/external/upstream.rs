@@ -690,7 +690,8 @@ impl Upstream {
         caller: Option<&Arc<Caller>>,
     ) -> Result<CallToolResponse, ServiceError> {
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let handle = peer.send_cancellable_request(request, PeerRequestOptions::no_options()).await?;
+        let handle =
+            peer.send_cancellable_request(request, PeerRequestOptions::no_options()).await?;
         let registered = caller.map(|caller| {
             self.calls.register(handle.id.clone(), handle.progress_token.clone(), caller.clone())
         });
@@ -702,7 +703,9 @@ impl Upstream {
         }
         match answer? {
             ServerResult::CallToolResult(result) => Ok(CallToolResponse::Complete(result)),
-            ServerResult::InputRequiredResult(result) => Ok(CallToolResponse::InputRequired(result)),
+            ServerResult::InputRequiredResult(result) => {
+                Ok(CallToolResponse::InputRequired(result))
+            }
             ServerResult::CreateTaskResult(result) => Ok(CallToolResponse::Task(result)),
             _ => Err(ServiceError::UnexpectedResponse),
         }
@@ -797,7 +800,8 @@ impl Upstream {
         }
         let session = subscriber.session;
         if self.subscriptions.add(uri, subscriber) == subscriptions::Upstream::Subscribe {
-            let subscribed = self.bounded(connection.peer.subscribe(SubscribeRequestParams::new(uri)));
+            let subscribed =
+                self.bounded(connection.peer.subscribe(SubscribeRequestParams::new(uri)));
             if let Err(error) = subscribed.await {
                 self.subscriptions.remove(uri, session);
                 return Err(error);
@@ -944,8 +948,8 @@ impl ClientHandler for UpstreamClient {
         }))
         .expect("valid client capabilities");
         ClientConfig::new(capabilities, Implementation::new("orca", env!("CARGO_PKG_VERSION")))
-        // The session-based protocol every MCP server speaks today.
-        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+            // The session-based protocol every MCP server speaks today.
+            .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {

@@ -162,7 +162,8 @@ impl DirectFixture {
             .unwrap();
         let mut line = String::new();
         std::io::BufReader::new(child.stderr.take().unwrap()).read_line(&mut line).unwrap();
-        let url = line.trim().strip_prefix("listening on ").expect("the fixture's address").to_owned();
+        let url =
+            line.trim().strip_prefix("listening on ").expect("the fixture's address").to_owned();
         DirectFixture { child, url }
     }
 }

@@ -80,7 +80,10 @@ fn expectations(stateful: bool) -> Vec<(&'static str, Expect)> {
         ("http-header-validation", Pass),
         (
             "http-custom-header-server-validation",
-            Except { failing: &["HttpCustomHeaderServerNoTool", "NotTestable"], reason: CUSTOM_HEADERS },
+            Except {
+                failing: &["HttpCustomHeaderServerNoTool", "NotTestable"],
+                reason: CUSTOM_HEADERS,
+            },
         ),
         (
             "tasks-lifecycle",
@@ -141,7 +144,10 @@ fn expectations(stateful: bool) -> Vec<(&'static str, Expect)> {
             ]),
         ),
         ("tasks-status-notifications", LeftOut { evidence: "subscriptions/listen", reason: TASKS }),
-        ("tasks-required-task-error", tasks(&["Sep2663ServerReturnsMissingCapabilityWhenRequired"])),
+        (
+            "tasks-required-task-error",
+            tasks(&["Sep2663ServerReturnsMissingCapabilityWhenRequired"]),
+        ),
         ("tasks-mrtr-composition", tasks(&["Sep2663MrtrSynchronousBeforeTaskCreation"])),
         (
             "input-required-result-basic-elicitation",
@@ -162,7 +168,10 @@ fn expectations(stateful: bool) -> Vec<(&'static str, Expect)> {
         ),
         ("input-required-result-multi-round", input(&["InputRequiredResultMultiRoundR1"])),
         ("input-required-result-missing-input-response", Pass),
-        ("input-required-result-non-tool-request", input(&["InputRequiredResultNonToolIncomplete"])),
+        (
+            "input-required-result-non-tool-request",
+            input(&["InputRequiredResultNonToolIncomplete"]),
+        ),
         ("input-required-result-result-type", input(&["ResultTypeIncluded"])),
         ("input-required-result-unsupported-methods", Pass),
         ("input-required-result-tampered-state", input(&["RejectTamperedState"])),

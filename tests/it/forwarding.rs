@@ -24,9 +24,8 @@ async fn a_client_cancelling_a_proxied_call_cancels_it_at_the_upstream() {
     );
     let setup = OrcaSetup::new(&database.url).with_external(&yaml);
     let client = setup.stdio_client().await;
-    let request = ClientRequest::CallToolRequest(CallToolRequest::new(CallToolRequestParams::new(
-        "fx_hang",
-    )));
+    let request =
+        ClientRequest::CallToolRequest(CallToolRequest::new(CallToolRequestParams::new("fx_hang")));
     let handle =
         client.send_cancellable_request(request, PeerRequestOptions::no_options()).await.unwrap();
     let logged = || std::fs::read_to_string(log.path()).unwrap_or_default();
