@@ -156,9 +156,14 @@ impl Calls {
         self.sole_relaying().map(|(caller, _)| caller)
     }
 
+    /// A call whose client has cancelled it or gone away no longer counts.
     fn sole_relaying(&self) -> Option<(Arc<Caller>, Relaying)> {
-        match self.lock().as_slice() {
-            [only] => Some((only.caller.clone(), Relaying::start(&only.relaying))),
+        let calls = self.lock();
+        let mut live = calls.iter().filter(|call| {
+            !call.caller.cancelled.is_cancelled() && !call.caller.peer.is_transport_closed()
+        });
+        match (live.next(), live.next()) {
+            (Some(only), None) => Some((only.caller.clone(), Relaying::start(&only.relaying))),
             _ => None,
         }
     }
@@ -175,6 +180,7 @@ impl Calls {
             _ => self.sole(),
         };
         found.ok_or_else(|| {
+            tracing::warn!(server, in_flight = self.lock().len(), "a request of an external server matches no single call in flight");
             McpError::invalid_request(
                 format!(
                     "orca relays a request of external server `{server}` to the client whose call is in flight, and it cannot tell which: {}",

@@ -6,6 +6,7 @@
 mod batched;
 mod calls;
 mod frame;
+mod handler;
 mod logs;
 mod names;
 mod sse;

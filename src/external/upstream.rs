@@ -9,19 +9,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use rmcp::ServiceExt;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult,
-    CancelledNotificationParam, ClientCapabilities, ClientConfig, ClientRequest,
-    CompleteRequestParams, CompleteResult, CompletionInfo, ElicitRequestParams, ElicitResult,
-    GetPromptRequestParams, GetPromptResult, Implementation, ProgressNotificationParam, Prompt,
-    ProtocolVersion, ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate,
-    ServerCapabilities, ServerResult, SubscribeRequestParams, Tool, UnsubscribeRequestParams,
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest,
+    CompleteRequestParams, CompleteResult, CompletionInfo, GetPromptRequestParams, GetPromptResult,
+    Implementation, Prompt, ReadResourceRequestParams, ReadResourceResult, Resource,
+    ResourceTemplate, ServerCapabilities, ServerResult, SubscribeRequestParams, Tool,
+    UnsubscribeRequestParams,
 };
-use rmcp::service::{
-    NotificationContext, Peer, PeerRequestOptions, RequestContext, RoleClient, RunningService,
-    ServiceError,
-};
-use rmcp::{ClientHandler, ErrorData as McpError, ServiceExt};
+use rmcp::service::{Peer, PeerRequestOptions, RoleClient, RunningService, ServiceError};
 use secrecy::ExposeSecret;
 use serde_json::{Map, Value};
 use tokio::sync::{broadcast, mpsc, watch};
@@ -29,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::calls::{Caller, Calls};
 use super::frame::{LineLimit, OVERSIZED_CODE, StreamStats};
+use super::handler::{CancelOnDrop, Lists, UpstreamClient};
 use super::logs::ExternalLog;
 use super::names;
 use super::subscriptions::{self, Subscriber, Subscriptions};
@@ -887,136 +884,6 @@ fn rewrite_content_uri(content: &mut rmcp::model::ResourceContents, prefix: &str
             *uri = names::exposed_uri(prefix, uri);
         }
         _ => {}
-    }
-}
-
-/// Which lists to fetch again.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Lists {
-    tools: bool,
-    prompts: bool,
-    resources: bool,
-}
-
-impl Lists {
-    const ALL: Lists = Lists { tools: true, prompts: true, resources: true };
-
-    fn union(self, other: Lists) -> Lists {
-        Lists {
-            tools: self.tools || other.tools,
-            prompts: self.prompts || other.prompts,
-            resources: self.resources || other.resources,
-        }
-    }
-}
-
-/// A request orca sent that is cancelled upstream if it is dropped before its answer.
-struct CancelOnDrop {
-    /// `None` once answered.
-    peer: Option<Peer<RoleClient>>,
-    id: rmcp::model::RequestId,
-}
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        let Some(peer) = self.peer.take() else { return };
-        let id = self.id.clone();
-        tokio::spawn(async move {
-            let reason = "the client cancelled, or orca stopped waiting".to_owned();
-            let cancelled = CancelledNotificationParam::new(Some(id), Some(reason));
-            let _ = peer.notify_cancelled(cancelled).await;
-        });
-    }
-}
-
-/// orca as a client of the external server: it listens for list changes and log messages, and
-/// relays what the server sends during a call to the client that made it (`calls`).
-#[derive(Debug, Clone)]
-struct UpstreamClient {
-    events: mpsc::UnboundedSender<Lists>,
-    server: Arc<str>,
-    logs: broadcast::Sender<ExternalLog>,
-    calls: Arc<Calls>,
-    subscriptions: Arc<Subscriptions>,
-}
-
-impl ClientHandler for UpstreamClient {
-    fn get_info(&self) -> ClientConfig {
-        // What a call's client may be asked for; a client that lacks it answers so itself.
-        let capabilities: ClientCapabilities = serde_json::from_value(serde_json::json!({
-            "sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {},
-        }))
-        .expect("valid client capabilities");
-        ClientConfig::new(capabilities, Implementation::new("orca", env!("CARGO_PKG_VERSION")))
-            // The session-based protocol every MCP server speaks today.
-            .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
-    }
-
-    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        let _ = self.events.send(Lists { tools: true, prompts: false, resources: false });
-    }
-
-    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        let _ = self.events.send(Lists { tools: false, prompts: true, resources: false });
-    }
-
-    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        let _ = self.events.send(Lists { tools: false, prompts: false, resources: true });
-    }
-
-    #[expect(deprecated, reason = "MCP logging is deprecated by SEP-2577 but still spoken")]
-    async fn on_logging_message(
-        &self,
-        message: rmcp::model::LoggingMessageNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        let log = ExternalLog::new(self.server.clone(), message);
-        if self.calls.log(&log.message).await {
-            return;
-        }
-        // No session listening is not an error: the message is simply not relayed.
-        let _ = self.logs.send(log);
-    }
-
-    async fn on_resource_updated(
-        &self,
-        updated: rmcp::model::ResourceUpdatedNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        self.subscriptions.updated(&updated.uri).await;
-    }
-
-    async fn on_progress(
-        &self,
-        progress: ProgressNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        self.calls.progress(progress).await;
-    }
-
-    #[expect(deprecated, reason = "sampling is deprecated by SEP-2577 but still spoken")]
-    async fn create_message(
-        &self,
-        params: rmcp::model::CreateMessageRequestParams,
-        context: RequestContext<RoleClient>,
-    ) -> Result<rmcp::model::CreateMessageResult, McpError> {
-        self.calls.create_message(&self.server, params, context).await
-    }
-
-    async fn create_elicitation(
-        &self,
-        params: ElicitRequestParams,
-        context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, McpError> {
-        self.calls.create_elicitation(&self.server, params, context).await
-    }
-
-    #[expect(deprecated, reason = "roots are deprecated by SEP-2577 but still spoken")]
-    async fn list_roots(
-        &self,
-        context: RequestContext<RoleClient>,
-    ) -> Result<rmcp::model::ListRootsResult, McpError> {
-        self.calls.list_roots(&self.server, context).await
     }
 }
 

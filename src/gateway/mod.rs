@@ -761,6 +761,13 @@ impl ServerHandler for Gateway {
         let unknown = || {
             McpError::resource_not_found(format!("unknown resource: {}", shown(&request.uri)), None)
         };
+        // orca's own resources are read fresh each time; there is nothing to subscribe to.
+        if self.state.registry.resource_server(&request.uri).is_some() {
+            return Err(McpError::invalid_params(
+                format!("{} cannot be subscribed to: it is orca's own", shown(&request.uri)),
+                None,
+            ));
+        }
         let Some(external) = self.readable_external(&context)? else { return Err(unknown()) };
         let reach = self.servers_in_reach(&principal);
         match external.resource_server(&request.uri) {
@@ -780,6 +787,9 @@ impl ServerHandler for Gateway {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let Some(external) = self.readable_external(&context)? else { return Ok(()) };
+        if self.state.registry.resource_server(&request.uri).is_some() {
+            return Ok(());
+        }
         match external.unsubscribe_resource(&request.uri, self.session).await {
             Some(outcome) => outcome.map_err(|error| error::protocol_error(&error, "")),
             None => Ok(()),
