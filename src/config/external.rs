@@ -28,7 +28,8 @@ pub(crate) struct ExternalServerConfig {
     pub(crate) key: String,
     /// `name`, for people.
     pub(crate) display_name: String,
-    /// What tool, prompt and resource names are prefixed with (default: the key, cleaned).
+    /// What tool, prompt and resource names are prefixed with (default: the key, cleaned; empty:
+    /// the server's own names and resource URIs).
     pub(crate) prefix: String,
     pub(crate) transport: ExternalTransport,
     /// Where the server is, for `external_endpoint`: the URL, or the command (never its
@@ -475,11 +476,11 @@ fn validate(
         errors.push(format!("{at}: retries: at most 10"));
     }
     let prefix = match &raw.prefix {
+        // Empty: the server's names are exposed as they are.
         Some(prefix)
-            if prefix.is_empty()
-                || !prefix
-                    .bytes()
-                    .all(|byte| byte.is_ascii_alphanumeric() || b"_-".contains(&byte)) =>
+            if !prefix
+                .bytes()
+                .all(|byte| byte.is_ascii_alphanumeric() || b"_-".contains(&byte)) =>
         {
             errors.push(format!(
                 "{at}: prefix: `{prefix}` may only hold letters, digits, `_` and `-`"
@@ -790,6 +791,13 @@ mod tests {
         assert!(errors[0].contains("mcps.b: prefix `p_x` starts with `p_`"), "{errors:?}");
         let server = &parse_ok("mcps:\n  my-server:\n    command: x\n", &[])[0];
         assert_eq!(server.prefix, "my-server");
+        // The empty prefix exposes a server's names as they are; two such servers would collide.
+        let bare = &parse_ok("mcps:\n  a:\n    command: x\n    prefix: \"\"\n", &[])[0];
+        assert_eq!(bare.prefix, "");
+        let errors = parse_errors(
+            "mcps:\n  a:\n    command: x\n    prefix: \"\"\n  b:\n    command: x\n    prefix: \"\"\n",
+        );
+        assert!(errors[0].contains("prefix `` is also the prefix of `a`"), "{errors:?}");
         assert_eq!(server.timeout, Duration::from_secs(30));
         assert_eq!(server.retries, 2);
     }

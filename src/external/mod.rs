@@ -4,10 +4,13 @@
 //! orca's own clients that the lists changed.
 
 mod batched;
+mod calls;
 mod frame;
+mod handler;
 mod logs;
 mod names;
 mod sse;
+mod subscriptions;
 mod upstream;
 
 use std::collections::{HashMap, HashSet};
@@ -27,7 +30,9 @@ use crate::config::{Availability, ExternalServerConfig};
 use crate::servers::orca::{Directory, ServerCapabilitiesSummary, ServerSummary};
 use crate::tool::{ToolError, Verb};
 pub(crate) use batched::BatchedTransport;
+pub(crate) use calls::{Caller, LogFilter};
 pub(crate) use logs::{ExternalLog, severity};
+pub(crate) use subscriptions::Subscriber;
 pub(crate) use upstream::Attempts;
 use upstream::{Event, ExternalTool, Status, Upstream};
 
@@ -426,8 +431,9 @@ impl ExternalServers {
         &self,
         tool: &RoutedTool,
         arguments: Option<Map<String, Value>>,
+        caller: Option<Caller>,
     ) -> (Result<CallToolResult, ToolError>, Attempts) {
-        self.upstreams[tool.upstream].call_tool(&tool.tool, arguments).await
+        self.upstreams[tool.upstream].call_tool(&tool.tool, arguments, caller.map(Arc::new)).await
     }
 
     pub(crate) fn prompts(&self) -> Vec<Prompt> {
@@ -467,9 +473,19 @@ impl ExternalServers {
 
     /// The key of the server whose resource URI this is, if any.
     pub(crate) fn resource_server(&self, uri: &str) -> Option<String> {
-        let (prefix, _) = names::split_uri(uri)?;
-        let upstream = self.upstreams.iter().find(|upstream| upstream.config.prefix == prefix)?;
+        let (upstream, _) = self.resource_owner(uri)?;
         Some(upstream.config.key.clone())
+    }
+
+    /// The server an exposed resource URI belongs to, and the URI in its own words: by the
+    /// prefix in `orca://<prefix>/<uri>`, or else the server with the empty prefix, if any.
+    fn resource_owner<'a>(&self, uri: &'a str) -> Option<(&Arc<Upstream>, &'a str)> {
+        let by_prefix =
+            |prefix: &str| self.upstreams.iter().find(|upstream| upstream.config.prefix == prefix);
+        match names::split_uri(uri).and_then(|(prefix, rest)| Some((by_prefix(prefix)?, rest))) {
+            Some(found) => Some(found),
+            None => Some((by_prefix("")?, uri)),
+        }
     }
 
     /// `None` when the URI is not one of an external server's.
@@ -477,9 +493,31 @@ impl ExternalServers {
         &self,
         uri: &str,
     ) -> Option<Result<ReadResourceResult, ToolError>> {
-        let (prefix, upstream_uri) = names::split_uri(uri)?;
-        let upstream = self.upstreams.iter().find(|upstream| upstream.config.prefix == prefix)?;
+        let (upstream, upstream_uri) = self.resource_owner(uri)?;
         Some(upstream.read_resource(upstream_uri).await)
+    }
+
+    /// Subscribe a client session to an external resource; `None` when the URI is no
+    /// external server's.
+    pub(crate) async fn subscribe_resource(
+        &self,
+        uri: &str,
+        session: u64,
+        peer: rmcp::service::Peer<rmcp::service::RoleServer>,
+    ) -> Option<Result<(), ToolError>> {
+        let (upstream, upstream_uri) = self.resource_owner(uri)?;
+        let subscriber = Subscriber { session, peer, exposed_uri: uri.to_owned() };
+        Some(upstream.subscribe(upstream_uri, subscriber).await)
+    }
+
+    /// `None` when the URI is no external server's.
+    pub(crate) async fn unsubscribe_resource(
+        &self,
+        uri: &str,
+        session: u64,
+    ) -> Option<Result<(), ToolError>> {
+        let (upstream, upstream_uri) = self.resource_owner(uri)?;
+        Some(upstream.unsubscribe(upstream_uri, session).await)
     }
 
     /// Completions for an argument of an external prompt or resource template, asked of the
@@ -495,9 +533,7 @@ impl ExternalServers {
                 Some(upstream)
             })?,
             Reference::Resource(resource) => {
-                let (prefix, upstream_uri) = names::split_uri(&resource.uri)?;
-                let upstream =
-                    self.upstreams.iter().find(|upstream| upstream.config.prefix == prefix)?;
+                let (upstream, upstream_uri) = self.resource_owner(&resource.uri)?;
                 resource.uri = upstream_uri.to_owned();
                 upstream
             }

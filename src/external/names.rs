@@ -3,7 +3,8 @@
 //! accept). When cleaning or shortening changed the name, a hash of the original is appended, so
 //! the name is stable across restarts and two upstream names never map to one exposed name; the
 //! catalog keeps the map back to the upstream name. Resource URIs become
-//! `orca://<prefix>/<original uri>`.
+//! `orca://<prefix>/<original uri>`. A server with the empty prefix keeps its names (cleaned the
+//! same way) and its resource URIs.
 
 use sha2::{Digest, Sha256};
 
@@ -12,7 +13,8 @@ pub(crate) const MAX_NAME: usize = 64;
 
 /// The exposed name of `upstream` from the server with `prefix`.
 pub(crate) fn exposed_name(prefix: &str, upstream: &str) -> String {
-    let joined = format!("{prefix}_{upstream}");
+    let joined =
+        if prefix.is_empty() { upstream.to_owned() } else { format!("{prefix}_{upstream}") };
     let cleaned: String = joined
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
@@ -32,6 +34,9 @@ const RESOURCE_SCHEME: &str = "orca://";
 
 /// `orca://<prefix>/<uri>`: which server a resource belongs to, in the URI itself.
 pub(crate) fn exposed_uri(prefix: &str, upstream: &str) -> String {
+    if prefix.is_empty() {
+        return upstream.to_owned();
+    }
     format!("{RESOURCE_SCHEME}{prefix}/{upstream}")
 }
 
@@ -50,6 +55,8 @@ mod tests {
     fn plain_names_are_prefixed_unchanged() {
         assert_eq!(exposed_name("github", "create_issue"), "github_create_issue");
         assert_eq!(exposed_name("my-srv", "get-x"), "my-srv_get-x");
+        assert_eq!(exposed_name("", "test_simple_text"), "test_simple_text");
+        assert_eq!(exposed_name("", "a.b").len(), "a_b".len() + 9);
     }
 
     #[test]
@@ -77,5 +84,6 @@ mod tests {
         assert_eq!(split_uri(&uri), Some(("everything", "test://static/resource/1?x=1#y")));
         assert_eq!(split_uri("res://catalogs"), None);
         assert_eq!(split_uri("orca://x"), None);
+        assert_eq!(exposed_uri("", "test://static-text"), "test://static-text");
     }
 }

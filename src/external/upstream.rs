@@ -9,22 +9,26 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use rmcp::ServiceExt;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest,
     CompleteRequestParams, CompleteResult, CompletionInfo, GetPromptRequestParams, GetPromptResult,
-    Implementation, Prompt, ProtocolVersion, ReadResourceRequestParams, ReadResourceResult,
-    Resource, ResourceTemplate, ServerCapabilities, Tool,
+    Implementation, Prompt, ReadResourceRequestParams, ReadResourceResult, Resource,
+    ResourceTemplate, ServerCapabilities, ServerResult, SubscribeRequestParams, Tool,
+    UnsubscribeRequestParams,
 };
-use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService, ServiceError};
-use rmcp::{ClientHandler, ServiceExt};
+use rmcp::service::{Peer, PeerRequestOptions, RoleClient, RunningService, ServiceError};
 use secrecy::ExposeSecret;
 use serde_json::{Map, Value};
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::calls::{Caller, Calls};
 use super::frame::{LineLimit, OVERSIZED_CODE, StreamStats};
+use super::handler::{CancelOnDrop, Lists, UpstreamClient};
 use super::logs::ExternalLog;
 use super::names;
+use super::subscriptions::{self, Subscriber, Subscriptions};
 use crate::config::{ExternalServerConfig, ExternalTransport};
 use crate::tool::{ErrorCode, ToolError, Verb};
 
@@ -146,6 +150,9 @@ pub(crate) struct Upstream {
     catalog: RwLock<Arc<Catalog>>,
     events: mpsc::UnboundedSender<Event>,
     logs: broadcast::Sender<ExternalLog>,
+    /// The calls in flight, with the clients they are made for.
+    calls: Arc<Calls>,
+    subscriptions: Arc<Subscriptions>,
     pub(crate) restarts: AtomicU64,
 }
 
@@ -164,6 +171,8 @@ impl Upstream {
             catalog: RwLock::new(Arc::new(Catalog::default())),
             events,
             logs,
+            calls: Arc::default(),
+            subscriptions: Arc::default(),
             restarts: AtomicU64::new(0),
         }
     }
@@ -230,6 +239,8 @@ impl Upstream {
             events: events_sender,
             server: Arc::from(self.config.key.as_str()),
             logs: self.logs.clone(),
+            calls: self.calls.clone(),
+            subscriptions: self.subscriptions.clone(),
         };
         let connected = tokio::select! {
             connected = self.connect(handler) => connected,
@@ -248,6 +259,14 @@ impl Upstream {
             capabilities: info.map(|info| info.capabilities.clone()).unwrap_or_default(),
         });
         self.refresh(&connection, Lists::ALL).await;
+        // A new connection knows nothing of the subscriptions of the last one.
+        #[expect(deprecated, reason = "resources/subscribe is what the 2025 revisions speak")]
+        for uri in self.subscriptions.uris() {
+            let subscribed = connection.peer.subscribe(SubscribeRequestParams::new(uri));
+            if let Err(error) = self.bounded(subscribed).await {
+                tracing::warn!(server = %self.config.key, %error, "resources/subscribe failed");
+            }
+        }
         tracing::info!(server = %self.config.key, tools = self.catalog().tools.len(), "external server connected");
         self.set_status(Status::Running(connection.clone()));
 
@@ -563,6 +582,7 @@ impl Upstream {
         &self,
         tool: &ExternalTool,
         arguments: Option<Map<String, Value>>,
+        caller: Option<Arc<Caller>>,
     ) -> (Result<CallToolResult, ToolError>, Attempts) {
         let mut failed: Attempts = Vec::new();
         let attempts = 1 + self.config.retries;
@@ -571,7 +591,7 @@ impl Upstream {
         for attempt in 1..=attempts {
             // Only an attempt that may be followed by another needs its own copy.
             let these = if attempt < attempts { arguments.clone() } else { arguments.take() };
-            let failure = match self.attempt(tool, these, broken.as_ref()).await {
+            let failure = match self.attempt(tool, these, broken.as_ref(), caller.as_ref()).await {
                 Ok(result) => return (Ok(result), failed),
                 Err(failure) => failure,
             };
@@ -595,6 +615,7 @@ impl Upstream {
         tool: &ExternalTool,
         arguments: Option<Map<String, Value>>,
         broken: Option<&Arc<Connection>>,
+        caller: Option<&Arc<Caller>>,
     ) -> Result<CallToolResult, AttemptFailure> {
         let timeout = self.config.timeout;
         let connection = self
@@ -607,7 +628,25 @@ impl Upstream {
         }
         let key = &self.config.key;
         let reached = |error: ToolError| AttemptFailure { error, reached: true, broken: None };
-        match tokio::time::timeout(timeout, connection.peer.call_tool_once(params)).await {
+        let call = self.send_call(&connection.peer, params, caller);
+        let cancelled = async {
+            match caller {
+                Some(caller) => caller.cancelled.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        // Dropping the call (timed out, or cancelled by the client) cancels it upstream.
+        let outcome = tokio::select! {
+            outcome = tokio::time::timeout(timeout, call) => outcome,
+            () = cancelled => {
+                let cancelled = ToolError::new(
+                    ErrorCode::InvalidInput,
+                    format!("the call to external server `{key}` was cancelled by the client"),
+                );
+                return Err(reached(cancelled.not_retryable()));
+            }
+        };
+        match outcome {
             Err(_) => Err(reached(self.timed_out(Some(&tool.upstream_name)))),
             Ok(Ok(CallToolResponse::Complete(result))) => {
                 // Over stdio `LineLimit` has bounded the message already; measure the others.
@@ -635,6 +674,37 @@ impl Upstream {
                 let (error, reached) = self.translate(error);
                 Err(AttemptFailure { error, reached, broken: transport.then_some(connection) })
             }
+        }
+    }
+
+    /// Send `tools/call` and wait for its answer, the call noted in flight for `caller` so
+    /// that what the server sends during it reaches the caller; dropped before the answer, it
+    /// is cancelled upstream.
+    async fn send_call(
+        &self,
+        peer: &Peer<RoleClient>,
+        params: CallToolRequestParams,
+        caller: Option<&Arc<Caller>>,
+    ) -> Result<CallToolResponse, ServiceError> {
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let handle =
+            peer.send_cancellable_request(request, PeerRequestOptions::no_options()).await?;
+        let registered = caller.map(|caller| {
+            self.calls.register(handle.id.clone(), handle.progress_token.clone(), caller.clone())
+        });
+        let mut cancel = CancelOnDrop { peer: Some(peer.clone()), id: handle.id.clone() };
+        let answer = handle.await_response().await;
+        cancel.peer = None;
+        if let Some(registered) = &registered {
+            registered.settle().await;
+        }
+        match answer? {
+            ServerResult::CallToolResult(result) => Ok(CallToolResponse::Complete(result)),
+            ServerResult::InputRequiredResult(result) => {
+                Ok(CallToolResponse::InputRequired(result))
+            }
+            ServerResult::CreateTaskResult(result) => Ok(CallToolResponse::Task(result)),
+            _ => Err(ServiceError::UnexpectedResponse),
         }
     }
 
@@ -709,6 +779,45 @@ impl Upstream {
         Ok(result)
     }
 
+    /// Subscribe a client session to `uri` (the server's own); the server itself is subscribed
+    /// while any session is.
+    #[expect(deprecated, reason = "resources/subscribe is what the 2025 revisions speak")]
+    pub(crate) async fn subscribe(
+        &self,
+        uri: &str,
+        subscriber: Subscriber,
+    ) -> Result<(), ToolError> {
+        let connection = self.connection(self.config.timeout, None).await?;
+        let resources = connection.capabilities.resources.as_ref();
+        if resources.and_then(|resources| resources.subscribe) != Some(true) {
+            return Err(ToolError::new(
+                ErrorCode::InvalidInput,
+                format!("external server `{}` offers no resource subscriptions", self.config.key),
+            ));
+        }
+        let session = subscriber.session;
+        if self.subscriptions.add(uri, subscriber) == subscriptions::Upstream::Subscribe {
+            let subscribed =
+                self.bounded(connection.peer.subscribe(SubscribeRequestParams::new(uri)));
+            if let Err(error) = subscribed.await {
+                self.subscriptions.remove(uri, session);
+                return Err(error);
+            }
+        }
+        Ok(())
+    }
+
+    /// Take a client session off `uri`; the server is unsubscribed when nobody is left.
+    #[expect(deprecated, reason = "resources/unsubscribe is what the 2025 revisions speak")]
+    pub(crate) async fn unsubscribe(&self, uri: &str, session: u64) -> Result<(), ToolError> {
+        if self.subscriptions.remove(uri, session) == subscriptions::Upstream::Unsubscribe {
+            let connection = self.connection(self.config.timeout, None).await?;
+            let params = UnsubscribeRequestParams::new(uri);
+            self.bounded(connection.peer.unsubscribe(params)).await?;
+        }
+        Ok(())
+    }
+
     pub(crate) async fn get_prompt(
         &self,
         name: &str,
@@ -775,67 +884,6 @@ fn rewrite_content_uri(content: &mut rmcp::model::ResourceContents, prefix: &str
             *uri = names::exposed_uri(prefix, uri);
         }
         _ => {}
-    }
-}
-
-/// Which lists to fetch again.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Lists {
-    tools: bool,
-    prompts: bool,
-    resources: bool,
-}
-
-impl Lists {
-    const ALL: Lists = Lists { tools: true, prompts: true, resources: true };
-
-    fn union(self, other: Lists) -> Lists {
-        Lists {
-            tools: self.tools || other.tools,
-            prompts: self.prompts || other.prompts,
-            resources: self.resources || other.resources,
-        }
-    }
-}
-
-/// orca as a client of the external server: it listens for list changes and log messages.
-#[derive(Debug, Clone)]
-struct UpstreamClient {
-    events: mpsc::UnboundedSender<Lists>,
-    server: Arc<str>,
-    logs: broadcast::Sender<ExternalLog>,
-}
-
-impl ClientHandler for UpstreamClient {
-    fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(
-            ClientCapabilities::default(),
-            Implementation::new("orca", env!("CARGO_PKG_VERSION")),
-        )
-        // The session-based protocol every MCP server speaks today.
-        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
-    }
-
-    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        let _ = self.events.send(Lists { tools: true, prompts: false, resources: false });
-    }
-
-    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        let _ = self.events.send(Lists { tools: false, prompts: true, resources: false });
-    }
-
-    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        let _ = self.events.send(Lists { tools: false, prompts: false, resources: true });
-    }
-
-    #[expect(deprecated, reason = "MCP logging is deprecated by SEP-2577 but still spoken")]
-    async fn on_logging_message(
-        &self,
-        message: rmcp::model::LoggingMessageNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        // No session listening is not an error: the message is simply not relayed.
-        let _ = self.logs.send(ExternalLog::new(self.server.clone(), message));
     }
 }
 

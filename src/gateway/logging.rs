@@ -31,7 +31,7 @@ impl SessionLevel {
         self.0.store(severity(level), Ordering::Relaxed);
     }
 
-    fn admits(&self, level: LoggingLevel) -> bool {
+    pub(crate) fn admits(&self, level: LoggingLevel) -> bool {
         let minimum = self.0.load(Ordering::Relaxed);
         minimum == UNSET || severity(level) >= minimum
     }

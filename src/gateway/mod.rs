@@ -109,6 +109,8 @@ pub(crate) struct Gateway {
     transport: Transport,
     /// The session's `logging/setLevel`.
     log_level: logging::SessionLevel,
+    /// Which session this is, for the resource subscriptions relayed to external servers.
+    session: u64,
     /// Whether the transport writes pre-encoded results into the message (`splice`); when not,
     /// they are decoded back into the result.
     splices: bool,
@@ -118,7 +120,10 @@ impl Gateway {
     /// A gateway whose transport splices pre-encoded results (`splice::split`) into every
     /// message it writes.
     pub(crate) fn new(state: AppState, transport: Transport) -> Gateway {
-        Gateway { state, transport, log_level: logging::SessionLevel::new(), splices: true }
+        static SESSIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let session = SESSIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let log_level = logging::SessionLevel::new();
+        Gateway { state, transport, log_level, session, splices: true }
     }
 
     /// A gateway whose transport writes messages as rmcp serializes them: the sessions of
@@ -191,6 +196,33 @@ impl Gateway {
         Some(
             self.visible_tools_by_server(principal).into_iter().map(|(_, server)| server).collect(),
         )
+    }
+
+    /// The client of a call, to which an external server's progress, log messages and requests
+    /// during the call are relayed, and whose cancellation reaches the server.
+    /// A 2026-07-28 request (its protocol version in `_meta`) gets log messages only at or
+    /// above the `logLevel` it names, and none without one; older clients get their session's
+    /// `logging/setLevel`.
+    fn caller(&self, context: &RequestContext<RoleServer>) -> crate::external::Caller {
+        let admits: crate::external::LogFilter =
+            match (context.meta.log_level(), context.meta.protocol_version()) {
+                (Some(minimum), _) => {
+                    let minimum = crate::external::severity(minimum);
+                    Arc::new(move |level| crate::external::severity(level) >= minimum)
+                }
+                (None, Some(_)) => Arc::new(|_| false),
+                (None, None) => {
+                    let session = self.log_level.clone();
+                    Arc::new(move |level| session.admits(level))
+                }
+            };
+        crate::external::Caller {
+            peer: context.peer.clone(),
+            request_id: context.id.clone(),
+            progress_token: context.meta.get_progress_token(),
+            cancelled: context.ct.clone(),
+            admits,
+        }
     }
 
     /// The external servers, when there are any and the caller may read (prompts and
@@ -297,6 +329,7 @@ impl Gateway {
         call_context: &CallContext,
         trace_id: &str,
         mut meta: Map<String, Value>,
+        caller: Option<crate::external::Caller>,
     ) -> Dispatched {
         match route {
             Route::Internal(tool) => {
@@ -346,7 +379,7 @@ impl Gateway {
             Route::External(tool) => {
                 let external = self.state.registry.external().expect("routed to an external tool");
                 let started = Instant::now();
-                let (outcome, retried) = external.call(tool, arguments).await;
+                let (outcome, retried) = external.call(tool, arguments, caller).await;
                 meta.insert("enhanced_by".into(), Value::from("orca"));
                 meta.insert("upstream".into(), Value::from(tool.server()));
                 meta.insert(
@@ -527,6 +560,7 @@ impl ServerHandler for Gateway {
                 .enable_prompts()
                 .enable_prompts_list_changed()
                 .enable_resources()
+                .enable_resources_subscribe()
                 .enable_resources_list_changed()
                 .build(),
             (false, true) => ServerCapabilities::builder()
@@ -728,6 +762,52 @@ impl ServerHandler for Gateway {
         Ok(ListResourceTemplatesResult::with_all_items(templates))
     }
 
+    /// Relayed to the external server that owns the resource; orca's own resources do not
+    /// change under a client, so there is nothing to subscribe to.
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let principal = self.principal(&context)?;
+        let unknown = || {
+            McpError::resource_not_found(format!("unknown resource: {}", shown(&request.uri)), None)
+        };
+        // orca's own resources are read fresh each time; there is nothing to subscribe to.
+        if self.state.registry.resource_server(&request.uri).is_some() {
+            return Err(McpError::invalid_params(
+                format!("{} cannot be subscribed to: it is orca's own", shown(&request.uri)),
+                None,
+            ));
+        }
+        let Some(external) = self.readable_external(&context)? else { return Err(unknown()) };
+        let reach = self.servers_in_reach(&principal);
+        match external.resource_server(&request.uri) {
+            Some(server) if in_reach(reach.as_ref(), &server) => {}
+            _ => return Err(unknown()),
+        }
+        let peer = context.peer.clone();
+        match external.subscribe_resource(&request.uri, self.session, peer).await {
+            Some(outcome) => outcome.map_err(|error| error::protocol_error(&error, "")),
+            None => Err(unknown()),
+        }
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let Some(external) = self.readable_external(&context)? else { return Ok(()) };
+        if self.state.registry.resource_server(&request.uri).is_some() {
+            return Ok(());
+        }
+        match external.unsubscribe_resource(&request.uri, self.session).await {
+            Some(outcome) => outcome.map_err(|error| error::protocol_error(&error, "")),
+            None => Ok(()),
+        }
+    }
+
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
@@ -890,7 +970,11 @@ impl ServerHandler for Gateway {
         };
         let Dispatched { mut result, status, llm, error, retried, upstream_error, spliced } =
             match refusal {
-                None => self.dispatch(&route, arguments, &call_context, &trace_id, meta).await,
+                None => {
+                    let caller = self.caller(&context);
+                    self.dispatch(&route, arguments, &call_context, &trace_id, meta, Some(caller))
+                        .await
+                }
                 Some(denied) => Dispatched {
                     result: error::failure(&denied, &trace_id, meta),
                     status: ExecutionStatus::Error,

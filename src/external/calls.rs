@@ -1,0 +1,305 @@
+//! The calls in flight on one external server, each with the client it is made for, so that what
+//! the server sends during a call reaches that client and its answers come back: progress (by
+//! the progress token orca sent with the call, rewritten to the client's own), log messages,
+//! and the server's requests (sampling, elicitation, roots). A request that came on a call's
+//! own HTTP response stream belongs to that call; otherwise (stdio, or the standalone stream) it
+//! belongs to the one call in flight, and with several in flight it is refused rather than
+//! guessed. The client's cancellation of a call is forwarded by the caller's token.
+#![expect(
+    deprecated,
+    reason = "sampling, roots and logging are deprecated by SEP-2577, but the protocol versions clients speak today have them"
+)]
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rmcp::ErrorData as McpError;
+use rmcp::model::{
+    ClientResult, CreateMessageRequest, CreateMessageRequestParams, CreateMessageResult,
+    ElicitRequest, ElicitRequestParams, ElicitResult, GetExtensions as _, ListRootsRequest,
+    ListRootsResult, LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam,
+    ProgressToken, RequestId, ServerRequest,
+};
+use rmcp::service::{
+    InboundStreamOrigin, OriginatingRequestId, Peer, RequestContext, RoleClient, RoleServer,
+    ServiceError,
+};
+use tokio_util::sync::CancellationToken;
+
+/// Whether a client admits a log message of a level (its `logging/setLevel`).
+pub(crate) type LogFilter = Arc<dyn Fn(LoggingLevel) -> bool + Send + Sync>;
+
+/// The client a call is made for.
+#[derive(Clone)]
+pub(crate) struct Caller {
+    pub(crate) peer: Peer<RoleServer>,
+    /// The client's id for its `tools/call`: requests made during the call go on its stream.
+    pub(crate) request_id: RequestId,
+    /// The client's progress token, if it asked for progress.
+    pub(crate) progress_token: Option<ProgressToken>,
+    /// Cancelled when the client cancels its call.
+    pub(crate) cancelled: CancellationToken,
+    pub(crate) admits: LogFilter,
+}
+
+impl std::fmt::Debug for Caller {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Caller")
+            .field("request_id", &self.request_id)
+            .field("progress_token", &self.progress_token)
+            .finish_non_exhaustive()
+    }
+}
+
+struct InFlight {
+    key: u64,
+    /// Notifications of the call being relayed to its caller.
+    relaying: Arc<AtomicUsize>,
+    /// orca's id for the call on the upstream connection, and its progress token there.
+    upstream_request: RequestId,
+    upstream_token: ProgressToken,
+    caller: Arc<Caller>,
+}
+
+/// The calls in flight on one server.
+#[derive(Default)]
+pub(crate) struct Calls {
+    next: AtomicU64,
+    in_flight: Mutex<Vec<InFlight>>,
+}
+
+impl std::fmt::Debug for Calls {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("Calls").finish_non_exhaustive()
+    }
+}
+
+/// A call's place among those in flight, given up when dropped.
+pub(crate) struct Registered {
+    calls: Arc<Calls>,
+    key: u64,
+    relaying: Arc<AtomicUsize>,
+}
+
+impl Registered {
+    /// Wait (briefly) for the call's notifications to reach its caller before its answer does:
+    /// rmcp hands each notification to a task of its own but the answer straight back, so a
+    /// notification the server sent before its answer could otherwise arrive after it, when
+    /// the client no longer listens for the call's progress.
+    pub(crate) async fn settle(&self) {
+        for _ in 0..4 {
+            tokio::task::yield_now().await;
+        }
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(1);
+        while self.relaying.load(Ordering::Acquire) > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+    }
+}
+
+/// Counts a notification as being relayed until dropped.
+struct Relaying(Arc<AtomicUsize>);
+
+impl Relaying {
+    fn start(counter: &Arc<AtomicUsize>) -> Relaying {
+        counter.fetch_add(1, Ordering::AcqRel);
+        Relaying(counter.clone())
+    }
+}
+
+impl Drop for Relaying {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.calls.lock().retain(|call| call.key != self.key);
+    }
+}
+
+impl Calls {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<InFlight>> {
+        self.in_flight.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Note a call sent upstream as `upstream_request` with `upstream_token`.
+    pub(crate) fn register(
+        self: &Arc<Self>,
+        upstream_request: RequestId,
+        upstream_token: ProgressToken,
+        caller: Arc<Caller>,
+    ) -> Registered {
+        let key = self.next.fetch_add(1, Ordering::Relaxed);
+        let relaying = Arc::new(AtomicUsize::new(0));
+        let call =
+            InFlight { key, relaying: relaying.clone(), upstream_request, upstream_token, caller };
+        self.lock().push(call);
+        Registered { calls: self.clone(), key, relaying }
+    }
+
+    fn by_token(&self, token: &ProgressToken) -> Option<(Arc<Caller>, Relaying)> {
+        let calls = self.lock();
+        let call = calls.iter().find(|call| &call.upstream_token == token)?;
+        Some((call.caller.clone(), Relaying::start(&call.relaying)))
+    }
+
+    fn by_request(&self, id: &RequestId) -> Option<Arc<Caller>> {
+        let calls = self.lock();
+        calls.iter().find(|call| &call.upstream_request == id).map(|call| call.caller.clone())
+    }
+
+    /// The one call in flight, if there is exactly one.
+    fn sole(&self) -> Option<Arc<Caller>> {
+        self.sole_relaying().map(|(caller, _)| caller)
+    }
+
+    /// A call whose client has cancelled it or gone away no longer counts.
+    fn sole_relaying(&self) -> Option<(Arc<Caller>, Relaying)> {
+        let calls = self.lock();
+        let mut live = calls.iter().filter(|call| {
+            !call.caller.cancelled.is_cancelled() && !call.caller.peer.is_transport_closed()
+        });
+        match (live.next(), live.next()) {
+            (Some(only), None) => Some((only.caller.clone(), Relaying::start(&only.relaying))),
+            _ => None,
+        }
+    }
+
+    /// The caller a request from the server belongs to.
+    fn caller_of(
+        &self,
+        server: &str,
+        context: &RequestContext<RoleClient>,
+    ) -> Result<Arc<Caller>, McpError> {
+        let origin = context.extensions.get::<InboundStreamOrigin>();
+        let found = match origin {
+            Some(InboundStreamOrigin::OutboundRequest(id)) => self.by_request(id),
+            _ => self.sole(),
+        };
+        found.ok_or_else(|| {
+            tracing::warn!(server, in_flight = self.lock().len(), "a request of an external server matches no single call in flight");
+            McpError::invalid_request(
+                format!(
+                    "orca relays a request of external server `{server}` to the client whose call is in flight, and it cannot tell which: {}",
+                    if self.lock().is_empty() { "no call is" } else { "several calls are" }
+                ),
+                None,
+            )
+        })
+    }
+
+    /// Progress of a call, to its caller under the caller's token; `false` when it is no
+    /// call's.
+    pub(crate) async fn progress(&self, mut progress: ProgressNotificationParam) -> bool {
+        let Some((caller, _relaying)) = self.by_token(&progress.progress_token) else {
+            return false;
+        };
+        if let Some(token) = caller.progress_token.clone() {
+            progress.progress_token = token;
+            let _ = caller.peer.notify_progress(progress).await;
+        }
+        true
+    }
+
+    /// A log message during the one call in flight goes to its caller (at the caller's level);
+    /// `false` when there is no such call and the message is everyone's.
+    pub(crate) async fn log(&self, message: &LoggingMessageNotificationParam) -> bool {
+        let Some((caller, _relaying)) = self.sole_relaying() else { return false };
+        if (caller.admits)(message.level) {
+            let _ = caller.peer.notify_logging_message(message.clone()).await;
+        }
+        true
+    }
+
+    pub(crate) async fn create_message(
+        &self,
+        server: &str,
+        params: CreateMessageRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, McpError> {
+        let caller = self.caller_of(server, &context)?;
+        let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
+        match ask(&caller, request, &context).await? {
+            ClientResult::CreateMessageResult(result) => Ok(*result),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    pub(crate) async fn create_elicitation(
+        &self,
+        server: &str,
+        params: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, McpError> {
+        let caller = self.caller_of(server, &context)?;
+        let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+        match ask(&caller, request, &context).await? {
+            ClientResult::ElicitResult(result) => Ok(result),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    pub(crate) async fn list_roots(
+        &self,
+        server: &str,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, McpError> {
+        let caller = self.caller_of(server, &context)?;
+        let request = ServerRequest::ListRootsRequest(ListRootsRequest::default());
+        match ask(&caller, request, &context).await? {
+            ClientResult::ListRootsResult(result) => Ok(result),
+            other => Err(unexpected(&other)),
+        }
+    }
+}
+
+/// Send `request` to the caller on its call's stream; its answer, or its error as it gave it.
+/// The server's cancellation (or the caller's) ends the wait.
+async fn ask(
+    caller: &Caller,
+    mut request: ServerRequest,
+    context: &RequestContext<RoleClient>,
+) -> Result<ClientResult, McpError> {
+    request.extensions_mut().insert(OriginatingRequestId(caller.request_id.clone()));
+    // A task of its own: within this handler rmcp would mark the request as made during the
+    // server's request (a task-local), not during the client's call.
+    let peer = caller.peer.clone();
+    let mut sent = tokio::spawn(async move { peer.send_request(request).await });
+    let _abort = AbortOnDrop(sent.abort_handle());
+    let answer = tokio::select! {
+        answer = &mut sent => answer.unwrap_or(Err(ServiceError::TransportClosed)),
+        () = context.ct.cancelled() => {
+            return Err(McpError::invalid_request("cancelled by the server", None));
+        }
+        () = caller.cancelled.cancelled() => {
+            return Err(McpError::invalid_request("the client cancelled its call", None));
+        }
+    };
+    answer.map_err(|error| match error {
+        ServiceError::McpError(error) => error,
+        other => McpError::internal_error(format!("the client did not answer: {other}"), None),
+    })
+}
+
+/// Stops the task whose request is no longer awaited.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn unexpected(result: &ClientResult) -> McpError {
+    let kind = match result {
+        ClientResult::CreateMessageResult(_) => "a sampling result",
+        ClientResult::ListRootsResult(_) => "a list of roots",
+        ClientResult::ElicitResult(_) => "an elicitation result",
+        ClientResult::EmptyResult(_) => "an empty result",
+        _ => "an unknown result",
+    };
+    McpError::internal_error(format!("the client answered with {kind}"), None)
+}

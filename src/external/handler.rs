@@ -1,0 +1,149 @@
+//! orca as the client of one external server (`UpstreamClient`, rmcp's `ClientHandler`): it
+//! listens for list changes and log messages, and hands what the server sends during a call to
+//! `calls` (progress, log messages, sampling, elicitation and roots requests) and resource
+//! updates to `subscriptions`; and `CancelOnDrop`, which cancels a call at the server when orca
+//! stops waiting for it.
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CancelledNotificationParam, ClientCapabilities, ClientConfig, ElicitRequestParams,
+    ElicitResult, Implementation, ProgressNotificationParam, ProtocolVersion,
+};
+use rmcp::service::{NotificationContext, Peer, RequestContext, RoleClient};
+use rmcp::{ClientHandler, ErrorData as McpError};
+use tokio::sync::{broadcast, mpsc};
+
+use super::calls::Calls;
+use super::logs::ExternalLog;
+use super::subscriptions::Subscriptions;
+
+/// Which lists to fetch again.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Lists {
+    pub(super) tools: bool,
+    pub(super) prompts: bool,
+    pub(super) resources: bool,
+}
+
+impl Lists {
+    pub(super) const ALL: Lists = Lists { tools: true, prompts: true, resources: true };
+
+    pub(super) fn union(self, other: Lists) -> Lists {
+        Lists {
+            tools: self.tools || other.tools,
+            prompts: self.prompts || other.prompts,
+            resources: self.resources || other.resources,
+        }
+    }
+}
+
+/// A request orca sent that is cancelled upstream if it is dropped before its answer.
+pub(super) struct CancelOnDrop {
+    /// `None` once answered.
+    pub(super) peer: Option<Peer<RoleClient>>,
+    pub(super) id: rmcp::model::RequestId,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(peer) = self.peer.take() else { return };
+        let id = self.id.clone();
+        tokio::spawn(async move {
+            let reason = "the client cancelled, or orca stopped waiting".to_owned();
+            let cancelled = CancelledNotificationParam::new(Some(id), Some(reason));
+            let _ = peer.notify_cancelled(cancelled).await;
+        });
+    }
+}
+
+/// orca as a client of the external server: it listens for list changes and log messages, and
+/// relays what the server sends during a call to the client that made it (`calls`).
+#[derive(Debug, Clone)]
+pub(super) struct UpstreamClient {
+    pub(super) events: mpsc::UnboundedSender<Lists>,
+    pub(super) server: Arc<str>,
+    pub(super) logs: broadcast::Sender<ExternalLog>,
+    pub(super) calls: Arc<Calls>,
+    pub(super) subscriptions: Arc<Subscriptions>,
+}
+
+impl ClientHandler for UpstreamClient {
+    fn get_info(&self) -> ClientConfig {
+        // What a call's client may be asked for; a client that lacks it answers so itself.
+        let capabilities: ClientCapabilities = serde_json::from_value(serde_json::json!({
+            "sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {},
+        }))
+        .expect("valid client capabilities");
+        ClientConfig::new(capabilities, Implementation::new("orca", env!("CARGO_PKG_VERSION")))
+            // The session-based protocol every MCP server speaks today.
+            .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.events.send(Lists { tools: true, prompts: false, resources: false });
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.events.send(Lists { tools: false, prompts: true, resources: false });
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.events.send(Lists { tools: false, prompts: false, resources: true });
+    }
+
+    #[expect(deprecated, reason = "MCP logging is deprecated by SEP-2577 but still spoken")]
+    async fn on_logging_message(
+        &self,
+        message: rmcp::model::LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let log = ExternalLog::new(self.server.clone(), message);
+        if self.calls.log(&log.message).await {
+            return;
+        }
+        // No session listening is not an error: the message is simply not relayed.
+        let _ = self.logs.send(log);
+    }
+
+    async fn on_resource_updated(
+        &self,
+        updated: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.subscriptions.updated(&updated.uri).await;
+    }
+
+    async fn on_progress(
+        &self,
+        progress: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.calls.progress(progress).await;
+    }
+
+    #[expect(deprecated, reason = "sampling is deprecated by SEP-2577 but still spoken")]
+    async fn create_message(
+        &self,
+        params: rmcp::model::CreateMessageRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, McpError> {
+        self.calls.create_message(&self.server, params, context).await
+    }
+
+    async fn create_elicitation(
+        &self,
+        params: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, McpError> {
+        self.calls.create_elicitation(&self.server, params, context).await
+    }
+
+    #[expect(deprecated, reason = "roots are deprecated by SEP-2577 but still spoken")]
+    async fn list_roots(
+        &self,
+        context: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ListRootsResult, McpError> {
+        self.calls.list_roots(&self.server, context).await
+    }
+}

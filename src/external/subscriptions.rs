@@ -1,0 +1,86 @@
+//! Resource subscriptions relayed to one external server (`resources/subscribe` and
+//! `unsubscribe`): the server is subscribed to a URI while at least one of orca's client
+//! sessions is, and each `notifications/resources/updated` it sends goes to those sessions under
+//! the URI they subscribed with. A session whose stream has closed is forgotten the next time
+//! the URI is touched.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use rmcp::model::ResourceUpdatedNotificationParam;
+use rmcp::service::{Peer, RoleServer};
+
+/// One client session subscribed to a resource.
+#[derive(Clone)]
+pub(crate) struct Subscriber {
+    /// Which session (unsubscribing takes it off by this).
+    pub(crate) session: u64,
+    pub(crate) peer: Peer<RoleServer>,
+    /// The URI as the client knows it.
+    pub(crate) exposed_uri: String,
+}
+
+/// The sessions subscribed to each of one server's URIs (in the server's words).
+#[derive(Default)]
+pub(crate) struct Subscriptions {
+    by_uri: Mutex<HashMap<String, Vec<Subscriber>>>,
+}
+
+impl std::fmt::Debug for Subscriptions {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("Subscriptions").finish_non_exhaustive()
+    }
+}
+
+/// What the server must be told after a change of subscribers.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Upstream {
+    Subscribe,
+    Unsubscribe,
+    Nothing,
+}
+
+impl Subscriptions {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<Subscriber>>> {
+        self.by_uri.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Add `subscriber` to `uri`: the server needs subscribing when it is the first.
+    pub(crate) fn add(&self, uri: &str, subscriber: Subscriber) -> Upstream {
+        let mut by_uri = self.lock();
+        let list = by_uri.entry(uri.to_owned()).or_default();
+        list.retain(|known| {
+            !known.peer.is_transport_closed() && known.session != subscriber.session
+        });
+        let first = list.is_empty();
+        list.push(subscriber);
+        if first { Upstream::Subscribe } else { Upstream::Nothing }
+    }
+
+    /// Take `session` off `uri`: the server needs unsubscribing when nobody is left.
+    pub(crate) fn remove(&self, uri: &str, session: u64) -> Upstream {
+        let mut by_uri = self.lock();
+        let Some(list) = by_uri.get_mut(uri) else { return Upstream::Nothing };
+        list.retain(|known| !known.peer.is_transport_closed() && known.session != session);
+        if list.is_empty() {
+            by_uri.remove(uri);
+            Upstream::Unsubscribe
+        } else {
+            Upstream::Nothing
+        }
+    }
+
+    /// Tell every session subscribed to `uri` that it changed.
+    pub(crate) async fn updated(&self, uri: &str) {
+        let subscribers = self.lock().get(uri).cloned().unwrap_or_default();
+        for subscriber in subscribers {
+            let notice = ResourceUpdatedNotificationParam::new(subscriber.exposed_uri.clone());
+            let _ = subscriber.peer.notify_resource_updated(notice).await;
+        }
+    }
+
+    /// Every URI with a subscriber, to subscribe again on a new connection.
+    pub(crate) fn uris(&self) -> Vec<String> {
+        self.lock().keys().cloned().collect()
+    }
+}
