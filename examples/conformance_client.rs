@@ -76,6 +76,18 @@ fn text(context: &Value, key: &str) -> Option<String> {
 fn authorizer(url: &str, scenario: &str, context: &Value) -> Result<Authorizer, String> {
     let grant = if scenario.starts_with("auth/client-credentials") {
         Grant::ClientCredentials
+    } else if let Some(jwt) = text(context, "valid_jwt") {
+        Grant::JwtBearer(SecretString::from(jwt))
+    } else if let (Some(endpoint), Some(idp_client_id), Some(id_token)) = (
+        text(context, "idp_token_endpoint"),
+        text(context, "idp_client_id"),
+        text(context, "idp_id_token"),
+    ) {
+        Grant::EnterpriseManaged {
+            idp_token_endpoint: endpoint,
+            idp_client_id,
+            id_token: SecretString::from(id_token),
+        }
     } else {
         Grant::AuthorizationCode(Arc::new(
             HeadlessAgent::new(REDIRECT_URI).map_err(|e| e.to_string())?,
@@ -125,15 +137,44 @@ async fn run(url: &str, scenario: &str, context: &Value) -> Result<(), String> {
         }
         params
     };
-    let calls: Vec<CallToolRequestParams> = match scenario {
-        "initialize" => Vec::new(),
-        "tools_call" => vec![call("add_numbers", json!({ "a": 5, "b": 3 }))],
-        _ => tools.iter().take(1).map(|tool| call(&tool.name, json!({}))).collect(),
+    // The calls the scenario expects: those its context lists, else its own.
+    let listed = context.get("toolCalls").and_then(Value::as_array);
+    let calls: Vec<CallToolRequestParams> = match (listed, scenario) {
+        (Some(listed), _) => listed
+            .iter()
+            .map(|entry| {
+                let name = entry.get("name").and_then(Value::as_str).unwrap_or_default();
+                call(name, entry.get("arguments").cloned().unwrap_or(Value::Null))
+            })
+            .collect(),
+        (None, "tools_call") => vec![call("add_numbers", json!({ "a": 5, "b": 3 }))],
+        (None, "json-schema-2020-12-preservation") => {
+            let focal = tools.iter().find(|tool| tool.name == "json_schema_2020_12_tool");
+            let schema =
+                focal.map_or(Value::Null, |tool| Value::Object((*tool.input_schema).clone()));
+            vec![call("json_schema_echo", json!({ "schema": schema }))]
+        }
+        (None, "http-invalid-tool-headers") => vec![call("valid_tool", json!({}))],
+        (None, "sep-2322-client-request-state") => {
+            tools.iter().map(|tool| call(&tool.name, json!({}))).collect()
+        }
+        (None, "initialize" | "json-schema-ref-no-deref") => Vec::new(),
+        (None, _) => tools.iter().take(1).map(|tool| call(&tool.name, json!({}))).collect(),
     };
-    for params in calls {
-        let name = params.name.clone();
-        let result =
-            service.call_tool(params).await.map_err(|e| format!("tools/call {name}: {e}"))?;
+    // Concurrently, so that the scenarios that check requests in parallel see them.
+    let results = futures::future::join_all(calls.into_iter().map(|params| {
+        let peer = service.peer().clone();
+        async move {
+            let name = params.name.clone();
+            peer.call_tool(params)
+                .await
+                .map(|result| (name.clone(), result))
+                .map_err(|e| format!("tools/call {name}: {e}"))
+        }
+    }))
+    .await;
+    for result in results {
+        let (name, result) = result?;
         eprintln!("{name}: {}", serde_json::to_string(&result).unwrap_or_default());
     }
     service.cancel().await.map_err(|e| e.to_string())?;

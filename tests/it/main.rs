@@ -5,6 +5,7 @@ mod auth;
 mod big_results;
 mod chaos;
 mod client_cli;
+mod client_conformance;
 mod client_sdk;
 mod config;
 mod conformance;

@@ -117,6 +117,20 @@ pub enum Grant {
     AuthorizationCode(Arc<dyn UserAgent>),
     /// The client signs in as itself (client credentials, with a secret or a private key).
     ClientCredentials,
+    /// A workload's JWT exchanged for a token (RFC 7523's JWT bearer grant; workload identity
+    /// federation, SEP-1933).
+    JwtBearer(SecretString),
+    /// Enterprise-managed authorization (SEP-990): the user's ID token is exchanged at the
+    /// identity provider for an identity assertion (RFC 8693), itself exchanged at the
+    /// authorization server with the JWT bearer grant.
+    EnterpriseManaged {
+        /// The identity provider's token endpoint.
+        idp_token_endpoint: String,
+        /// orca's client id at the identity provider.
+        idp_client_id: String,
+        /// The user's ID token from the identity provider.
+        id_token: SecretString,
+    },
     /// Only stored tokens are used: when there are none, or they are refused and cannot be
     /// refreshed, the error says how to sign in.
     StoredOnly,
@@ -538,6 +552,16 @@ impl Authorizer {
                 )
                 .await?
             }
+            Grant::JwtBearer(assertion) => {
+                self.jwt_bearer(&discovered, &registration, assertion.expose_secret(), &scopes)
+                    .await?
+            }
+            Grant::EnterpriseManaged { idp_token_endpoint, idp_client_id, id_token } => {
+                let grant = self
+                    .identity_assertion(&discovered, idp_token_endpoint, idp_client_id, id_token)
+                    .await?;
+                self.jwt_bearer(&discovered, &registration, &grant, &scopes).await?
+            }
             Grant::StoredOnly => unreachable!("refused above"),
         };
         let sign_in = SignIn {
@@ -552,6 +576,56 @@ impl Authorizer {
         self.config.store.save(&sign_in).await?;
         state.sign_in = Some(sign_in);
         Ok(())
+    }
+
+    /// RFC 7523 section 2.1: `assertion` for a token.
+    async fn jwt_bearer(
+        &self,
+        discovered: &Discovered,
+        registration: &Registration,
+        assertion: &str,
+        scopes: &[String],
+    ) -> Result<Tokens, AuthError> {
+        let mut params = vec![
+            ("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer".to_owned()),
+            ("assertion", assertion.to_owned()),
+            ("resource", discovered.resource.clone()),
+        ];
+        if !scopes.is_empty() {
+            params.push(("scope", scopes.join(" ")));
+        }
+        token::request(
+            &self.http,
+            &discovered.server.token_endpoint,
+            &discovered.server.issuer,
+            &registration.client,
+            params,
+            scopes,
+        )
+        .await
+    }
+
+    /// RFC 8693 at the identity provider: the user's ID token for an identity assertion
+    /// authorization grant (ID-JAG) aimed at the authorization server and the resource.
+    async fn identity_assertion(
+        &self,
+        discovered: &Discovered,
+        endpoint: &str,
+        idp_client_id: &str,
+        id_token: &SecretString,
+    ) -> Result<String, AuthError> {
+        discovery::secure_url(endpoint)?;
+        let params = vec![
+            ("grant_type", "urn:ietf:params:oauth:grant-type:token-exchange".to_owned()),
+            ("requested_token_type", "urn:ietf:params:oauth:token-type:id-jag".to_owned()),
+            ("subject_token", id_token.expose_secret().to_owned()),
+            ("subject_token_type", "urn:ietf:params:oauth:token-type:id_token".to_owned()),
+            ("audience", discovered.server.issuer.clone()),
+            ("resource", discovered.resource.clone()),
+        ];
+        let client = Client { id: idp_client_id.to_owned(), auth: ClientAuth::None };
+        let answer = token::request(&self.http, endpoint, endpoint, &client, params, &[]).await?;
+        Ok(answer.access_token)
     }
 
     async fn authorization_code_grant(
