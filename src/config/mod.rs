@@ -30,7 +30,10 @@ use crate::tool::Verb;
 #[cfg(test)]
 pub(crate) use auth::ApiKey;
 pub(crate) use auth::{AuthConfig, Principal};
-pub(crate) use external::{Availability, ExternalConfig, ExternalServerConfig, ExternalTransport};
+pub(crate) use external::{
+    Availability, ExternalConfig, ExternalServerConfig, ExternalTransport, SignInMode,
+    UpstreamOAuth,
+};
 pub(crate) use ip_range::IpRange;
 pub(crate) use llm::{LlmConfig, LlmTool, provider_names};
 pub(crate) use metabase::{MetabaseAuth, MetabaseConfig};

@@ -26,6 +26,7 @@ mod llm_fake_wire;
 mod llm_generate;
 mod metabase;
 mod oauth;
+mod oauth_upstream;
 mod sql_classify;
 mod sql_execute;
 mod sql_safety;

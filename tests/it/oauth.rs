@@ -46,7 +46,7 @@ fn provider_dir() -> PathBuf {
 }
 
 /// A running provider on a fixed port, so that a restart keeps its issuer.
-struct Provider {
+pub(crate) struct Provider {
     port: u16,
     child: Option<Child>,
     /// The console's redirect URI, for a provider with the console's client and its login and
@@ -55,7 +55,7 @@ struct Provider {
 }
 
 impl Provider {
-    fn start(kid: &str, alg: &str, ttl: u64) -> Provider {
+    pub(crate) fn start(kid: &str, alg: &str, ttl: u64) -> Provider {
         Provider::start_with(kid, alg, ttl, None)
     }
 
@@ -72,7 +72,7 @@ impl Provider {
         provider
     }
 
-    fn issuer(&self) -> String {
+    pub(crate) fn issuer(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 
@@ -187,7 +187,7 @@ fn setup_with_roles(database: &TestDatabase, issuer: &str, roles: &str, key: &st
 }
 
 /// [`setup_with_roles`] for orca's canonical URL `resource`.
-fn setup_for(
+pub(crate) fn setup_for(
     database: &TestDatabase,
     issuer: &str,
     resource: &str,

@@ -468,6 +468,14 @@ impl Authorizer {
             Err(AuthError::Token { error, .. })
                 if error == "invalid_grant" || error == "invalid_client" =>
             {
+                // Another replica may have used the refresh token first (rotation).
+                if let Some(stored) = self.config.store.load().await?
+                    && stored.tokens.refresh_token.as_deref() != Some(refresh_token.as_str())
+                {
+                    let token = stored.tokens.access_token.clone();
+                    state.sign_in = Some(stored);
+                    return Ok(token);
+                }
                 state.sign_in = None;
                 self.config.store.clear().await?;
                 Err(AuthError::SignInAgain { hint: self.config.sign_in_hint.clone() })
