@@ -500,7 +500,12 @@ fn validate(
                             ));
                             None
                         }
-                        Some(_) if bearer.is_some() || raw.auth_header.is_some() => {
+                        Some(_)
+                            if raw.auth_header.is_some()
+                                || ["bearer_env", "token_env", "api_key_env"]
+                                    .iter()
+                                    .any(|name| raw.credentials.contains_key(*name)) =>
+                        {
                             errors.push(format!(
                                 "{at}: oauth: the sign-in supplies the token; remove the bearer credential or auth_header"
                             ));
@@ -828,6 +833,58 @@ mod tests {
         assert_eq!(github.transport.name(), "stdio");
         assert!(github.capabilities.contains(&"issue_management".to_owned()));
         assert!(servers.iter().any(|server| server.key == "slack"));
+    }
+
+    #[test]
+    fn oauth_blocks_are_checked_and_their_secrets_resolved() {
+        let entry = |oauth: &str| {
+            format!("mcps:\n  up:\n    url: https://up.example/mcp\n    oauth: {oauth}\n")
+        };
+        let servers = parse_ok(
+            &entry("{mode: service, client_id: orca, client_secret_env: UP_SECRET}"),
+            &[("UP_SECRET", "s3cret")],
+        );
+        let ExternalTransport::Http { oauth: Some(oauth), bearer, .. } = &servers[0].transport
+        else {
+            panic!("{:?}", servers[0].transport)
+        };
+        assert_eq!(oauth.mode, SignInMode::Service);
+        assert_eq!(oauth.client_secret.as_ref().unwrap().expose_secret(), "s3cret");
+        assert!(bearer.is_none());
+        let shared = parse_ok(&entry("{mode: shared}"), &[]);
+        assert_eq!(shared[0].availability, Availability::Enabled);
+        let missing =
+            parse_ok(&entry("{mode: service, client_id: orca, private_key_env: UP_KEY}"), &[]);
+        assert_eq!(
+            missing[0].availability,
+            Availability::MissingCredentials(vec!["UP_KEY".into()])
+        );
+        for (oauth, expected) in [
+            ("{mode: service}", "mode service needs client_id"),
+            ("{mode: per_user}", "per_user is not supported yet"),
+            ("{mode: everyone}", "`everyone` is not a mode"),
+            ("{mode: shared, client_metadata_url: 'http://x/c.json'}", "must be an https URL"),
+            ("{mode: shared, signing_algorithm: HS256}", "`HS256` is not a signing algorithm"),
+            (
+                "{mode: shared, client_secret_env: 'not a name'}",
+                "is not an environment variable name",
+            ),
+            ("{mode: shared, bogus: 1}", "unknown field `bogus`"),
+        ] {
+            let errors = parse_errors(&entry(oauth));
+            assert!(errors.iter().any(|error| error.contains(expected)), "{oauth}: {errors:#?}");
+        }
+        let sse = parse_errors(
+            "mcps:\n  up:\n    url: https://up.example/sse\n    oauth: {mode: shared}\n",
+        );
+        assert!(sse.iter().any(|error| error.contains("only for transport http")), "{sse:#?}");
+        let both = parse_errors(
+            "mcps:\n  up:\n    url: https://up.example/mcp\n    credentials: {token_env: T}\n    oauth: {mode: shared}\n",
+        );
+        assert!(
+            both.iter().any(|error| error.contains("remove the bearer credential")),
+            "{both:#?}"
+        );
     }
 
     #[test]
