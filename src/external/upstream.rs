@@ -118,6 +118,8 @@ pub(crate) fn identity_of(oauth: &UpstreamOAuth) -> ClientIdentity {
 #[derive(Debug)]
 pub(crate) struct Connection {
     peer: Peer<RoleClient>,
+    /// Ends the session (its supervisor then connects again).
+    cancel: CancellationToken,
     pub(crate) server_info: Option<Implementation>,
     pub(crate) capabilities: ServerCapabilities,
 }
@@ -177,6 +179,8 @@ pub(crate) struct Upstream {
     vault: Option<TokenVault>,
     /// Set by a connection attempt that failed for want of a sign-in.
     needs_sign_in: std::sync::atomic::AtomicBool,
+    /// The current connection's sign-in, for a shared OAuth upstream.
+    authorizer: std::sync::Mutex<Option<Arc<Authorizer>>>,
 }
 
 impl Upstream {
@@ -198,6 +202,7 @@ impl Upstream {
             restarts: AtomicU64::new(0),
             vault,
             needs_sign_in: std::sync::atomic::AtomicBool::new(false),
+            authorizer: std::sync::Mutex::new(None),
         }
     }
 
@@ -287,6 +292,7 @@ impl Upstream {
         let info = peer.peer_info();
         let connection = Arc::new(Connection {
             peer,
+            cancel: CancellationToken::new(),
             server_info: info.as_ref().and_then(|info| info.server_info.clone()),
             capabilities: info.map(|info| info.capabilities.clone()).unwrap_or_default(),
         });
@@ -331,6 +337,12 @@ impl Upstream {
                         cancel.cancel();
                         let _ = tokio::time::timeout(Duration::from_secs(2), &mut waiting).await;
                         break "shut down".to_owned();
+                    }
+                    () = connection.cancel.cancelled() => {
+                        cancel.cancel();
+                        let _ = tokio::time::timeout(Duration::from_secs(2), &mut waiting).await;
+                        self.needs_sign_in.store(true, Ordering::Relaxed);
+                        break sign_in_hint(&self.config.key);
                     }
                 }
             }
@@ -439,6 +451,10 @@ impl Upstream {
                     .map_err(|error| format!("cannot build an HTTP client: {error}"))?;
                 if let Some(oauth) = oauth {
                     let authorizer = self.authorizer(url, oauth)?;
+                    if oauth.mode == SignInMode::Shared {
+                        *self.authorizer.lock().unwrap_or_else(|e| e.into_inner()) =
+                            Some(authorizer.clone());
+                    }
                     if oauth.mode == SignInMode::Shared
                         && !authorizer.signed_in().await.map_err(|error| error.to_string())?
                     {
@@ -471,6 +487,15 @@ impl Upstream {
                 );
                 self.handshake(handler, transport, timeout).await
             }
+        }
+    }
+
+    /// Whether this is a shared OAuth upstream whose sign-in is gone.
+    async fn sign_in_lost(&self) -> bool {
+        let authorizer = self.authorizer.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        match authorizer {
+            Some(authorizer) => !authorizer.signed_in().await.unwrap_or(true),
+            None => false,
         }
     }
 
@@ -724,6 +749,12 @@ impl Upstream {
                         | ServiceError::Cancelled { .. }
                 );
                 let (error, reached) = self.translate(error);
+                // A refused refresh forgets the shared sign-in: end the session, so that the
+                // supervisor shows the server as waiting for one.
+                if transport && self.sign_in_lost().await {
+                    connection.cancel.cancel();
+                    return Err(AttemptFailure { error: error.not_retryable(), reached, broken: None });
+                }
                 Err(AttemptFailure { error, reached, broken: transport.then_some(connection) })
             }
         }

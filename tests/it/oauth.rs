@@ -61,11 +61,11 @@ impl Provider {
 
     /// A provider with the public client `orca-console` redirecting to `console`, and its
     /// development login and consent pages.
-    fn start_for_console(console: &str) -> Provider {
+    pub(crate) fn start_for_console(console: &str) -> Provider {
         Provider::start_with("key-1", "RS256", 300, Some(console.to_owned()))
     }
 
-    fn start_with(kid: &str, alg: &str, ttl: u64, console: Option<String>) -> Provider {
+    pub(crate) fn start_with(kid: &str, alg: &str, ttl: u64, console: Option<String>) -> Provider {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let mut provider = Provider { port, child: None, console };
         provider.restart(kid, alg, ttl);
@@ -77,7 +77,7 @@ impl Provider {
     }
 
     /// Stop it (if running) and start it again with a fresh key `kid`.
-    fn restart(&mut self, kid: &str, alg: &str, ttl: u64) {
+    pub(crate) fn restart(&mut self, kid: &str, alg: &str, ttl: u64) {
         self.stop();
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oauth/provider.mjs");
         let mut command = Command::new("node");

@@ -103,3 +103,120 @@ async fn a_service_identity_signs_in_by_itself_and_its_token_is_sealed_and_never
     assert!(stdout.contains("signed out of `up`"), "{stdout}");
     drop(upstream);
 }
+
+/// `orca login <upstream> --no-browser` for `setup`, with a person signing in through the
+/// provider's pages (`tests/oauth/sign_in.mjs`); the command's stdout.
+fn login(setup: &OrcaSetup, upstream: &str) -> String {
+    use std::io::{BufRead, BufReader};
+    let mut child = setup
+        .command()
+        .args(["login", upstream, "--no-browser"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    let mut address = None;
+    for line in stderr.lines().map_while(Result::ok) {
+        if line.trim_start().starts_with("http://127.0.0.1") && line.contains("/auth?") {
+            address = Some(line.trim().to_owned());
+            break;
+        }
+        seen.push(line);
+    }
+    let address =
+        address.unwrap_or_else(|| panic!("orca login printed no address:\n{}", seen.join("\n")));
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oauth/sign_in.mjs");
+    let person = std::process::Command::new("node").arg(script).arg(&address).output().unwrap();
+    assert!(
+        person.status.success(),
+        "signing in through the provider's pages failed: {}{}",
+        String::from_utf8_lossy(&person.stdout),
+        String::from_utf8_lossy(&person.stderr)
+    );
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "orca login failed: {stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+/// The `status` of `name` in the proxy's `list_servers`.
+async fn status_of(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    name: &str,
+) -> String {
+    let servers = call(client, "list_servers", json!({}), None).await.unwrap();
+    let servers: Value = serde_json::from_str(&text_of(&servers)).unwrap();
+    servers["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|server| server["name"] == name)
+        .and_then(|server| server["status"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_shared_sign_in_is_used_refreshed_and_when_revoked_asks_to_sign_in_again() {
+    // Access tokens live 4 s, so that the calls below outlive the first one.
+    let mut provider =
+        Provider::start_with("key-1", "RS256", 4, Some("http://127.0.0.1:9/".into()));
+    let database = TestDatabase::create().await;
+    let port = free_port();
+    let upstream_url = format!("http://127.0.0.1:{port}/mcp");
+    let upstream_setup = setup_for(
+        &database,
+        &provider.issuer(),
+        &upstream_url,
+        "    analyst:\n      verbs: [read]\n",
+        "verbs: [read]",
+    );
+    let _upstream = upstream_setup.http_command(&["serve", "--http", &format!("127.0.0.1:{port}")]);
+    let proxy_database = TestDatabase::create().await;
+    let proxy_setup = OrcaSetup::new(&proxy_database.url).with_external(&format!(
+        "mcps:\n  up:\n    url: {upstream_url}\n    timeout: 10s\n    oauth:\n      mode: shared\n"
+    ));
+
+    let said = login(&proxy_setup, "up");
+    assert!(said.contains("signed in to `up`"), "{said}");
+
+    let proxy = proxy_setup.http_server(&[]);
+    let client = proxy.client(None).await;
+    crate::support::eventually(
+        "the upstream signed in",
+        std::time::Duration::from_secs(30),
+        || async { status_of(&client, "up").await == "running" },
+    )
+    .await;
+    for round in 0..3 {
+        let result = call(&client, "up_list_servers", json!({}), None).await.unwrap();
+        assert_ne!(result.is_error, Some(true), "call {round}: {}", text_of(&result));
+        // Past the access token's lifetime: the next call needs the refreshed one.
+        tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    }
+
+    // The provider forgets its grants and keys: the refresh token is refused.
+    provider.restart("key-2", "RS256", 4);
+    crate::support::eventually(
+        "the upstream asks to sign in again",
+        std::time::Duration::from_secs(60),
+        || async {
+            let _ = call(&client, "up_list_servers", json!({}), None).await;
+            status_of(&client, "up").await.starts_with("needs_sign_in")
+        },
+    )
+    .await;
+    let refused = call(&client, "up_list_servers", json!({}), None).await.unwrap();
+    let text = text_of(&refused);
+    assert!(text.contains("orca login up"), "the error says how to sign in again: {text}");
+    client.cancel().await.unwrap();
+    let log = proxy.log_text();
+    assert!(!log.contains("eyJ"), "a token in the proxy's log:\n{log}");
+}

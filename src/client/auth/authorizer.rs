@@ -673,6 +673,10 @@ impl Authorizer {
             if !scopes.is_empty() {
                 query.append_pair("scope", &scopes.join(" "));
             }
+            // OpenID Connect Core section 11: offline access is granted on a consent prompt.
+            if scopes.iter().any(|scope| scope == OFFLINE_ACCESS) {
+                query.append_pair("prompt", "consent");
+            }
         }
         let redirected = agent.authorize(url).await?;
         let code = authorization_code(&redirected, &state, server)?;
@@ -786,8 +790,21 @@ impl Authorizer {
         })?;
         let status = response.status();
         if !status.is_success() {
+            // The OAuth error and its description only: a registration answer is not echoed.
+            #[derive(Deserialize)]
+            struct Refusal {
+                error: String,
+                error_description: Option<String>,
+            }
+            let refusal = response.json::<Refusal>().await.ok().map_or_else(String::new, |r| {
+                format!(
+                    ": {}{}",
+                    r.error,
+                    r.error_description.map(|d| format!(" ({d})")).unwrap_or_default()
+                )
+            });
             return Err(AuthError::Registration(format!(
-                "{} answered HTTP {status}",
+                "{} answered HTTP {status}{refusal}",
                 shown(endpoint)
             )));
         }
