@@ -36,11 +36,15 @@ pub(super) struct LogoutArgs {
     upstream: String,
 }
 
+/// An OAuth upstream as the commands need it: its URL, its settings, its extra headers.
+struct OAuthUpstream<'a> {
+    url: &'a str,
+    oauth: &'a UpstreamOAuth,
+    headers: Vec<(String, String)>,
+}
+
 /// The URL and the OAuth settings of `key`, or why it has none.
-fn oauth_upstream<'a>(
-    config: &'a Config,
-    key: &str,
-) -> anyhow::Result<(&'a str, &'a UpstreamOAuth, Vec<(String, String)>)> {
+fn oauth_upstream<'a>(config: &'a Config, key: &str) -> anyhow::Result<OAuthUpstream<'a>> {
     let server = config
         .external
         .servers
@@ -53,7 +57,7 @@ fn oauth_upstream<'a>(
                 .iter()
                 .map(|(name, value)| (name.clone(), value.expose_secret().to_owned()))
                 .collect();
-            Ok((url.as_str(), oauth, headers))
+            Ok(OAuthUpstream { url: url.as_str(), oauth, headers })
         }
         _ => anyhow::bail!("`{key}` does not sign in with OAuth (no `oauth:` in its entry)"),
     }
@@ -72,7 +76,7 @@ async fn vault(
 
 /// `orca login UPSTREAM`.
 pub(super) async fn login(config: Config, args: LoginArgs) -> anyhow::Result<ExitCode> {
-    let (url, oauth, headers) = oauth_upstream(&config, &args.upstream)?;
+    let OAuthUpstream { url, oauth, headers } = oauth_upstream(&config, &args.upstream)?;
     if oauth.mode == SignInMode::Service {
         print(&format!(
             "`{}` signs in as orca itself (oauth.mode: service); there is nothing to sign in to\n",
