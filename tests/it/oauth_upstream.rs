@@ -3,7 +3,10 @@
 //! the proxy declares it in `external-mcps.yaml` with `oauth:`. With `mode: service` the proxy
 //! signs in by itself (client credentials), keeps the token sealed in `orca.upstream_tokens` and
 //! never writes it to its log; with `mode: shared` and nobody signed in, `list_servers` says
-//! `needs_sign_in` and `orca logout` has nothing to forget.
+//! `needs_sign_in` and `orca logout` has nothing to forget; with `mode: shared` after `orca login`
+//! (a person on the provider's pages, `tests/oauth/sign_in.mjs`), calls go through across access
+//! tokens' expiry (refreshed), a second replica uses the same sign-in, and a revoked sign-in
+//! turns into `needs_sign_in` with the command to sign in again.
 
 use serde_json::{Value, json};
 
@@ -164,7 +167,7 @@ async fn status_of(
 }
 
 #[tokio::test]
-async fn a_shared_sign_in_is_used_refreshed_and_when_revoked_asks_to_sign_in_again() {
+async fn a_shared_sign_in_serves_two_replicas_is_refreshed_and_when_revoked_asks_to_sign_in_again() {
     // Access tokens live 4 s, so that the calls below outlive the first one.
     let mut provider =
         Provider::start_with("key-1", "RS256", 4, Some("http://127.0.0.1:9/".into()));
@@ -180,9 +183,17 @@ async fn a_shared_sign_in_is_used_refreshed_and_when_revoked_asks_to_sign_in_aga
     );
     let _upstream = upstream_setup.http_command(&["serve", "--http", &format!("127.0.0.1:{port}")]);
     let proxy_database = TestDatabase::create().await;
-    let proxy_setup = OrcaSetup::new(&proxy_database.url).with_external(&format!(
+    let external = format!(
         "mcps:\n  up:\n    url: {upstream_url}\n    timeout: 10s\n    oauth:\n      mode: shared\n"
-    ));
+    );
+    // Two replicas: one database, one ORCA_SECRET, each its own home.
+    let secret = "a shared secret of at least thirty-two characters";
+    let proxy_setup = OrcaSetup::new(&proxy_database.url)
+        .with_env("ORCA_SECRET", secret)
+        .with_external(&external);
+    let replica_setup = OrcaSetup::new(&proxy_database.url)
+        .with_env("ORCA_SECRET", secret)
+        .with_external(&external);
 
     let said = login(&proxy_setup, "up");
     assert!(said.contains("signed in to `up`"), "{said}");
@@ -201,6 +212,20 @@ async fn a_shared_sign_in_is_used_refreshed_and_when_revoked_asks_to_sign_in_aga
         // Past the access token's lifetime: the next call needs the refreshed one.
         tokio::time::sleep(std::time::Duration::from_secs(5)).await;
     }
+
+    // The other replica uses the same sign-in without signing in.
+    let replica = replica_setup.http_server(&[]);
+    let other = replica.client(None).await;
+    crate::support::eventually(
+        "the replica found the sign-in",
+        std::time::Duration::from_secs(30),
+        || async { status_of(&other, "up").await == "running" },
+    )
+    .await;
+    let result = call(&other, "up_list_servers", json!({}), None).await.unwrap();
+    assert_ne!(result.is_error, Some(true), "through the replica: {}", text_of(&result));
+    other.cancel().await.unwrap();
+    drop(replica);
 
     // The provider forgets its grants and keys: the refresh token is refused.
     provider.restart("key-2", "RS256", 4);
