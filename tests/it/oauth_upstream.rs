@@ -167,7 +167,8 @@ async fn status_of(
 }
 
 #[tokio::test]
-async fn a_shared_sign_in_serves_two_replicas_is_refreshed_and_when_revoked_asks_to_sign_in_again() {
+async fn a_shared_sign_in_serves_two_replicas_is_refreshed_and_when_revoked_asks_to_sign_in_again()
+{
     // Access tokens live 4 s, so that the calls below outlive the first one.
     let mut provider =
         Provider::start_with("key-1", "RS256", 4, Some("http://127.0.0.1:9/".into()));
