@@ -678,10 +678,13 @@ fn upstream_oauth(
             "{at}: oauth: mode service needs client_id and client_secret_env or private_key_env"
         ));
     }
-    if let Some(url) = &raw.client_metadata_url
-        && !url.starts_with("https://")
-    {
-        errors.push(format!("{at}: oauth.client_metadata_url: must be an https URL"));
+    if let Some(url) = &raw.client_metadata_url {
+        let path = url::Url::parse(url).map(|url| url.path().to_owned()).unwrap_or_default();
+        if !url.starts_with("https://") || !path.ends_with(".json") {
+            errors.push(format!(
+                "{at}: oauth.client_metadata_url: must be an https URL whose path ends in .json (orca serves the document at that path)"
+            ));
+        }
     }
     if errors.len() > before {
         return None;
@@ -864,6 +867,7 @@ mod tests {
             ("{mode: per_user}", "per_user is not supported yet"),
             ("{mode: everyone}", "`everyone` is not a mode"),
             ("{mode: shared, client_metadata_url: 'http://x/c.json'}", "must be an https URL"),
+            ("{mode: shared, client_metadata_url: 'https://x/mcp'}", "path ends in .json"),
             ("{mode: shared, signing_algorithm: HS256}", "`HS256` is not a signing algorithm"),
             (
                 "{mode: shared, client_secret_env: 'not a name'}",

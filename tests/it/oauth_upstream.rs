@@ -37,7 +37,7 @@ async fn a_service_identity_signs_in_by_itself_and_its_token_is_sealed_and_never
     let proxy_setup = OrcaSetup::new(&proxy_database.url)
         .with_env("UP_SECRET", "admin-app-secret")
         .with_external(&format!(
-            "mcps:\n  up:\n    url: {upstream_url}\n    timeout: 10s\n    oauth:\n      mode: service\n      client_id: admin-app\n      client_secret_env: UP_SECRET\n  waiting:\n    url: {upstream_url}\n    timeout: 10s\n    oauth:\n      mode: shared\n"
+            "mcps:\n  up:\n    url: {upstream_url}\n    timeout: 10s\n    oauth:\n      mode: service\n      client_id: admin-app\n      client_secret_env: UP_SECRET\n  waiting:\n    url: {upstream_url}\n    timeout: 10s\n    oauth:\n      mode: shared\n      client_metadata_url: https://orca.example.com/oauth/client.json\n"
         ));
     let proxy = proxy_setup.http_server(&[]);
     let client = proxy.client(None).await;
@@ -64,6 +64,13 @@ async fn a_service_identity_signs_in_by_itself_and_its_token_is_sealed_and_never
     let status = waiting["status"].as_str().unwrap();
     assert!(status.starts_with("needs_sign_in"), "{waiting}");
     assert!(status.contains("orca login waiting"), "{waiting}");
+
+    // orca serves its Client ID Metadata Document at the configured URL's path.
+    let document: Value =
+        reqwest::get(proxy.url("/oauth/client.json")).await.unwrap().json().await.unwrap();
+    assert_eq!(document["client_id"], "https://orca.example.com/oauth/client.json", "{document}");
+    assert_eq!(document["token_endpoint_auth_method"], "none", "{document}");
+    assert!(document["grant_types"].to_string().contains("refresh_token"), "{document}");
 
     // The stored sign-in opens only with the proxy's secret: the row holds no token.
     let pool = sqlx::PgPool::connect(&proxy_database.url).await.unwrap();

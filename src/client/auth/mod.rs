@@ -33,6 +33,21 @@ pub use discovery::ServerMetadata;
 pub use token::Tokens;
 pub use transport::{AuthorizedHttpClient, AuthorizedHttpError};
 
+/// orca's Client ID Metadata Document for `url` (the HTTPS URL it is served at, which is also
+/// the `client_id`): a public client signing people in through a loopback redirect (any port,
+/// RFC 8252 section 7.3), with the authorization code and refresh token grants.
+pub fn client_metadata_document(url: &str, client_name: &str) -> serde_json::Value {
+    serde_json::json!({
+        "client_id": url,
+        "client_name": client_name,
+        "application_type": "native",
+        "redirect_uris": ["http://127.0.0.1/callback", "http://localhost/callback"],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": "none",
+    })
+}
+
 /// How many times one request may step up its scopes after a 403 `insufficient_scope`.
 pub const DEFAULT_STEP_UPS: u32 = 2;
 
