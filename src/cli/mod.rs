@@ -6,6 +6,7 @@ mod ask;
 mod context;
 mod databases;
 mod eval;
+mod login;
 mod output;
 mod tools;
 
@@ -120,6 +121,17 @@ enum Command {
     /// Measure generate_sql's execution accuracy on a question set, with and without the context file
     #[command(long_about = eval::LONG_ABOUT)]
     Eval(eval::EvalArgs),
+    /// Sign in to an external server declared with `oauth: {mode: shared}`
+    #[command(
+        long_about = "Sign in to an external MCP server whose entry in external-mcps.yaml has \
+        `oauth: {mode: shared}`: a browser is opened when there is one, the address is printed either \
+        way, and the server's authorization comes back to a loopback port. The sign-in is sealed into \
+        orca's database (with a key derived from ORCA_SECRET), where every replica finds it.\n\n\
+        Example:\n  orca login linear"
+    )]
+    Login(login::LoginArgs),
+    /// Forget the sign-in to an external server
+    Logout(login::LogoutArgs),
 }
 
 #[derive(Debug, Args)]
@@ -273,6 +285,8 @@ async fn run(cli: Cli, env: Env) -> anyhow::Result<ExitCode> {
             unreachable!("handled above")
         }
         Command::Eval(args) => eval::run(config, args).await,
+        Command::Login(args) => login::login(config, args).await,
+        Command::Logout(args) => login::logout(config, args).await,
     }
 }
 
@@ -347,10 +361,15 @@ impl Running {
         let registry = if config.external.servers.is_empty() {
             registry
         } else {
+            let vault = crate::external::TokenVault::new(
+                state_pool.clone(),
+                &secret_text(config.secret.as_ref(), &config.home)?,
+            );
             let external = ExternalServers::start(
                 &config.external.servers,
                 registry.internal_tool_names(),
                 directory,
+                Some(vault),
             )
             .await?;
             registry.with_external(external)
@@ -738,4 +757,21 @@ async fn approve_with(
         }
         Err(error) => Err(anyhow::anyhow!(error)),
     }
+}
+
+/// The text of the orca secret (`ORCA_SECRET`, else the file `sql::Secret::load` keeps in
+/// `ORCA_HOME`), from which the vault of upstream sign-ins derives its key.
+pub(crate) fn secret_text(
+    configured: Option<&secrecy::SecretString>,
+    home: &std::path::Path,
+) -> anyhow::Result<String> {
+    if let Some(secret) = configured {
+        return Ok(secret.expose_secret().to_owned());
+    }
+    // Loading makes sure the file exists (it is written on first use).
+    crate::sql::Secret::load(None, home)?;
+    let path = home.join("secret");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(text.trim().to_owned())
 }

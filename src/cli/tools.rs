@@ -121,6 +121,29 @@ impl Connection {
     }
 }
 
+/// The sign-in of `orca tools|call|ask --url` to a server that asks for OAuth, kept for this
+/// command only.
+async fn sign_in_for_command(
+    url: &str,
+) -> anyhow::Result<std::sync::Arc<crate::client::auth::Authorizer>> {
+    use crate::client::auth::{Announce, Authorizer, AuthorizerConfig, Grant, LoopbackBrowser};
+    let announce: Announce = Box::new(|url, opened| {
+        if opened {
+            super::output::print_error(&format!(
+                "The server asks to sign in; a browser was opened. If it did not, open:\n  {url}"
+            ));
+        } else {
+            super::output::print_error(&format!("The server asks to sign in. Open:\n  {url}"));
+        }
+    });
+    let agent = LoopbackBrowser::bind(announce, true).await?;
+    let mut config =
+        AuthorizerConfig::new(url, Grant::AuthorizationCode(std::sync::Arc::new(agent)));
+    config.identity.client_name = "orca CLI".to_owned();
+    config.sign_in_hint = "run the command again to sign in".to_owned();
+    Ok(std::sync::Arc::new(Authorizer::new(config)?))
+}
+
 /// Connect to the target, or to orca's own gateway started here.
 pub(super) async fn connect(
     target: &Target,
@@ -143,7 +166,13 @@ pub(super) async fn connect(
             headers.push((name.trim().to_owned(), value.trim().to_owned()));
         }
         let options = HttpOptions { bearer_token: target.token.clone(), headers };
-        let client = McpClient::http(url, options).await?;
+        let client = if target.token.is_some() {
+            McpClient::http(url, options).await?
+        } else {
+            // A server that asks for OAuth gets a sign-in for this command: the browser when
+            // there is one, the address on stderr either way, the redirect on a loopback port.
+            McpClient::http_authorized(url, options, sign_in_for_command(url).await?).await?
+        };
         return Ok(Connection { client: client.with_call_timeout(timeout), local: None });
     }
     let config = config::load(config_path, env)?;

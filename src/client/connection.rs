@@ -239,6 +239,41 @@ impl McpClient {
     ///
     /// [`McpError::Transport`] when a header is invalid or the handshake fails.
     pub async fn http(url: &str, options: HttpOptions) -> Result<McpClient, McpError> {
+        let config = McpClient::http_config(url, &options)?;
+        let http = McpClient::reqwest_client()?;
+        let transport = rmcp::transport::StreamableHttpClientTransport::with_client(http, config);
+        McpClient::http_handshake(url, transport).await
+    }
+
+    /// Connect to a Streamable HTTP endpoint that asks for OAuth: `authorizer` supplies the
+    /// token, refreshes it, and signs in again (or steps up) when the server refuses it.
+    ///
+    /// # Errors
+    ///
+    /// [`McpError::Transport`] when a header is invalid, signing in fails (the message says
+    /// how to sign in when nobody can here) or the handshake fails.
+    pub async fn http_authorized(
+        url: &str,
+        options: HttpOptions,
+        authorizer: Arc<super::auth::Authorizer>,
+    ) -> Result<McpClient, McpError> {
+        let config = McpClient::http_config(url, &HttpOptions { bearer_token: None, ..options })?;
+        let http = super::auth::AuthorizedHttpClient::new(
+            McpClient::reqwest_client()?,
+            authorizer,
+            super::auth::DEFAULT_STEP_UPS,
+        );
+        let transport = rmcp::transport::StreamableHttpClientTransport::with_client(http, config);
+        McpClient::http_handshake(url, transport).await
+    }
+
+    fn http_config(
+        url: &str,
+        options: &HttpOptions,
+    ) -> Result<
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig,
+        McpError,
+    > {
         use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
         let mut headers = HashMap::new();
         for (name, value) in &options.headers {
@@ -255,11 +290,21 @@ impl McpClient {
         if let Some(token) = &options.bearer_token {
             config = config.auth_header(token.clone());
         }
-        let http =
-            reqwest::Client::builder().connect_timeout(Duration::from_secs(10)).build().map_err(
-                |error| McpError::Transport(format!("cannot build an HTTP client: {error}")),
-            )?;
-        let transport = rmcp::transport::StreamableHttpClientTransport::with_client(http, config);
+        Ok(config)
+    }
+
+    fn reqwest_client() -> Result<reqwest::Client, McpError> {
+        reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|error| McpError::Transport(format!("cannot build an HTTP client: {error}")))
+    }
+
+    async fn http_handshake<T, E, A>(url: &str, transport: T) -> Result<McpClient, McpError>
+    where
+        T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
         let (service, cache) = McpClient::handshake(transport).await.map_err(|error| {
             // The endpoint is shown without its query string, which may carry a key.
             let shown = url.split('?').next().unwrap_or(url);

@@ -25,6 +25,7 @@
 //! # }
 //! ```
 
+pub mod auth;
 mod connection;
 mod convert;
 mod executor;

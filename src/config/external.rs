@@ -118,7 +118,35 @@ pub(crate) enum ExternalTransport {
         sse: bool,
         headers: Vec<(String, SecretString)>,
         bearer: Option<SecretString>,
+        /// Signing in with OAuth (Streamable HTTP only).
+        oauth: Option<UpstreamOAuth>,
     },
+}
+
+/// Whose sign-in an OAuth upstream uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SignInMode {
+    /// orca signs in as itself (client credentials, with a secret or a private key).
+    Service,
+    /// One person signs in once (`orca login <key>`) and every caller uses that sign-in.
+    Shared,
+}
+
+/// How orca signs in to an HTTP upstream that asks for OAuth (`oauth:` in
+/// `external-mcps.yaml`).
+#[derive(Debug, Clone)]
+pub(crate) struct UpstreamOAuth {
+    pub(crate) mode: SignInMode,
+    /// A pre-registered client id; without one, a client metadata document or dynamic
+    /// registration.
+    pub(crate) client_id: Option<String>,
+    pub(crate) client_secret: Option<SecretString>,
+    /// PEM, for `private_key_jwt`.
+    pub(crate) private_key: Option<SecretString>,
+    pub(crate) signing_algorithm: String,
+    /// The HTTPS URL of orca's client metadata document, presented as `client_id` where the
+    /// authorization server supports it.
+    pub(crate) client_metadata_url: Option<String>,
 }
 
 impl ExternalTransport {
@@ -171,6 +199,18 @@ struct RawServer {
     #[serde(default)]
     tool_verbs: BTreeMap<String, String>,
     auth_header: Option<String>,
+    oauth: Option<RawOAuth>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawOAuth {
+    mode: String,
+    client_id: Option<String>,
+    client_secret_env: Option<String>,
+    private_key_env: Option<String>,
+    signing_algorithm: Option<String>,
+    client_metadata_url: Option<String>,
 }
 
 /// Names orca's own servers use: an external server may not take them.
@@ -453,7 +493,39 @@ fn validate(
                         }
                         (None, token) => token,
                     };
-                    Some(ExternalTransport::Http { url: url.to_owned(), sse, headers, bearer })
+                    let oauth = match &raw.oauth {
+                        None => None,
+                        Some(_) if sse => {
+                            errors.push(format!(
+                                "{at}: oauth: only for transport http (Streamable HTTP)"
+                            ));
+                            None
+                        }
+                        Some(_)
+                            if raw.auth_header.is_some()
+                                || ["bearer_env", "token_env", "api_key_env"]
+                                    .iter()
+                                    .any(|name| raw.credentials.contains_key(*name)) =>
+                        {
+                            errors.push(format!(
+                                "{at}: oauth: the sign-in supplies the token; remove the bearer credential or auth_header"
+                            ));
+                            None
+                        }
+                        Some(oauth) => upstream_oauth(
+                            oauth,
+                            &at,
+                            &mut |name| resolve(name, &mut missing),
+                            errors,
+                        ),
+                    };
+                    Some(ExternalTransport::Http {
+                        url: url.to_owned(),
+                        sse,
+                        headers,
+                        bearer,
+                        oauth,
+                    })
                 }
             }
         }
@@ -553,6 +625,78 @@ fn validate(
         verb,
         tool_verbs,
         availability,
+    })
+}
+
+/// The `oauth:` block of an HTTP entry, checked; secrets resolved through `resolve`, which
+/// records a variable that is not set.
+fn upstream_oauth(
+    raw: &RawOAuth,
+    at: &str,
+    resolve: &mut dyn FnMut(&str) -> Option<SecretString>,
+    errors: &mut Vec<String>,
+) -> Option<UpstreamOAuth> {
+    let before = errors.len();
+    let mode = match raw.mode.as_str() {
+        "service" => SignInMode::Service,
+        "shared" => SignInMode::Shared,
+        "per_user" => {
+            errors.push(format!(
+                "{at}: oauth.mode: per_user is not supported yet; use service or shared"
+            ));
+            SignInMode::Shared
+        }
+        other => {
+            errors.push(format!(
+                "{at}: oauth.mode: `{other}` is not a mode; use service (client credentials) or shared (one sign-in with `orca login`)"
+            ));
+            SignInMode::Shared
+        }
+    };
+    let mut secret = |field: &str, variable: &Option<String>| -> Option<SecretString> {
+        let variable = variable.as_ref()?;
+        if !is_variable_name(variable) {
+            errors.push(format!(
+                "{at}: oauth.{field}: `{variable}` is not an environment variable name"
+            ));
+            return None;
+        }
+        resolve(variable)
+    };
+    let client_secret = secret("client_secret_env", &raw.client_secret_env);
+    let private_key = secret("private_key_env", &raw.private_key_env);
+    let signing_algorithm = raw.signing_algorithm.clone().unwrap_or_else(|| "ES256".to_owned());
+    if !["ES256", "ES384", "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "EdDSA"]
+        .contains(&signing_algorithm.as_str())
+    {
+        errors.push(format!("{at}: oauth.signing_algorithm: `{signing_algorithm}` is not a signing algorithm (ES256, RS256, EdDSA, ...)"));
+    }
+    if mode == SignInMode::Service
+        && (raw.client_id.is_none()
+            || (raw.client_secret_env.is_none() && raw.private_key_env.is_none()))
+    {
+        errors.push(format!(
+            "{at}: oauth: mode service needs client_id and client_secret_env or private_key_env"
+        ));
+    }
+    if let Some(url) = &raw.client_metadata_url {
+        let path = url::Url::parse(url).map(|url| url.path().to_owned()).unwrap_or_default();
+        if !url.starts_with("https://") || !path.ends_with(".json") {
+            errors.push(format!(
+                "{at}: oauth.client_metadata_url: must be an https URL whose path ends in .json (orca serves the document at that path)"
+            ));
+        }
+    }
+    if errors.len() > before {
+        return None;
+    }
+    Some(UpstreamOAuth {
+        mode,
+        client_id: raw.client_id.clone(),
+        client_secret,
+        private_key,
+        signing_algorithm,
+        client_metadata_url: raw.client_metadata_url.clone(),
     })
 }
 
@@ -693,6 +837,59 @@ mod tests {
         assert_eq!(github.transport.name(), "stdio");
         assert!(github.capabilities.contains(&"issue_management".to_owned()));
         assert!(servers.iter().any(|server| server.key == "slack"));
+    }
+
+    #[test]
+    fn oauth_blocks_are_checked_and_their_secrets_resolved() {
+        let entry = |oauth: &str| {
+            format!("mcps:\n  up:\n    url: https://up.example/mcp\n    oauth: {oauth}\n")
+        };
+        let servers = parse_ok(
+            &entry("{mode: service, client_id: orca, client_secret_env: UP_SECRET}"),
+            &[("UP_SECRET", "s3cret")],
+        );
+        let ExternalTransport::Http { oauth: Some(oauth), bearer, .. } = &servers[0].transport
+        else {
+            panic!("{:?}", servers[0].transport)
+        };
+        assert_eq!(oauth.mode, SignInMode::Service);
+        assert_eq!(oauth.client_secret.as_ref().unwrap().expose_secret(), "s3cret");
+        assert!(bearer.is_none());
+        let shared = parse_ok(&entry("{mode: shared}"), &[]);
+        assert_eq!(shared[0].availability, Availability::Enabled);
+        let missing =
+            parse_ok(&entry("{mode: service, client_id: orca, private_key_env: UP_KEY}"), &[]);
+        assert_eq!(
+            missing[0].availability,
+            Availability::MissingCredentials(vec!["UP_KEY".into()])
+        );
+        for (oauth, expected) in [
+            ("{mode: service}", "mode service needs client_id"),
+            ("{mode: per_user}", "per_user is not supported yet"),
+            ("{mode: everyone}", "`everyone` is not a mode"),
+            ("{mode: shared, client_metadata_url: 'http://x/c.json'}", "must be an https URL"),
+            ("{mode: shared, client_metadata_url: 'https://x/mcp'}", "path ends in .json"),
+            ("{mode: shared, signing_algorithm: HS256}", "`HS256` is not a signing algorithm"),
+            (
+                "{mode: shared, client_secret_env: 'not a name'}",
+                "is not an environment variable name",
+            ),
+            ("{mode: shared, bogus: 1}", "unknown field `bogus`"),
+        ] {
+            let errors = parse_errors(&entry(oauth));
+            assert!(errors.iter().any(|error| error.contains(expected)), "{oauth}: {errors:#?}");
+        }
+        let sse = parse_errors(
+            "mcps:\n  up:\n    url: https://up.example/sse\n    oauth: {mode: shared}\n",
+        );
+        assert!(sse.iter().any(|error| error.contains("only for transport http")), "{sse:#?}");
+        let both = parse_errors(
+            "mcps:\n  up:\n    url: https://up.example/mcp\n    credentials: {token_env: T}\n    oauth: {mode: shared}\n",
+        );
+        assert!(
+            both.iter().any(|error| error.contains("remove the bearer credential")),
+            "{both:#?}"
+        );
     }
 
     #[test]

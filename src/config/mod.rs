@@ -35,7 +35,8 @@ pub(crate) use auth::{AuthConfig, Principal};
 pub(crate) use catalog::CatalogConfig;
 pub(crate) use databases::{DatabaseConfig, valid_name as valid_database_name};
 pub(crate) use external::{
-    Availability, ExternalConfig, ExternalServerConfig, ExternalTransport, glob_match,
+    Availability, ExternalConfig, ExternalServerConfig, ExternalTransport, SignInMode,
+    UpstreamOAuth, glob_match,
 };
 pub(crate) use ip_range::IpRange;
 pub(crate) use llm::{LlmConfig, LlmTool, provider_names};

@@ -11,7 +11,11 @@ mod logs;
 mod names;
 mod sse;
 mod subscriptions;
+mod tokens;
 mod upstream;
+
+pub(crate) use tokens::TokenVault;
+pub(crate) use upstream::identity_of;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
@@ -170,6 +174,7 @@ impl ExternalServers {
         configs: &[ExternalServerConfig],
         internal_tools: HashSet<String>,
         directory: Directory,
+        vault: Option<TokenVault>,
     ) -> Result<Arc<ExternalServers>, StartError> {
         let (events_sender, events) = mpsc::unbounded_channel();
         let logs = broadcast::Sender::new(logs::LOG_BUFFER);
@@ -192,6 +197,7 @@ impl ExternalServers {
                     initial,
                     events_sender.clone(),
                     logs.clone(),
+                    vault.clone(),
                 ))
             })
             .collect();

@@ -29,7 +29,11 @@ use super::handler::{CancelOnDrop, Lists, UpstreamClient};
 use super::logs::ExternalLog;
 use super::names;
 use super::subscriptions::{self, Subscriber, Subscriptions};
-use crate::config::{ExternalServerConfig, ExternalTransport};
+use super::tokens::TokenVault;
+use crate::client::auth::{
+    self, AuthorizedHttpClient, Authorizer, AuthorizerConfig, ClientIdentity, Grant,
+};
+use crate::config::{ExternalServerConfig, ExternalTransport, SignInMode, UpstreamOAuth};
 use crate::tool::{ErrorCode, ToolError, Verb};
 
 /// Failures in a row, each within [`STABLE_AFTER`] of its start, that make a crash loop.
@@ -58,6 +62,8 @@ pub(crate) enum Status {
     },
     /// Not configured to run: `enabled: false` or missing credentials.
     Disabled(String),
+    /// An OAuth upstream whose shared sign-in is missing, expired or revoked: how to sign in.
+    NeedsSignIn(String),
     Stopped,
 }
 
@@ -70,6 +76,7 @@ impl Status {
             Status::Restarting { .. } => "restarting",
             Status::CrashLoop { .. } => "crash_loop",
             Status::Disabled(_) => "disabled",
+            Status::NeedsSignIn(_) => "needs_sign_in",
             Status::Stopped => "stopped",
         }
     }
@@ -87,8 +94,27 @@ impl Status {
                 CRASH_LOOP_RETRY.as_secs()
             ),
             Status::Disabled(reason) => reason.clone(),
+            Status::NeedsSignIn(how) => format!("needs_sign_in: {how}"),
             Status::Stopped => "stopped".to_owned(),
         }
+    }
+}
+
+/// How often an upstream waiting for a sign-in looks for one.
+const SIGN_IN_POLL: Duration = Duration::from_secs(10);
+
+fn sign_in_hint(key: &str) -> String {
+    format!("not signed in: run `orca login {key}` (the sign-in is shared by every replica)")
+}
+
+/// orca's identity toward an OAuth upstream's authorization server.
+pub(crate) fn identity_of(oauth: &UpstreamOAuth) -> ClientIdentity {
+    ClientIdentity {
+        client_id: oauth.client_id.clone(),
+        client_secret: oauth.client_secret.clone(),
+        private_key: oauth.private_key.clone().map(|key| (key, oauth.signing_algorithm.clone())),
+        metadata_url: oauth.client_metadata_url.clone(),
+        client_name: "orca".to_owned(),
     }
 }
 
@@ -96,6 +122,8 @@ impl Status {
 #[derive(Debug)]
 pub(crate) struct Connection {
     peer: Peer<RoleClient>,
+    /// Ends the session (its supervisor then connects again).
+    cancel: CancellationToken,
     pub(crate) server_info: Option<Implementation>,
     pub(crate) capabilities: ServerCapabilities,
 }
@@ -154,6 +182,12 @@ pub(crate) struct Upstream {
     calls: Arc<Calls>,
     subscriptions: Arc<Subscriptions>,
     pub(crate) restarts: AtomicU64,
+    /// Where OAuth sign-ins live (orca's database), for an upstream with `oauth:`.
+    vault: Option<TokenVault>,
+    /// Set by a connection attempt that failed for want of a sign-in.
+    needs_sign_in: std::sync::atomic::AtomicBool,
+    /// The current connection's sign-in, for a shared OAuth upstream.
+    authorizer: std::sync::Mutex<Option<Arc<Authorizer>>>,
 }
 
 impl Upstream {
@@ -163,6 +197,7 @@ impl Upstream {
         initial: Status,
         events: mpsc::UnboundedSender<Event>,
         logs: broadcast::Sender<ExternalLog>,
+        vault: Option<TokenVault>,
     ) -> Upstream {
         Upstream {
             index,
@@ -174,6 +209,9 @@ impl Upstream {
             calls: Arc::default(),
             subscriptions: Arc::default(),
             restarts: AtomicU64::new(0),
+            vault,
+            needs_sign_in: std::sync::atomic::AtomicBool::new(false),
+            authorizer: std::sync::Mutex::new(None),
         }
     }
 
@@ -209,6 +247,16 @@ impl Upstream {
             let reason = self.run_once(&shutdown).await;
             if shutdown.is_cancelled() {
                 break;
+            }
+            if self.needs_sign_in.swap(false, Ordering::Relaxed) {
+                // Someone signs in with `orca login` (on any replica): look again now and then.
+                tracing::warn!(server = %self.config.key, %reason, "external server needs a sign-in");
+                self.set_status(Status::NeedsSignIn(reason));
+                tokio::select! {
+                    () = tokio::time::sleep(SIGN_IN_POLL) => {}
+                    () = shutdown.cancelled() => break,
+                }
+                continue;
             }
             self.restarts.fetch_add(1, Ordering::Relaxed);
             if started.elapsed() >= STABLE_AFTER {
@@ -255,6 +303,7 @@ impl Upstream {
         let info = peer.peer_info();
         let connection = Arc::new(Connection {
             peer,
+            cancel: CancellationToken::new(),
             server_info: info.as_ref().and_then(|info| info.server_info.clone()),
             capabilities: info.map(|info| info.capabilities.clone()).unwrap_or_default(),
         });
@@ -307,6 +356,12 @@ impl Upstream {
                         cancel.cancel();
                         let _ = tokio::time::timeout(Duration::from_secs(2), &mut waiting).await;
                         break "shut down".to_owned();
+                    }
+                    () = connection.cancel.cancelled() => {
+                        cancel.cancel();
+                        let _ = tokio::time::timeout(Duration::from_secs(2), &mut waiting).await;
+                        self.needs_sign_in.store(true, Ordering::Relaxed);
+                        break sign_in_hint(&self.config.key);
                     }
                 }
             }
@@ -380,7 +435,7 @@ impl Upstream {
                     }
                 }
             }
-            ExternalTransport::Http { url, sse, headers, bearer } => {
+            ExternalTransport::Http { url, sse, headers, bearer, oauth } => {
                 if *sse {
                     let transport = super::sse::SseTransport::connect(
                         url,
@@ -413,6 +468,38 @@ impl Upstream {
                     .connect_timeout(Duration::from_secs(5))
                     .build()
                     .map_err(|error| format!("cannot build an HTTP client: {error}"))?;
+                if let Some(oauth) = oauth {
+                    let authorizer = self.authorizer(url, oauth)?;
+                    if oauth.mode == SignInMode::Shared {
+                        *self.authorizer.lock().unwrap_or_else(|e| e.into_inner()) =
+                            Some(authorizer.clone());
+                    }
+                    if oauth.mode == SignInMode::Shared
+                        && !authorizer.signed_in().await.map_err(|error| error.to_string())?
+                    {
+                        self.needs_sign_in.store(true, Ordering::Relaxed);
+                        return Err(sign_in_hint(&self.config.key));
+                    }
+                    let client = AuthorizedHttpClient::new(
+                        client,
+                        authorizer.clone(),
+                        auth::DEFAULT_STEP_UPS,
+                    );
+                    let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
+                        client,
+                        transport_config,
+                    );
+                    let session = self.handshake(handler, transport, timeout).await;
+                    // A refused refresh forgets the sign-in: someone must sign in again.
+                    if session.is_err()
+                        && oauth.mode == SignInMode::Shared
+                        && !authorizer.signed_in().await.unwrap_or(true)
+                    {
+                        self.needs_sign_in.store(true, Ordering::Relaxed);
+                        return Err(sign_in_hint(&self.config.key));
+                    }
+                    return session;
+                }
                 let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
                     client,
                     transport_config,
@@ -420,6 +507,32 @@ impl Upstream {
                 self.handshake(handler, transport, timeout).await
             }
         }
+    }
+
+    /// Whether this is a shared OAuth upstream whose sign-in is gone.
+    async fn sign_in_lost(&self) -> bool {
+        let authorizer = self.authorizer.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        match authorizer {
+            Some(authorizer) => !authorizer.signed_in().await.unwrap_or(true),
+            None => false,
+        }
+    }
+
+    /// The sign-in of an OAuth upstream: its shared sign-in (or orca's own, for client
+    /// credentials) kept in the vault under the server's key.
+    fn authorizer(&self, url: &str, oauth: &UpstreamOAuth) -> Result<Arc<Authorizer>, String> {
+        let vault = self.vault.as_ref().ok_or_else(|| {
+            "signing in needs orca's database for the tokens, and there is none".to_owned()
+        })?;
+        let grant = match oauth.mode {
+            SignInMode::Service => Grant::ClientCredentials,
+            SignInMode::Shared => Grant::StoredOnly,
+        };
+        let mut config = AuthorizerConfig::new(url, grant);
+        config.store = Arc::new(vault.store(&self.config.key, ""));
+        config.identity = identity_of(oauth);
+        config.sign_in_hint = format!("run `orca login {}`", self.config.key);
+        Authorizer::new(config).map(Arc::new).map_err(|error| error.to_string())
     }
 
     async fn handshake<T, E, A>(
@@ -552,7 +665,10 @@ impl Upstream {
                 Status::Running(connection) => {
                     broken.is_none_or(|broken| !Arc::ptr_eq(broken, connection))
                 }
-                Status::CrashLoop { .. } | Status::Disabled(_) | Status::Stopped => true,
+                Status::CrashLoop { .. }
+                | Status::Disabled(_)
+                | Status::NeedsSignIn(_)
+                | Status::Stopped => true,
             }),
         )
         .await;
@@ -672,6 +788,12 @@ impl Upstream {
                         | ServiceError::Cancelled { .. }
                 );
                 let (error, reached) = self.translate(error);
+                // A refused refresh forgets the shared sign-in: end the session, so that the
+                // supervisor shows the server as waiting for one.
+                if transport && self.sign_in_lost().await {
+                    connection.cancel.cancel();
+                    return Err(AttemptFailure { error: error.not_retryable(), reached, broken: None });
+                }
                 Err(AttemptFailure { error, reached, broken: transport.then_some(connection) })
             }
         }

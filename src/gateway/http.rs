@@ -153,9 +153,32 @@ pub(crate) fn router(
             "/.well-known/oauth-protected-resource/mcp",
             get(protected_resource).with_state(gate),
         )
+        .merge(client_metadata_documents(&config))
         .layer(DefaultBodyLimit::max(config.http.max_body_bytes))
         .layer(middleware::from_fn_with_state(guard, check_host_and_origin))
         .with_state(state)
+}
+
+/// orca's Client ID Metadata Documents, each at the path of an OAuth upstream's
+/// `client_metadata_url` (a path ending in `.json`, checked at load).
+fn client_metadata_documents(config: &crate::config::Config) -> Router<AppState> {
+    let mut router = Router::new();
+    let mut served = std::collections::HashSet::new();
+    for server in &config.external.servers {
+        let crate::config::ExternalTransport::Http { oauth: Some(oauth), .. } = &server.transport
+        else {
+            continue;
+        };
+        let Some(url) = &oauth.client_metadata_url else { continue };
+        let Ok(parsed) = url::Url::parse(url) else { continue };
+        let path = parsed.path().to_owned();
+        if !path.ends_with(".json") || !served.insert(path.clone()) {
+            continue;
+        }
+        let document = crate::client::auth::client_metadata_document(url, "orca");
+        router = router.route(&path, get(move || async move { axum::Json(document) }));
+    }
+    router
 }
 
 /// Serve until `shutdown` resolves, then stop accepting, finish open requests and return.

@@ -46,7 +46,7 @@ fn provider_dir() -> PathBuf {
 }
 
 /// A running provider on a fixed port, so that a restart keeps its issuer.
-struct Provider {
+pub(crate) struct Provider {
     port: u16,
     child: Option<Child>,
     /// The console's redirect URI, for a provider with the console's client and its login and
@@ -55,29 +55,29 @@ struct Provider {
 }
 
 impl Provider {
-    fn start(kid: &str, alg: &str, ttl: u64) -> Provider {
+    pub(crate) fn start(kid: &str, alg: &str, ttl: u64) -> Provider {
         Provider::start_with(kid, alg, ttl, None)
     }
 
     /// A provider with the public client `orca-console` redirecting to `console`, and its
     /// development login and consent pages.
-    fn start_for_console(console: &str) -> Provider {
+    pub(crate) fn start_for_console(console: &str) -> Provider {
         Provider::start_with("key-1", "RS256", 300, Some(console.to_owned()))
     }
 
-    fn start_with(kid: &str, alg: &str, ttl: u64, console: Option<String>) -> Provider {
+    pub(crate) fn start_with(kid: &str, alg: &str, ttl: u64, console: Option<String>) -> Provider {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let mut provider = Provider { port, child: None, console };
         provider.restart(kid, alg, ttl);
         provider
     }
 
-    fn issuer(&self) -> String {
+    pub(crate) fn issuer(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 
     /// Stop it (if running) and start it again with a fresh key `kid`.
-    fn restart(&mut self, kid: &str, alg: &str, ttl: u64) {
+    pub(crate) fn restart(&mut self, kid: &str, alg: &str, ttl: u64) {
         self.stop();
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oauth/provider.mjs");
         let mut command = Command::new("node");
@@ -187,7 +187,7 @@ fn setup_with_roles(database: &TestDatabase, issuer: &str, roles: &str, key: &st
 }
 
 /// [`setup_with_roles`] for orca's canonical URL `resource`.
-fn setup_for(
+pub(crate) fn setup_for(
     database: &TestDatabase,
     issuer: &str,
     resource: &str,

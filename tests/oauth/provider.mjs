@@ -7,7 +7,7 @@
 //
 // Environment: PROVIDER_DIR (where npm installed oidc-provider), PORT, KID (the signing key's
 // id), ALG (RS256, ES256 or EdDSA), TTL (access token lifetime in seconds),
-// CONSOLE_REDIRECT_URI, DEV_INTERACTIONS.
+// CONSOLE_REDIRECT_URI, DEV_INTERACTIONS (the development pages, and dynamic registration).
 import * as crypto from "node:crypto";
 import { createRequire } from "node:module";
 import * as path from "node:path";
@@ -59,9 +59,11 @@ if (process.env.CONSOLE_REDIRECT_URI) {
 const provider = new Provider(issuer, {
   jwks: { keys: [jwk] },
   clients,
-  scopes: ["orca.read", "orca.write"],
+  scopes: ["orca.read", "orca.write", ...(process.env.DEV_INTERACTIONS === "1" ? ["offline_access"] : [])],
   features: {
     devInteractions: { enabled: process.env.DEV_INTERACTIONS === "1" },
+    // With the development pages, clients may also register themselves (orca login does).
+    registration: { enabled: process.env.DEV_INTERACTIONS === "1" },
     clientCredentials: { enabled: true },
     resourceIndicators: {
       enabled: true,
@@ -76,7 +78,10 @@ const provider = new Provider(issuer, {
       }),
     },
   },
-  extraTokenClaims: (ctx, token) => ({ groups: groups[token.clientId] || [] }),
+  // A client that registered itself (orca login) signs people in as analysts.
+  extraTokenClaims: (ctx, token) => ({
+    groups: groups[token.clientId] || (process.env.DEV_INTERACTIONS === "1" ? ["analyst"] : []),
+  }),
 });
 // The development pages load a web font from Google and the browser asks for a favicon: the
 // console's browser test allows the provider's own pages only, so they are kept to themselves.

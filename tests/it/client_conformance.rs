@@ -1,0 +1,183 @@
+//! The MCP conformance suite's client mode against `examples/conformance_client.rs`, the thin
+//! driver over `orca::client::auth`: every client scenario of `@modelcontextprotocol/conformance`
+//! 0.1.16 and 0.2.0-alpha.12 (each installed with the Node.js 22 of the npm package `node@22`
+//! into its own directory under `target/`), each judged against a table of those that must pass
+//! and those left out, each with the evidence of why (`RELIABILITY.md`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::support::orca::BINARY;
+
+/// What a scenario must show.
+#[derive(Debug, Clone, Copy)]
+enum Expect {
+    /// The suite's verdict is a pass (no failure, no warning, the client exited as expected)
+    /// with at least one successful check.
+    Pass,
+    /// Not done: `evidence` must appear in the suite's report, so that the scenario is left out
+    /// for exactly this `reason`.
+    LeftOut { evidence: &'static str, reason: &'static str },
+}
+
+use Expect::{LeftOut, Pass};
+
+const DPOP: &str = "DPoP (RFC 9449, SEP-1932) is not implemented: orca sends bearer tokens";
+const SKILLS: &str = "the skills extension (SEP-2640) is a host's: the driver never lists skills, so every check is skipped";
+
+/// The client scenarios of a release that are not expected to pass; every other listed
+/// scenario must.
+fn left_out(version: &str) -> Vec<(&'static str, Expect)> {
+    if version == "0.1.16" {
+        return Vec::new();
+    }
+    vec![
+        ("auth/dpop", LeftOut { evidence: "DPoP proof", reason: DPOP }),
+        ("auth/dpop-nonce", LeftOut { evidence: "DPoP proof", reason: DPOP }),
+        (
+            "sep-2322-client-request-state",
+            LeftOut {
+                evidence: "Unexpected response type",
+                reason: "rmcp 3.9's client does not read the scenario's input_required result (multi round-trip requests)",
+            },
+        ),
+        ("sep-2640-client-no-prefetch", LeftOut { evidence: "SKIPPED", reason: SKILLS }),
+        ("sep-2640-client-verify-digest", LeftOut { evidence: "SKIPPED", reason: SKILLS }),
+        ("sep-2640-client-verify-size", LeftOut { evidence: "SKIPPED", reason: SKILLS }),
+        ("sep-2640-client-verify-frontmatter", LeftOut { evidence: "SKIPPED", reason: SKILLS }),
+    ]
+}
+
+/// Node.js 22 and the suite's entry point for `version`, installed once per target directory.
+struct Suite {
+    node: PathBuf,
+    entry: PathBuf,
+}
+
+fn suite(version: &str) -> Suite {
+    let root =
+        Path::new(BINARY).parent().unwrap().join(format!("mcp-conformance-client-{version}"));
+    let node = root.join("node_modules/node/bin/node");
+    let entry = root.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
+    std::fs::create_dir_all(&root).unwrap();
+    let lock = std::fs::File::create(root.with_extension("lock")).unwrap();
+    lock.lock().unwrap();
+    if !node.is_file() || !entry.is_file() {
+        let package = format!("@modelcontextprotocol/conformance@{version}");
+        let output = Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&root)
+            .args([package.as_str(), "node@22"])
+            .output()
+            .unwrap_or_else(|error| {
+                panic!("the conformance suite needs npm (apt-get install -y npm): {error}")
+            });
+        assert!(
+            output.status.success(),
+            "npm install {package} node@22 failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let version = Command::new(&node).arg("--version").output().expect("cannot run node@22");
+    let version = String::from_utf8_lossy(&version.stdout).into_owned();
+    assert!(version.starts_with("v22."), "node@22 runs {version}");
+    Suite { node, entry }
+}
+
+/// The driver, built next to orca by `cargo build --example conformance_client`.
+fn driver() -> PathBuf {
+    let path = Path::new(BINARY).parent().unwrap().join("examples/conformance_client");
+    assert!(
+        path.is_file(),
+        "{} is missing: build it (cargo build --example conformance_client)",
+        path.display()
+    );
+    path
+}
+
+/// The client scenarios the suite lists.
+fn scenarios(suite: &Suite) -> Vec<String> {
+    let output = Command::new(&suite.node).arg(&suite.entry).arg("list").output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let section = text
+        .split("Client scenarios")
+        .nth(1)
+        .expect("the suite lists client scenarios")
+        .split("\n\n")
+        .next()
+        .unwrap_or_default();
+    section
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("- "))
+        .map(|line| line.split_whitespace().next().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// One scenario: whether the suite's verdict is a pass, and its whole report.
+fn run(suite: &Suite, driver: &Path, scenario: &str) -> (bool, String) {
+    let output = Command::new(&suite.node)
+        .arg(&suite.entry)
+        .args(["client", "--scenario", scenario, "--timeout", "60000", "--command"])
+        .arg(driver)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("cannot run the conformance suite");
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let passed =
+        output.status.success() && report.contains("OVERALL: PASSED") && report.contains("SUCCESS");
+    (passed, report)
+}
+
+/// Every client scenario of `version`, judged; the table of outcomes.
+fn judge(version: &str) -> String {
+    let suite = suite(version);
+    let driver = driver();
+    let listed = scenarios(&suite);
+    assert!(listed.len() > 20, "the suite lists too few client scenarios: {listed:?}");
+    let left_out = left_out(version);
+    let unknown: Vec<&&str> = left_out
+        .iter()
+        .map(|(name, _)| name)
+        .filter(|name| !listed.iter().any(|l| l == *name))
+        .collect();
+    assert!(unknown.is_empty(), "left out, but not listed by {version}: {unknown:?}");
+    let mut table = String::new();
+    let mut problems = Vec::new();
+    for scenario in &listed {
+        let expect =
+            left_out.iter().find(|(name, _)| name == scenario).map_or(Pass, |(_, expect)| *expect);
+        let (passed, report) = run(&suite, &driver, scenario);
+        match expect {
+            Pass if passed => table.push_str(&format!("{scenario}: pass\n")),
+            Pass => problems.push(format!("{scenario}: expected to pass:\n{report}")),
+            LeftOut { evidence, reason } if !passed && report.contains(evidence) => {
+                table.push_str(&format!("{scenario}: left out ({reason})\n"));
+            }
+            LeftOut { evidence, reason } => problems.push(format!(
+                "{scenario}: left out because {reason}, but {}:\n{report}",
+                if passed { "it passes".to_owned() } else { format!("nothing shows `{evidence}`") }
+            )),
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "{version}: client conformance problems:\n{}",
+        problems.join("\n")
+    );
+    table
+}
+
+#[test]
+#[allow(clippy::print_stderr, reason = "the table of outcomes is the test's own report")]
+fn every_client_scenario_of_the_conformance_suite_passes_or_is_left_out_with_its_reason() {
+    // One release after the other: the scenarios that time reconnections need a quiet machine.
+    let tables: Vec<(&str, String)> =
+        ["0.1.16", "0.2.0-alpha.12"].into_iter().map(|version| (version, judge(version))).collect();
+    for (version, table) in tables {
+        eprintln!("client conformance, {version}:\n{table}");
+    }
+}
