@@ -255,6 +255,7 @@ impl McpClient {
         if let Some(token) = &options.bearer_token {
             config = config.auth_header(token.clone());
         }
+        crate::tls::install();
         let http =
             reqwest::Client::builder().connect_timeout(Duration::from_secs(10)).build().map_err(
                 |error| McpError::Transport(format!("cannot build an HTTP client: {error}")),
