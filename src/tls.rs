@@ -15,7 +15,7 @@ use std::sync::Once;
 use jsonwebtoken::crypto::{CryptoProvider, JwtSigner, JwtVerifier, KeyUtils};
 use jsonwebtoken::errors::{Error, ErrorKind, Result};
 use jsonwebtoken::jwk::ThumbprintHash;
-use jsonwebtoken::signature::{self, Verifier};
+use jsonwebtoken::signature::{self, Signer, Verifier};
 use jsonwebtoken::{Algorithm, DecodingKey, DecodingKeyKind, EncodingKey};
 use ring::signature as sig;
 
@@ -29,10 +29,10 @@ pub(crate) fn install() {
     });
 }
 
-/// jsonwebtoken's backend on ring. orca only verifies tokens (it never signs one, nor turns a
-/// private key into a JWK), so the signing side refuses.
+/// jsonwebtoken's backend on ring. orca verifies tokens; signing serves its tests (the issuer
+/// they stand up). Turning a private key into a JWK is not needed and refused.
 static JWT_PROVIDER: CryptoProvider = CryptoProvider {
-    signer_factory: no_signer,
+    signer_factory: new_signer,
     verifier_factory: new_verifier,
     key_utils: KeyUtils {
         rsa_pub_components_from_private_key: |_| Err(ErrorKind::InvalidAlgorithm.into()),
@@ -43,8 +43,68 @@ static JWT_PROVIDER: CryptoProvider = CryptoProvider {
     },
 };
 
-fn no_signer(_: &Algorithm, _: &EncodingKey) -> Result<Box<dyn JwtSigner>> {
-    Err(ErrorKind::InvalidAlgorithm.into())
+/// A key of another family than the algorithm's is refused, as jsonwebtoken's own backends do.
+fn new_signer(algorithm: &Algorithm, key: &EncodingKey) -> Result<Box<dyn JwtSigner>> {
+    if key.family() != algorithm.family() {
+        return Err(Error::from(ErrorKind::InvalidKeyFormat));
+    }
+    Ok(Box::new(RingSigner { algorithm: *algorithm, key: key.clone() }))
+}
+
+struct RingSigner {
+    algorithm: Algorithm,
+    key: EncodingKey,
+}
+
+impl Signer<Vec<u8>> for RingSigner {
+    fn try_sign(&self, message: &[u8]) -> std::result::Result<Vec<u8>, signature::Error> {
+        sign(self.algorithm, self.key.as_bytes(), message).map_err(|_| signature::Error::new())
+    }
+}
+
+impl JwtSigner for RingSigner {
+    fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+}
+
+/// `der` is what jsonwebtoken holds for the key: the secret (HMAC), PKCS#8 (ECDSA, Ed25519) or
+/// PKCS#1 (RSA).
+fn sign(
+    algorithm: Algorithm,
+    der: &[u8],
+    message: &[u8],
+) -> std::result::Result<Vec<u8>, ring::error::Unspecified> {
+    let rng = ring::rand::SystemRandom::new();
+    let hmac = |kind| ring::hmac::sign(&ring::hmac::Key::new(kind, der), message).as_ref().to_vec();
+    let ecdsa = |kind| -> std::result::Result<Vec<u8>, ring::error::Unspecified> {
+        let pair =
+            sig::EcdsaKeyPair::from_pkcs8(kind, der, &rng).map_err(|_| ring::error::Unspecified)?;
+        Ok(pair.sign(&rng, message)?.as_ref().to_vec())
+    };
+    let rsa: &'static dyn sig::RsaEncoding = match algorithm {
+        Algorithm::HS256 => return Ok(hmac(ring::hmac::HMAC_SHA256)),
+        Algorithm::HS384 => return Ok(hmac(ring::hmac::HMAC_SHA384)),
+        Algorithm::HS512 => return Ok(hmac(ring::hmac::HMAC_SHA512)),
+        Algorithm::ES256 => return ecdsa(&sig::ECDSA_P256_SHA256_FIXED_SIGNING),
+        Algorithm::ES384 => return ecdsa(&sig::ECDSA_P384_SHA384_FIXED_SIGNING),
+        Algorithm::EdDSA => {
+            let pair = sig::Ed25519KeyPair::from_pkcs8_maybe_unchecked(der)
+                .map_err(|_| ring::error::Unspecified)?;
+            return Ok(pair.sign(message).as_ref().to_vec());
+        }
+        Algorithm::RS256 => &sig::RSA_PKCS1_SHA256,
+        Algorithm::RS384 => &sig::RSA_PKCS1_SHA384,
+        Algorithm::RS512 => &sig::RSA_PKCS1_SHA512,
+        Algorithm::PS256 => &sig::RSA_PSS_SHA256,
+        Algorithm::PS384 => &sig::RSA_PSS_SHA384,
+        Algorithm::PS512 => &sig::RSA_PSS_SHA512,
+        _ => return Err(ring::error::Unspecified),
+    };
+    let pair = sig::RsaKeyPair::from_der(der).map_err(|_| ring::error::Unspecified)?;
+    let mut signature = vec![0; pair.public().modulus_len()];
+    pair.sign(rsa, &rng, message, &mut signature)?;
+    Ok(signature)
 }
 
 fn compute_digest(data: &[u8], hash: ThumbprintHash) -> Result<Vec<u8>> {
@@ -72,7 +132,11 @@ struct RingVerifier {
 }
 
 impl Verifier<Vec<u8>> for RingVerifier {
-    fn verify(&self, message: &[u8], signature: &Vec<u8>) -> std::result::Result<(), signature::Error> {
+    fn verify(
+        &self,
+        message: &[u8],
+        signature: &Vec<u8>,
+    ) -> std::result::Result<(), signature::Error> {
         verify(self.algorithm, &self.key, message, signature).map_err(|_| signature::Error::new())
     }
 }
@@ -108,7 +172,9 @@ fn verify(
         _ => return Err(ring::error::Unspecified),
     };
     match key.kind() {
-        DecodingKeyKind::SecretOrDer(der) => sig::UnparsedPublicKey::new(rsa, der).verify(message, signature),
+        DecodingKeyKind::SecretOrDer(der) => {
+            sig::UnparsedPublicKey::new(rsa, der).verify(message, signature)
+        }
         DecodingKeyKind::RsaModulusExponent { n, e } => {
             sig::RsaPublicKeyComponents { n, e }.verify(rsa, message, signature)
         }
