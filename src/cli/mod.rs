@@ -224,6 +224,7 @@ enum KeyCommand {
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
+    crate::tls::install();
     let env = Env::from_process();
     let cli = Cli::parse();
     let stdio = matches!(&cli.command, Command::Serve(args) if args.stdio);

@@ -294,6 +294,7 @@ impl McpClient {
     }
 
     fn reqwest_client() -> Result<reqwest::Client, McpError> {
+        crate::tls::install();
         reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .build()

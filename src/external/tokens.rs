@@ -1,14 +1,14 @@
 //! `TokenVault`: the OAuth sign-ins to external servers, in `orca.upstream_tokens`, sealed with
-//! AES-256-GCM (aws-lc-rs) under a key derived from `ORCA_SECRET` with HKDF-SHA256, so that every
+//! AES-256-GCM (ring) under a key derived from `ORCA_SECRET` with HKDF-SHA256, so that every
 //! replica sharing the database and the secret uses the same sign-in and the table alone reveals
 //! no token. Each row's upstream and subject are the additional data of its seal, so a sealed
 //! sign-in moved to another row does not open.
 
 use std::sync::Arc;
 
-use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
-use aws_lc_rs::hkdf::{HKDF_SHA256, Salt};
 use futures::future::BoxFuture;
+use ring::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
+use ring::hkdf::{HKDF_SHA256, Salt};
 use sqlx::PgPool;
 
 use crate::client::auth::{AuthError, SignIn, TokenStore};
@@ -173,7 +173,7 @@ impl TokenStore for VaultStore {
 #[cfg(test)]
 mod tests {
     use super::{additional_data, derive_key};
-    use aws_lc_rs::aead::{Aad, Nonce};
+    use ring::aead::{Aad, Nonce};
 
     #[test]
     fn a_seal_opens_only_with_its_secret_and_its_row() {
@@ -188,7 +188,7 @@ mod tests {
         )
         .unwrap();
         assert!(!String::from_utf8_lossy(&data).contains("access_token"));
-        let open = |key: &aws_lc_rs::aead::LessSafeKey, upstream: &str, subject: &str| {
+        let open = |key: &ring::aead::LessSafeKey, upstream: &str, subject: &str| {
             let mut copy = data.clone();
             key.open_in_place(
                 Nonce::assume_unique_for_key(nonce),

@@ -119,6 +119,7 @@ impl std::fmt::Debug for Verifier {
 
 impl Verifier {
     pub(crate) fn new(config: OAuthConfig) -> Verifier {
+        crate::tls::install();
         let http = reqwest::Client::builder()
             .timeout(FETCH_TIMEOUT)
             .redirect(reqwest::redirect::Policy::none())

@@ -191,6 +191,7 @@ impl Llm {
     /// The clients for `endpoints` (the first endpoint of a provider counts). Redirects are not
     /// followed: a redirect would carry `x-api-key` or `x-goog-api-key` to another host.
     pub(crate) fn new(endpoints: Vec<Endpoint>, settings: ClientSettings) -> Llm {
+        crate::tls::install();
         let http = reqwest::Client::builder()
             .user_agent(concat!("orca/", env!("CARGO_PKG_VERSION")))
             .redirect(reqwest::redirect::Policy::none())
