@@ -48,6 +48,7 @@ impl Embedder {
         model: &str,
         timeout: Duration,
     ) -> Embedder {
+        crate::tls::install();
         let http = reqwest::Client::builder()
             .user_agent(concat!("orca/", env!("CARGO_PKG_VERSION")))
             .redirect(reqwest::redirect::Policy::none())

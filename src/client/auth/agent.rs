@@ -29,6 +29,7 @@ impl HeadlessAgent {
     ///
     /// [`AuthError::Http`] when the HTTP client cannot be built.
     pub fn new(redirect_uri: impl Into<String>) -> Result<HeadlessAgent, AuthError> {
+        crate::tls::install();
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(Duration::from_secs(30))

@@ -293,6 +293,7 @@ impl Authorizer {
     ///
     /// [`AuthError::Http`] when the HTTP client cannot be built.
     pub fn new(config: AuthorizerConfig) -> Result<Authorizer, AuthError> {
+        crate::tls::install();
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(std::time::Duration::from_secs(30))

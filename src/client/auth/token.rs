@@ -161,6 +161,8 @@ pub(crate) async fn request(
                 exp: issued + 300,
                 jti: random_token(),
             };
+            // jsonwebtoken signs with the process's crypto provider (ring).
+            crate::tls::install();
             let assertion =
                 jsonwebtoken::encode(&jsonwebtoken::Header::new(*algorithm), &claims, key)
                     .map_err(|error| AuthError::Key(error.to_string()))?;
