@@ -565,7 +565,15 @@ async fn the_export_and_the_review_work_per_database() {
     let client = lab.setup.stdio_client().await;
     let mut tokens = Vec::new();
     for database in ["music", "films"] {
-        let result = call(&client, "execute_sql", json!({"database": database, "sql": "SELECT no_such_column FROM pg_class", "dry_run": false}), None).await.unwrap();
+        let sql = format!("SELECT {database}_missing_column FROM pg_class");
+        let result = call(
+            &client,
+            "execute_sql",
+            json!({"database": database, "sql": sql, "dry_run": false}),
+            None,
+        )
+        .await
+        .unwrap();
         tokens.push(meta_of(&result)["feedback_token"].as_str().unwrap().to_owned());
     }
     for (token, database) in tokens.iter().zip(["music", "films"]) {
@@ -600,6 +608,38 @@ async fn the_export_and_the_review_work_per_database() {
         &["export-feedback", "--since", "1h", "--out", &out_text, "--database", "jazz"],
     );
     assert_eq!(status, 0, "an unknown name selects no calls: {stderr}");
+
+    // orca context suggest --database learns from that database's calls only.
+    let fake = FakeLlm::start().await;
+    let reviewer = OrcaSetup::new(&lab.music.url)
+        .with_env("MUSIC_URL", &lab.music.url)
+        .with_fake_llm(&fake)
+        .with_config("databases:\n  - name: music\n    url: ${MUSIC_URL}\n  - name: films\n    url: ${MUSIC_URL}\n");
+    std::fs::create_dir_all(reviewer.home.path().join("context")).unwrap();
+    std::fs::write(
+        reviewer.home.path().join("context/supabase-sql-context.md"),
+        "# Supabase SQL Context Learning\n\n## Database Schema Overview\n\n## Successful Query Patterns\n\n## Common Error Patterns & Fixes\n\n## Query Optimization Insights\n\n## Model Performance Notes\n",
+    )
+    .unwrap();
+    let nothing = "```json\n{\"patterns\": [], \"fixes\": [], \"insights\": []}\n```";
+    fake.script(Wire::Anthropic, [Reply::Text(nothing.to_owned())]);
+    let (status, stdout, stderr) = run(
+        &reviewer,
+        &[
+            "context",
+            "suggest",
+            "--since",
+            "1h",
+            "--database",
+            "films",
+            "--llm-provider",
+            "anthropic",
+        ],
+    );
+    assert_eq!(status, 0, "{stdout}{stderr}");
+    let lessons = FakeLlm::conversation_text(&fake.requests()[0]);
+    assert!(lessons.contains("films_missing_column"), "{lessons}");
+    assert!(!lessons.contains("music_missing_column"), "{lessons}");
 
     // orca eval on one of several databases: it must be named, and its calls carry it.
     let fake = FakeLlm::start().await;
