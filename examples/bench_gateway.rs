@@ -3,7 +3,7 @@
 //! --http`, then print calls/s and client-side p50/p99 latency, and the calls made in all, warm-up
 //! included (to divide CPU time measured around the run by). Loopback only, bounded in time.
 //!
-//! Usage: bench_gateway <url> <concurrency> <seconds> [tool]; `BENCH_AUTHORIZATION` is sent as
+//! Usage: bench_gateway <url> <concurrency> <seconds> [tool, or `tools/list`]; `BENCH_AUTHORIZATION` is sent as
 //! the `Authorization` header when set (an API key or a bearer token), and `BENCH_ARGUMENTS` (a
 //! JSON object) as the tool's arguments.
 
@@ -26,8 +26,14 @@ async fn main() {
     let arguments: serde_json::Value = std::env::var("BENCH_ARGUMENTS")
         .map(|text| serde_json::from_str(&text).expect("BENCH_ARGUMENTS is a JSON object"))
         .unwrap_or_else(|_| serde_json::json!({}));
-    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}})
-        .to_string();
+    // `tools/list` as the tool name lists the tools instead of calling one.
+    let listing = tool == "tools/list";
+    let body = if listing {
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}})
+    } else {
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}})
+    }
+    .to_string();
 
     let run = |window: Duration| {
         let url = url.clone();
@@ -57,7 +63,14 @@ async fn main() {
                         let response = request.send().await.expect("request failed");
                         assert!(response.status().is_success(), "status {}", response.status());
                         let text = response.text().await.unwrap();
-                        assert!(text.contains("\"isError\":false"), "tool failed: {text}");
+                        assert!(
+                            text.contains(if listing {
+                                "\"tools\":["
+                            } else {
+                                "\"isError\":false"
+                            }),
+                            "the call failed: {text}"
+                        );
                         latencies.push(started.elapsed());
                     }
                     latencies
