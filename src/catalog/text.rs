@@ -51,27 +51,11 @@ impl Terms {
 /// identifiers also at camelCase humps (`listMessages` gives `list`, `messages`; `HTTPServer`
 /// gives `http`, `server`). Digits stay attached to their word.
 pub(crate) fn words(text: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    for piece in text.split(|c: char| !c.is_alphanumeric()).filter(|piece| !piece.is_empty()) {
-        let chars: Vec<(usize, char)> = piece.char_indices().collect();
-        let mut start = 0;
-        for window in 1..chars.len() {
-            let (index, current) = chars[window];
-            let previous = chars[window - 1].1;
-            let next = chars.get(window + 1).map(|&(_, c)| c);
-            let lower_to_upper =
-                (previous.is_lowercase() || previous.is_ascii_digit()) && current.is_uppercase();
-            let acronym_end = previous.is_uppercase()
-                && current.is_uppercase()
-                && next.is_some_and(char::is_lowercase);
-            if lower_to_upper || acronym_end {
-                words.push(piece[start..index].to_lowercase());
-                start = index;
-            }
-        }
-        words.push(piece[start..].to_lowercase());
-    }
-    words
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|piece| !piece.is_empty())
+        .flat_map(crate::context::bm25::camel_humps)
+        .map(str::to_lowercase)
+        .collect()
 }
 
 /// The words of a tool's name without its server's own prefix: `notion_append_block_children`

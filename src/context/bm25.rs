@@ -86,26 +86,31 @@ fn singular(term: String) -> String {
 /// The parts of an identifier: split at underscores, then at camelCase humps (`supportRepId`
 /// gives `support`, `Rep`, `Id`; `HTTPServer` gives `HTTP`, `Server`). Digits stay attached.
 fn identifier_parts(identifier: &str) -> Vec<&str> {
+    identifier.split('_').filter(|piece| !piece.is_empty()).flat_map(camel_humps).collect()
+}
+
+/// `piece` split at its camelCase humps: before an uppercase letter that follows a lowercase
+/// one or a digit, and before the last capital of an acronym followed by a lowercase letter
+/// (`HTTPServer` gives `HTTP`, `Server`).
+pub(crate) fn camel_humps(piece: &str) -> Vec<&str> {
     let mut parts = Vec::new();
-    for piece in identifier.split('_').filter(|piece| !piece.is_empty()) {
-        let chars: Vec<(usize, char)> = piece.char_indices().collect();
-        let mut start = 0;
-        for window in 1..chars.len() {
-            let (index, current) = chars[window];
-            let previous = chars[window - 1].1;
-            let next = chars.get(window + 1).map(|&(_, c)| c);
-            let lower_to_upper =
-                (previous.is_lowercase() || previous.is_ascii_digit()) && current.is_uppercase();
-            let acronym_end = previous.is_uppercase()
-                && current.is_uppercase()
-                && next.is_some_and(char::is_lowercase);
-            if lower_to_upper || acronym_end {
-                parts.push(&piece[start..index]);
-                start = index;
-            }
+    let chars: Vec<(usize, char)> = piece.char_indices().collect();
+    let mut start = 0;
+    for window in 1..chars.len() {
+        let (index, current) = chars[window];
+        let previous = chars[window - 1].1;
+        let next = chars.get(window + 1).map(|&(_, c)| c);
+        let lower_to_upper =
+            (previous.is_lowercase() || previous.is_ascii_digit()) && current.is_uppercase();
+        let acronym_end = previous.is_uppercase()
+            && current.is_uppercase()
+            && next.is_some_and(char::is_lowercase);
+        if lower_to_upper || acronym_end {
+            parts.push(&piece[start..index]);
+            start = index;
         }
-        parts.push(&piece[start..]);
     }
+    parts.push(&piece[start..]);
     parts
 }
 

@@ -9,12 +9,19 @@
 
 #![allow(clippy::print_stdout, reason = "a benchmark prints its report")]
 
+#[path = "../../../src/context/bm25.rs"]
+#[allow(dead_code, reason = "the benchmark uses only the identifier splitting of this file")]
+mod bm25;
 #[path = "../../../src/catalog/rank.rs"]
 mod rank;
 #[path = "../../../src/catalog/synonyms.rs"]
 mod synonyms;
 #[path = "../../../src/catalog/text.rs"]
 mod text;
+/// `text.rs` splits identifiers with the context ranker's `camel_humps`.
+mod context {
+    pub(crate) use super::bm25;
+}
 
 use std::time::Instant;
 
