@@ -14,6 +14,8 @@
 //!   `ln(1 + (N - n + 0.5) / (n + 0.5))` over tools.
 //! - Each distinct query stem counts once with weight 1; the synonyms of a query stem that the
 //!   query does not hold itself, and that some tool holds, count with [`SYNONYM_WEIGHT`].
+//! - A query that names a server (its whole name as one of the query's stems) looks there
+//!   first: the tools of every other server score [`OTHER_SERVERS`] of what they would.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -42,6 +44,9 @@ const FIELD_WEIGHTS: [f64; FIELDS] = [3.0, 2.0, 1.0, 0.3, 1.5];
 /// How much a synonym of a query word counts against the word itself.
 pub(crate) const SYNONYM_WEIGHT: f64 = 0.5;
 
+/// What a tool of a server the query does not name keeps of its score when it names one.
+pub(crate) const OTHER_SERVERS: f64 = 0.5;
+
 /// A BM25F index over a list of documents, built once and searched many times: for every term,
 /// the documents holding it with the term's whole BM25F contribution, which depends on nothing
 /// of the query, so a search only adds.
@@ -51,6 +56,8 @@ pub(crate) struct Lexical {
     synonyms: Arc<Synonyms>,
     postings: HashMap<String, Vec<(u32, f64)>>,
     documents: usize,
+    /// Each server's name as one stem (`maestro`; words joined by `_`), with its documents.
+    servers: HashMap<String, Vec<u32>>,
 }
 
 impl Lexical {
@@ -69,6 +76,13 @@ impl Lexical {
         terms: Terms,
         synonyms: Arc<Synonyms>,
     ) -> Lexical {
+        let mut servers: HashMap<String, Vec<u32>> = HashMap::new();
+        for (index, document) in documents.iter().enumerate() {
+            let name = terms.of(&document.server).join("_");
+            if !name.is_empty() {
+                servers.entry(name).or_default().push(u32::try_from(index).unwrap_or(u32::MAX));
+            }
+        }
         let mut counts = Vec::with_capacity(documents.len());
         let mut lengths = Vec::with_capacity(documents.len());
         let mut totals = [0u64; FIELDS];
@@ -115,7 +129,7 @@ impl Lexical {
                 *contribution *= idf;
             }
         }
-        Lexical { terms, synonyms, postings, documents: documents.len() }
+        Lexical { terms, synonyms, postings, documents: documents.len(), servers }
     }
 
     /// The weighted stems of `query`: its own, then the synonyms of each.
@@ -153,7 +167,28 @@ impl Lexical {
                 scores[document as usize] += query_weight * contribution;
             }
         }
+        self.prefer_named_servers(query, &mut scores);
         scores
+    }
+
+    /// Lowers the scores of the tools of every server `query` does not name, when it names one.
+    fn prefer_named_servers(&self, query: &str, scores: &mut [f64]) {
+        let stems = self.terms.of(query);
+        let mut named = vec![false; self.documents];
+        let mut any = false;
+        for stem in &stems {
+            for &document in self.servers.get(stem).map_or(&[][..], Vec::as_slice) {
+                named[document as usize] = true;
+                any = true;
+            }
+        }
+        if any {
+            for (score, named) in scores.iter_mut().zip(named) {
+                if !named {
+                    *score *= OTHER_SERVERS;
+                }
+            }
+        }
     }
 }
 
@@ -278,6 +313,20 @@ mod tests {
         for (query, expected) in cases {
             assert_eq!(best(&lexical, query), expected, "{query}");
         }
+    }
+
+    #[test]
+    fn a_query_naming_a_server_looks_there_first() {
+        let documents = vec![
+            document("github", "create_issue", "Create a new issue."),
+            document("linear", "create_issue", "Create a new issue, with its team and cycle."),
+            document("linear", "list_teams", "List the teams."),
+        ];
+        let lexical = Lexical::new(&documents);
+        let scores = lexical.scores("create an issue in github");
+        assert!(scores[0] > scores[1], "{scores:?}");
+        let unnamed = lexical.scores("create an issue");
+        assert!(unnamed[1] > 0.0 && scores[1] < unnamed[1], "{scores:?} {unnamed:?}");
     }
 
     #[test]
