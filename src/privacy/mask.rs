@@ -201,40 +201,68 @@ fn same_name(left: &str, right: &str) -> bool {
 ///   follows the last `@`), else `[REDACTED]`.
 #[must_use]
 pub(crate) fn mask_value(rule: &MaskRule, value: &Value, salt: &[u8]) -> Value {
-    if value.is_null() {
-        return Value::Null;
+    let mut masked = value.clone();
+    ColumnRule::new(*rule, salt).mask(&mut masked);
+    masked
+}
+
+/// A rule ready to mask the cells of one column: for [`MaskRule::Hash`], the salt is already
+/// in the SHA-256 state, so each cell hashes only its own text.
+#[derive(Clone)]
+pub(crate) struct ColumnRule {
+    rule: MaskRule,
+    salted: Sha256,
+}
+
+impl ColumnRule {
+    #[must_use]
+    pub(crate) fn new(rule: MaskRule, salt: &[u8]) -> ColumnRule {
+        ColumnRule { rule, salted: Sha256::new_with_prefix(salt) }
     }
-    let text = text_form(value);
-    match rule {
-        MaskRule::Redact => Value::String(REDACTED.to_owned()),
-        MaskRule::Hash => Value::String(salted_hash(&text, salt)),
-        MaskRule::KeepLast(count) => Value::String(keep_last(&text, *count)),
-        MaskRule::Null => Value::Null,
-        MaskRule::KeepEmailDomain => Value::String(
-            email_domain(&text)
-                .map_or_else(|| REDACTED.to_owned(), |domain| format!("***@{domain}")),
-        ),
+
+    /// Masks `value` in place as [`mask_value`] documents; a string's buffer is reused for
+    /// the redaction and the hash.
+    pub(crate) fn mask(&self, value: &mut Value) {
+        match value {
+            Value::Null => {}
+            _ if self.rule == MaskRule::Null => *value = Value::Null,
+            Value::String(text) => self.mask_text(text),
+            other => {
+                let mut text = other.to_string();
+                self.mask_text(&mut text);
+                *other = Value::String(text);
+            }
+        }
+    }
+
+    /// Replaces `text` with its masked form.
+    fn mask_text(&self, text: &mut String) {
+        match self.rule {
+            MaskRule::Redact | MaskRule::Null => {
+                text.clear();
+                text.push_str(REDACTED);
+            }
+            MaskRule::Hash => {
+                let digest = self.salted.clone().chain_update(text.as_bytes()).finalize();
+                text.clear();
+                text.push_str("h:");
+                for byte in &digest[..HASH_BYTES] {
+                    text.push(char::from(HEX_DIGITS[usize::from(byte >> 4)]));
+                    text.push(char::from(HEX_DIGITS[usize::from(byte & 0x0f)]));
+                }
+            }
+            MaskRule::KeepLast(count) => *text = keep_last(text, count),
+            MaskRule::KeepEmailDomain => {
+                *text = email_domain(text)
+                    .map_or_else(|| REDACTED.to_owned(), |domain| format!("***@{domain}"));
+            }
+        }
     }
 }
 
-/// The text a value is masked through.
-fn text_form(value: &Value) -> String {
-    match value {
-        Value::String(text) => text.clone(),
-        other => other.to_string(),
-    }
-}
-
-/// `h:` and the first 16 hex digits of SHA-256 over the salt followed by the text.
-fn salted_hash(text: &str, salt: &[u8]) -> String {
-    let mut hasher = Sha256::new();
-    hasher.update(salt);
-    hasher.update(text.as_bytes());
-    let digest = hasher.finalize();
-    let mut hex_digits = hex::encode(digest);
-    hex_digits.truncate(16);
-    format!("h:{hex_digits}")
-}
+/// A hash shows this many bytes of the digest, as 16 hex digits.
+const HASH_BYTES: usize = 8;
+const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
 
 /// The text with all but its last `count` characters replaced by `*`, or entirely masked when
 /// it has at most `count` characters.
@@ -275,7 +303,7 @@ mod tests {
         assert_eq!(mask_value(&rule, &value, SALT), expected, "{rule} on {value}");
     }
 
-    /// The expected hash, computed independently of `salted_hash`.
+    /// The expected hash, computed independently of `ColumnRule`.
     fn expected_hash(text: &str) -> String {
         let digest = Sha256::digest([SALT, text.as_bytes()].concat());
         format!("h:{}", &hex::encode(digest)[..16])

@@ -14,18 +14,18 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use mask::{MaskingPolicy, mask_value};
+use mask::{ColumnRule, MaskingPolicy};
 
 impl crate::sql::CellMask for MaskingPolicy {
-    fn covers(&self, name: &str) -> bool {
-        self.rule_for(name).is_some()
+    fn column(&self, name: &str) -> Option<Box<dyn crate::sql::ColumnMask>> {
+        let rule = self.rule_for(name)?;
+        Some(Box::new(ColumnRule::new(*rule, self.salt.as_bytes())))
     }
+}
 
-    fn mask(&self, name: &str, value: &Value) -> Value {
-        match self.rule_for(name) {
-            Some(rule) => mask_value(rule, value, self.salt.as_bytes()),
-            None => value.clone(),
-        }
+impl crate::sql::ColumnMask for ColumnRule {
+    fn mask(&self, cell: &mut Value) {
+        ColumnRule::mask(self, cell);
     }
 }
 
@@ -110,12 +110,37 @@ mod tests {
     #[test]
     fn a_policy_masks_the_cells_of_the_output_columns_it_names() {
         let people = policy("people", &[("email", MaskRule::KeepEmailDomain)]).expect("policy");
-        assert!(people.covers("Email"));
-        assert!(!people.covers("first_name"));
-        assert_eq!(
-            CellMask::mask(&*people, "EMAIL", &json!("ada@example.com")),
-            json!("***@example.com")
-        );
-        assert_eq!(CellMask::mask(&*people, "city", &json!("Berlin")), json!("Berlin"));
+        assert!(people.column("first_name").is_none());
+        for name in ["Email", "EMAIL", "email"] {
+            let column = people.column(name).expect("a covered column");
+            let mut cell = json!("ada@example.com");
+            column.mask(&mut cell);
+            assert_eq!(cell, json!("***@example.com"), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_column_masks_cells_as_the_rule_does_one_value_at_a_time() {
+        let people = policy("people", &[("secret", MaskRule::Hash), ("note", MaskRule::Redact)])
+            .expect("policy");
+        let values = [
+            json!("ada"),
+            json!("a much longer value than the hash itself"),
+            json!(7),
+            json!(null),
+            json!(""),
+        ];
+        for (name, rule) in [("secret", MaskRule::Hash), ("note", MaskRule::Redact)] {
+            let column = people.column(name).expect("a covered column");
+            for value in &values {
+                let mut cell = value.clone();
+                column.mask(&mut cell);
+                assert_eq!(
+                    cell,
+                    mask::mask_value(&rule, value, people.salt.as_bytes()),
+                    "{name} {value}"
+                );
+            }
+        }
     }
 }

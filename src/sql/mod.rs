@@ -31,9 +31,9 @@ pub(crate) use confirm::{TokenCheck, check_token, token_text};
 pub(crate) use introspect::{DatabaseSchema, introspect};
 pub(crate) use policy::VolatileCall;
 pub(crate) use read::{
-    CellMask, EncodedRows, HINT_SAMPLES, PageRequest, Paging, ReadLimits, ReadOnlyQuery,
-    ReadResult, ResultColumn, RowSink, TimeFilter, Truncation, check_read, run_paged_read,
-    run_read, run_read_into, sample_text, single_statement,
+    CellMask, ColumnMask, EncodedRows, HINT_SAMPLES, PageRequest, Paging, ReadLimits,
+    ReadOnlyQuery, ReadResult, ResultColumn, RowSink, TimeFilter, Truncation, check_read,
+    run_paged_read, run_read, run_read_into, sample_text, single_statement,
 };
 pub use statement::{Classification, Effect, ParseError, QualifiedName, Statement, StatementKind};
 pub(crate) use validate::{Validated, validate};

@@ -37,28 +37,30 @@ pub(crate) struct ReadOnlyQuery {
 /// they are counted, encoded or sampled, so nothing unmasked is kept. The layer that knows the
 /// caller (masking for a role) implements it; a read only applies it.
 pub(crate) trait CellMask: std::fmt::Debug + Send + Sync {
-    /// Whether the cells of the output column `name` are replaced.
-    fn covers(&self, name: &str) -> bool;
-    /// The replacement of one cell of the output column `name`.
-    fn mask(&self, name: &str, value: &Value) -> Value;
+    /// How the cells of the output column `name` are replaced, or `None` when they are not;
+    /// asked once per column of a read, after the describe.
+    fn column(&self, name: &str) -> Option<Box<dyn ColumnMask>>;
 }
 
-/// For each output column, whether `mask` covers it.
-fn covered(mask: Option<&dyn CellMask>, columns: &[ResultColumn]) -> Vec<bool> {
-    columns.iter().map(|column| mask.is_some_and(|mask| mask.covers(&column.name))).collect()
+/// The replacement of the cells of one output column of one read.
+pub(crate) trait ColumnMask: Send + Sync {
+    /// Replaces one cell in place (reusing its text's buffer where it can).
+    fn mask(&self, cell: &mut Value);
+}
+
+/// For each output column, how `mask` replaces its cells, if it does.
+fn covered(
+    mask: Option<&dyn CellMask>,
+    columns: &[ResultColumn],
+) -> Vec<Option<Box<dyn ColumnMask>>> {
+    columns.iter().map(|column| mask.and_then(|mask| mask.column(&column.name))).collect()
 }
 
 /// Masks the covered cells of one decoded row in place.
-fn mask_row(
-    mask: Option<&dyn CellMask>,
-    columns: &[ResultColumn],
-    covered: &[bool],
-    row: &mut [Value],
-) {
-    let Some(mask) = mask else { return };
-    for ((cell, column), covered) in row.iter_mut().zip(columns).zip(covered) {
-        if *covered {
-            *cell = mask.mask(&column.name, cell);
+fn mask_row(covered: &[Option<Box<dyn ColumnMask>>], row: &mut [Value]) {
+    for (cell, column) in row.iter_mut().zip(covered) {
+        if let Some(column) = column {
+            column.mask(cell);
         }
     }
 }
@@ -422,7 +424,7 @@ async fn fetch_rows<R: RowSink>(
                 break;
             }
             let mut values = decode_row(&row, &decoders)?;
-            mask_row(mask, &columns, &covered, &mut values);
+            mask_row(&covered, &mut values);
             let size = values.iter().map(encode::json_size).sum::<usize>() + values.len() + 2;
             if bytes + size > limits.max_bytes {
                 truncated = Some(Truncation::MaxBytes);
@@ -697,7 +699,7 @@ async fn fetch_page(
     };
     // Page tokens carry the sort keys' values in the clear (signed, not encrypted), and the
     // order itself tells about the values: a masked column is never a key.
-    if keys.iter().any(|key| covered[key.column]) {
+    if keys.iter().any(|key| covered[key.column].is_some()) {
         return unpaged(
             connection,
             statement,
@@ -744,7 +746,7 @@ async fn fetch_page(
                     message: "the result has no timestamp or date column to apply time_range to; name one with time_range.column".to_owned(),
                 })?,
         };
-        if covered[index] {
+        if covered[index].is_some() {
             return Err(Error::InvalidPaging {
                 message: format!(
                     "time_range.column `{}` is masked for this caller; filter on another column",
@@ -827,7 +829,7 @@ async fn fetch_page(
                 break;
             }
             let mut values = decode_row(&row, &decoders)?;
-            mask_row(mask, &columns, &covered, &mut values);
+            mask_row(&covered, &mut values);
             let size = values.iter().map(encode::json_size).sum::<usize>() + values.len() + 2;
             if bytes + size > limits.max_bytes && !rows.is_empty() {
                 truncated = Some(Truncation::MaxBytes);
