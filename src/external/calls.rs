@@ -56,9 +56,10 @@ struct InFlight {
     key: u64,
     /// Notifications of the call being relayed to its caller.
     relaying: Arc<AtomicUsize>,
-    /// orca's id for the call on the upstream connection, and its progress token there.
-    upstream_request: RequestId,
-    upstream_token: ProgressToken,
+    /// orca's id for the call on the upstream connection, and its progress token there; `None`
+    /// from its registration until the request is handed to the connection.
+    upstream_request: Option<RequestId>,
+    upstream_token: Option<ProgressToken>,
     caller: Arc<Caller>,
 }
 
@@ -83,6 +84,14 @@ pub(crate) struct Registered {
 }
 
 impl Registered {
+    /// Note the id and progress token the call was sent upstream with.
+    pub(crate) fn sent(&self, upstream_request: RequestId, upstream_token: ProgressToken) {
+        if let Some(call) = self.calls.lock().iter_mut().find(|call| call.key == self.key) {
+            call.upstream_request = Some(upstream_request);
+            call.upstream_token = Some(upstream_token);
+        }
+    }
+
     /// Wait (briefly) for the call's notifications to reach its caller before its answer does:
     /// rmcp hands each notification to a task of its own but the answer straight back, so a
     /// notification the server sent before its answer could otherwise arrive after it, when
@@ -125,30 +134,35 @@ impl Calls {
         self.in_flight.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Note a call sent upstream as `upstream_request` with `upstream_token`.
-    pub(crate) fn register(
-        self: &Arc<Self>,
-        upstream_request: RequestId,
-        upstream_token: ProgressToken,
-        caller: Arc<Caller>,
-    ) -> Registered {
+    /// Note a call about to be sent upstream for `caller`. It counts as in flight from now, before
+    /// the request reaches the server: a fast server's request during the call (an elicitation)
+    /// can otherwise arrive before the call is noted and find no call to belong to.
+    pub(crate) fn register(self: &Arc<Self>, caller: Arc<Caller>) -> Registered {
         let key = self.next.fetch_add(1, Ordering::Relaxed);
         let relaying = Arc::new(AtomicUsize::new(0));
-        let call =
-            InFlight { key, relaying: relaying.clone(), upstream_request, upstream_token, caller };
+        let call = InFlight {
+            key,
+            relaying: relaying.clone(),
+            upstream_request: None,
+            upstream_token: None,
+            caller,
+        };
         self.lock().push(call);
         Registered { calls: self.clone(), key, relaying }
     }
 
     fn by_token(&self, token: &ProgressToken) -> Option<(Arc<Caller>, Relaying)> {
         let calls = self.lock();
-        let call = calls.iter().find(|call| &call.upstream_token == token)?;
+        let call = calls.iter().find(|call| call.upstream_token.as_ref() == Some(token))?;
         Some((call.caller.clone(), Relaying::start(&call.relaying)))
     }
 
     fn by_request(&self, id: &RequestId) -> Option<Arc<Caller>> {
         let calls = self.lock();
-        calls.iter().find(|call| &call.upstream_request == id).map(|call| call.caller.clone())
+        calls
+            .iter()
+            .find(|call| call.upstream_request.as_ref() == Some(id))
+            .map(|call| call.caller.clone())
     }
 
     /// The one call in flight, if there is exactly one.

@@ -142,6 +142,11 @@ impl RoutedTool {
     pub(crate) fn name(&self) -> &str {
         &self.tool.tool.name
     }
+
+    /// The tool as orca lists it (its exposed name, the server's schema).
+    pub(crate) fn definition(&self) -> &Tool {
+        &self.tool.tool
+    }
 }
 
 #[derive(Debug, Default)]

@@ -809,11 +809,12 @@ impl Upstream {
         caller: Option<&Arc<Caller>>,
     ) -> Result<CallToolResponse, ServiceError> {
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let registered = caller.map(|caller| self.calls.register(caller.clone()));
         let handle =
             peer.send_cancellable_request(request, PeerRequestOptions::no_options()).await?;
-        let registered = caller.map(|caller| {
-            self.calls.register(handle.id.clone(), handle.progress_token.clone(), caller.clone())
-        });
+        if let Some(registered) = &registered {
+            registered.sent(handle.id.clone(), handle.progress_token.clone());
+        }
         let mut cancel = CancelOnDrop { peer: Some(peer.clone()), id: handle.id.clone() };
         let answer = handle.await_response().await;
         cancel.peer = None;

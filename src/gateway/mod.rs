@@ -667,9 +667,14 @@ impl ServerHandler for Gateway {
         Ok(())
     }
 
-    fn get_tool(&self, _name: &str) -> Option<Tool> {
-        // Visibility depends on the caller, which this hook cannot see; call_tool checks it.
-        None
+    /// The transport asks for a tool only to check a 2026-07-28 request's `Mcp-Param-*` headers
+    /// against its arguments (SEP-2243), so only an external tool that asks clients to mirror
+    /// arguments into headers (`x-mcp-header`) is handed over. Who may see or call it is not
+    /// this hook's to say (it cannot see the caller): `call_tool` checks that as for any call.
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        let routed = self.state.registry.external()?.resolve(name)?;
+        let tool = routed.definition();
+        mirrors_arguments(&tool.input_schema).then(|| tool.clone())
     }
 
     async fn list_prompts(
@@ -1093,4 +1098,15 @@ fn check_completion(request: &CompleteRequestParams) -> Result<(), McpError> {
 
 fn shown(text: &str) -> String {
     text.chars().take(128).collect()
+}
+
+/// Whether an input schema asks clients to mirror an argument into an `Mcp-Param-*` header:
+/// an `x-mcp-header` on a property, at any depth of `properties`.
+fn mirrors_arguments(schema: &serde_json::Map<String, serde_json::Value>) -> bool {
+    schema.get("properties").and_then(serde_json::Value::as_object).is_some_and(|properties| {
+        properties
+            .values()
+            .filter_map(serde_json::Value::as_object)
+            .any(|property| property.contains_key("x-mcp-header") || mirrors_arguments(property))
+    })
 }

@@ -12,8 +12,6 @@ const SUITE: &str = "@modelcontextprotocol/conformance@0.2.0-alpha.12";
 
 const NO_SESSION: &str = "needs a session, which stateless mode does not keep";
 const DIAGNOSTICS: &str = "needs the diagnostic tool test_missing_capability (a -32021 error for a capability the calling client lacks, which orca does not produce for its upstream's request) and subscriptions/listen, which neither the fixture server nor orca answers yet";
-const CUSTOM_HEADERS: &str =
-    "needs a tool with x-mcp-header annotations, which the fixture server does not have yet";
 const INPUT_REQUIRED: &str = "needs the suite's input-required tools; orca does not relay an InputRequiredResult yet (it speaks 2025-11-25 to its upstreams)";
 const TASKS: &str = "needs the tasks extension, which orca does not relay yet";
 
@@ -78,13 +76,7 @@ fn expectations(stateful: bool) -> Vec<(&'static str, Expect)> {
         ("dns-rebinding-protection", Pass),
         ("caching", Pass),
         ("http-header-validation", Pass),
-        (
-            "http-custom-header-server-validation",
-            Except {
-                failing: &["HttpCustomHeaderServerNoTool", "NotTestable"],
-                reason: CUSTOM_HEADERS,
-            },
-        ),
+        ("http-custom-header-server-validation", Pass),
         (
             "tasks-lifecycle",
             tasks(&[
