@@ -15,7 +15,8 @@ use std::time::SystemTime;
 use opentelemetry::context::FutureExt as _;
 use opentelemetry::propagation::{Extractor, TextMapPropagator as _};
 use opentelemetry::trace::{
-    Span as _, SpanContext, SpanKind, Status, TraceContextExt as _, Tracer as _, TracerProvider as _,
+    Span as _, SpanContext, SpanKind, Status, TraceContextExt as _, Tracer as _,
+    TracerProvider as _,
 };
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_otlp::{Protocol, WithExportConfig as _};
@@ -202,7 +203,12 @@ pub(crate) fn traceparent() -> Option<String> {
     let span = context.span();
     let parent = span.span_context();
     parent.is_valid().then(|| {
-        format!("00-{}-{}-{:02x}", parent.trace_id(), parent.span_id(), parent.trace_flags().to_u8())
+        format!(
+            "00-{}-{}-{:02x}",
+            parent.trace_id(),
+            parent.span_id(),
+            parent.trace_flags().to_u8()
+        )
     })
 }
 
@@ -298,8 +304,7 @@ mod tests {
 
     #[test]
     fn a_traceparent_is_read_into_the_callers_context() {
-        let context =
-            extract("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
+        let context = extract("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
         let span = context.span();
         let parent = span.span_context();
         assert!(parent.is_remote());

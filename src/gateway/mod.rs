@@ -404,7 +404,9 @@ impl Gateway {
                 });
                 let (outcome, retried) = hop.run(external.call(tool, arguments, caller)).await;
                 match &outcome {
-                    Err(tool_error) => hop.fail(tool_error.code.as_str(), tool_error.message.clone()),
+                    Err(tool_error) => {
+                        hop.fail(tool_error.code.as_str(), tool_error.message.clone())
+                    }
                     Ok(result) if result.is_error == Some(true) => {
                         hop.fail("upstream_tool_error", error::first_text(result));
                     }
@@ -1022,8 +1024,14 @@ impl ServerHandler for Gateway {
             match refusal {
                 None => {
                     let caller = self.caller(&context);
-                    let call =
-                        self.dispatch(&route, arguments, &call_context, &trace_id, meta, Some(caller));
+                    let call = self.dispatch(
+                        &route,
+                        arguments,
+                        &call_context,
+                        &trace_id,
+                        meta,
+                        Some(caller),
+                    );
                     span.run(call).await
                 }
                 Some(denied) => Dispatched {
@@ -1039,7 +1047,9 @@ impl ServerHandler for Gateway {
         let elapsed = started.elapsed();
         self.state.metrics.observe(&tool_name, status.as_str(), elapsed);
         match (&error, &upstream_error) {
-            (Some(tool_error), _) => span.fail(tool_error.code.as_str(), tool_error.message.clone()),
+            (Some(tool_error), _) => {
+                span.fail(tool_error.code.as_str(), tool_error.message.clone())
+            }
             (None, Some(text)) => span.fail("upstream_tool_error", text.clone()),
             (None, None) => {}
         }

@@ -253,8 +253,12 @@ fn trace_write(batch: &[Execution], started: std::time::SystemTime, stored: bool
     for parent in batch.iter().filter_map(|execution| execution.span.as_ref()) {
         let mut attributes = crate::telemetry::statement_attributes("COPY", "COPY mcp_executions");
         attributes.push(KeyValue::new("db.operation.batch.size", size));
-        attributes.push(KeyValue::new("orca.tracking.outcome", if stored { "stored" } else { "spilled" }));
-        let failure = (!stored).then_some("the tracking database did not take the batch; it was spilled");
+        attributes.push(KeyValue::new(
+            "orca.tracking.outcome",
+            if stored { "stored" } else { "spilled" },
+        ));
+        let failure =
+            (!stored).then_some("the tracking database did not take the batch; it was spilled");
         crate::telemetry::finished_child(parent, "tracking write", started, attributes, failure);
     }
 }

@@ -2,7 +2,9 @@
 //! exports. A `generate_sql` call is one trace whose gateway span holds the model request (with
 //! the GenAI attributes), the validation statement and tracking's write; the caller's
 //! `traceparent` is kept, passed on to the model provider and to an HTTP upstream, and is the
-//! execution row's trace id. Without the OTEL variables nothing is exported or passed on.
+//! execution row's trace id, which the console lists (and links with `ORCA_TRACE_URL`). Spans
+//! still queued at shutdown are exported then. Without the OTEL variables nothing is exported
+//! or passed on.
 
 use std::time::Duration;
 
@@ -99,7 +101,8 @@ async fn a_generate_sql_call_is_one_trace_with_the_model_request_the_validation_
 
     // A caller's traceparent in `_meta` (2026-07-28's place): the call joins its trace.
     let arguments = json!({"prompt": "the name of artist 4242"});
-    let result = call(&client, "generate_sql", arguments, Some(caller_traceparent())).await.unwrap();
+    let result =
+        call(&client, "generate_sql", arguments, Some(caller_traceparent())).await.unwrap();
     assert_eq!(result.is_error, Some(false), "{result:?}");
     let meta = meta_of(&result);
     assert_eq!(meta["trace_id"], CALLER_TRACE);
@@ -230,4 +233,58 @@ async fn without_the_otel_variables_nothing_is_exported_and_no_traceparent_is_pa
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert_eq!(collector.requests(), 0, "{environment:?}: something was exported");
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_traceparent_header_is_kept_the_console_links_the_trace_and_shutdown_exports_the_spans() {
+    use rmcp::ServiceExt as _;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
+    let collector = FakeCollector::start().await;
+    let database = TestDatabase::create().await;
+    let template = "https://traces.test/trace/{trace_id}";
+    let setup = OrcaSetup::new(&database.url)
+        .with_env(
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            &format!("{}/v1/traces", collector.endpoint()),
+        )
+        .with_env("OTEL_SERVICE_NAME", "orca-under-test")
+        // Nothing is exported on schedule: only the shutdown's flush sends the spans.
+        .with_env("OTEL_BSP_SCHEDULE_DELAY", "600000")
+        .with_env("ORCA_TRACE_URL", template);
+    let server = setup.http_server(&[]);
+    let traceparent = format!("00-{CALLER_TRACE}-{CALLER_SPAN}-01");
+    let headers = std::collections::HashMap::from([(
+        http::HeaderName::from_static("traceparent"),
+        http::HeaderValue::from_str(&traceparent).unwrap(),
+    )]);
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(server.url("/mcp")).custom_headers(headers);
+    let client = ().serve(StreamableHttpClientTransport::from_config(config)).await.unwrap();
+    let result = call(&client, "list_servers", json!({}), None).await.unwrap();
+    assert_eq!(meta_of(&result)["trace_id"], CALLER_TRACE);
+    client.cancel().await.unwrap();
+
+    let url = server.url("/console/api/executions?limit=10");
+    let listed = || async { reqwest::get(&url).await.unwrap().json::<Value>().await.unwrap() };
+    eventually("the call in the console's list", Duration::from_secs(20), || async {
+        listed().await["executions"].as_array().is_some_and(|rows| !rows.is_empty())
+    })
+    .await;
+    let body = listed().await;
+    assert_eq!(body["executions"][0]["trace_id"], CALLER_TRACE);
+    assert_eq!(body["trace_url"], template);
+
+    assert!(collector.spans().is_empty(), "exported before the shutdown");
+    assert!(server.stop().success());
+    let spans = trace_of(&collector, CALLER_TRACE, |spans| {
+        spans.iter().any(|span| span.name == "tracking write")
+            && spans.iter().any(|span| span.name == "tools/call list_servers")
+    })
+    .await;
+    let gateway = named(&spans, "tools/call list_servers");
+    assert_eq!(gateway.parent_span_id, CALLER_SPAN);
+    assert_eq!(gateway.service.as_deref(), Some("orca-under-test"));
+    assert_eq!(gateway.status_code, 0, "a successful call's span is not an error");
 }

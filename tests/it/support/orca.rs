@@ -129,6 +129,7 @@ impl OrcaSetup {
             "OTEL_SERVICE_NAME",
             "OTEL_RESOURCE_ATTRIBUTES",
             "OTEL_TRACES_SAMPLER",
+            "ORCA_TRACE_URL",
         ] {
             command.env_remove(key);
         }
