@@ -288,3 +288,42 @@ async fn a_traceparent_header_is_kept_the_console_links_the_trace_and_shutdown_e
     assert_eq!(gateway.service.as_deref(), Some("orca-under-test"));
     assert_eq!(gateway.status_code, 0, "a successful call's span is not an error");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_collector_that_never_answers_slows_no_call_and_holds_no_shutdown() {
+    // Accepts connections and never answers: the worst a collector can do.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let held = tokio::spawn(async move {
+        let mut connections = Vec::new();
+        while let Ok((connection, _)) = listener.accept().await {
+            connections.push(connection);
+        }
+    });
+    let database = TestDatabase::create().await;
+    let setup = OrcaSetup::new(&database.url)
+        .with_env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+        .with_env("OTEL_EXPORTER_OTLP_TIMEOUT", "2000")
+        .with_env("OTEL_BSP_SCHEDULE_DELAY", "10")
+        .with_env("OTEL_BSP_MAX_QUEUE_SIZE", "16");
+    let server = setup.http_server(&[]);
+    let client = server.client(None).await;
+    for _ in 0..40 {
+        let started = std::time::Instant::now();
+        let result = call(&client, "list_servers", json!({}), None).await.unwrap();
+        assert_eq!(result.is_error, Some(false));
+        assert!(started.elapsed() < Duration::from_secs(1), "a call waited on the exporter");
+    }
+    client.cancel().await.unwrap();
+    let stopping = std::time::Instant::now();
+    let log = server.log.clone();
+    assert!(server.stop().success());
+    // Bounded by the exporter's timeout (2 s here) for the export under way and the last one.
+    assert!(stopping.elapsed() < Duration::from_secs(15), "the shutdown waited on the collector");
+    // 40 calls make about 80 spans for a queue of 16: the drops are logged once, and counted
+    // at shutdown.
+    let log = log.lock().unwrap().join("\n");
+    assert_eq!(log.matches("SpanDroppingStarted").count(), 1, "{log}");
+    assert!(log.contains("SpansDropped"), "{log}");
+    held.abort();
+}
