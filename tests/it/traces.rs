@@ -89,13 +89,8 @@ async fn a_generate_sql_call_is_one_trace_with_the_model_request_the_validation_
     let collector = FakeCollector::start().await;
     let database = samples::chinook().await;
     let fake = FakeLlm::start().await;
-    fake.script(
-        Wire::Anthropic,
-        [
-            sql_reply("SELECT name FROM artist WHERE artist_id = 4242"),
-            sql_reply("SELECT title FROM album WHERE album_id = 4242"),
-        ],
-    );
+    fake.script(Wire::Anthropic, [sql_reply("SELECT name FROM artist WHERE artist_id = 4242")]);
+    fake.script(Wire::OpenAi, [sql_reply("SELECT title FROM album WHERE album_id = 4242")]);
     let setup = traced(OrcaSetup::new(&database.url).with_fake_llm(&fake), &collector);
     let client = setup.stdio_client().await;
 
@@ -154,19 +149,31 @@ async fn a_generate_sql_call_is_one_trace_with_the_model_request_the_validation_
     );
     assert_eq!(stored_trace_id(&database, &meta).await, CALLER_TRACE);
 
-    // Without a traceparent the gateway's span is the root of a new trace.
-    let arguments = json!({"prompt": "the title of album 4242"});
+    // Without a traceparent the gateway's span is the root of a new trace; OpenAI's wire
+    // (async-openai under orca's transport) passes the model span on too.
+    let arguments = json!({"prompt": "the title of album 4242", "llm_provider": "openai"});
     let result = call(&client, "generate_sql", arguments, None).await.unwrap();
+    assert_eq!(result.is_error, Some(false), "{result:?}");
     let meta = meta_of(&result);
     let trace_id = meta["trace_id"].as_str().unwrap().to_owned();
     assert_ne!(trace_id, CALLER_TRACE);
     let spans = trace_of(&collector, &trace_id, |spans| {
-        spans.iter().any(|span| span.name == "tracking write")
-            && spans.iter().any(|span| span.name == "tools/call generate_sql")
+        ["tools/call generate_sql", "tracking write", "chat gpt-4o-mini"]
+            .iter()
+            .all(|name| spans.iter().any(|span| span.name == *name))
     })
     .await;
-    assert_eq!(named(&spans, "tools/call generate_sql").parent_span_id, "");
+    let gateway = named(&spans, "tools/call generate_sql");
+    assert_eq!(gateway.parent_span_id, "");
+    let model = named(&spans, "chat gpt-4o-mini");
+    assert_eq!(model.parent_span_id, gateway.span_id);
+    assert_eq!(model.attributes["gen_ai.provider.name"], "openai");
     assert!(spans.iter().any(|span| span.name == "EXPLAIN SELECT album"), "{spans:#?}");
+    let openai = fake.requests().into_iter().find(|request| request.wire == Wire::OpenAi).unwrap();
+    assert_eq!(
+        openai.headers.get("traceparent").map(String::as_str),
+        Some(format!("00-{trace_id}-{}-01", model.span_id).as_str())
+    );
     assert_eq!(stored_trace_id(&database, &meta).await, trace_id);
     client.cancel().await.unwrap();
 }
