@@ -6,6 +6,10 @@
 //! call pays is one look at a `OnceLock`. The batch processor exports from its own thread
 //! through a bounded queue, so a slow or absent collector never slows or fails a call; spans
 //! that do not fit are dropped, and the SDK logs the first drop once.
+//!
+//! The tracer is the process's one global (a `OnceLock`), the exception to orca's explicit
+//! state: OpenTelemetry carries a span's context with the future that runs it (`Span::run`),
+//! not through arguments, so `llm`, `sql` and `tracking` make their spans without a handle.
 
 use std::borrow::Cow;
 use std::future::Future;
