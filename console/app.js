@@ -545,6 +545,16 @@ function whoCell(execution) {
     client && element("span", { class: "muted small", text: ` via ${client}` }));
 }
 
+// A call's trace id, a link into the trace viewer when ORCA_TRACE_URL is set (the id is 32 hex
+// digits, so it goes into the template as it is).
+function traceCell(traceId, template) {
+  if (!traceId) return element("td");
+  const shown = element("code", { class: "small", title: traceId, text: traceId.slice(0, 8) });
+  if (!template || !/^[0-9a-f]{32}$/.test(traceId)) return element("td", {}, shown);
+  const href = template.replaceAll("{trace_id}", traceId);
+  return element("td", {}, element("a", { href, target: "_blank", rel: "noopener noreferrer", "aria-label": `trace ${traceId}` }, shown));
+}
+
 async function refreshRecent() {
   const container = $("recent");
   let data;
@@ -562,7 +572,7 @@ async function refreshRecent() {
   const table = element("table", { class: "data-table recent" });
   table.append(element("caption", { text: `The last ${executions.length} call${executions.length === 1 ? "" : "s"}` }));
   const head = element("tr");
-  for (const name of ["Tool", "Who", "Status", "Latency", "Time", "Rating"]) head.append(element("th", { scope: "col", text: name }));
+  for (const name of ["Tool", "Who", "Status", "Latency", "Time", "Rating", "Trace"]) head.append(element("th", { scope: "col", text: name }));
   table.append(element("thead", {}, head));
   const body = element("tbody");
   for (const execution of executions) {
@@ -575,6 +585,7 @@ async function refreshRecent() {
       element("td", { class: "number", text: execution.latency_ms == null ? "" : `${execution.latency_ms} ms` }),
       element("td", { text: formatTime(execution.at) }),
       element("td", { text: rating }),
+      traceCell(execution.trace_id, data.trace_url),
     ));
   }
   table.append(body);

@@ -17,6 +17,7 @@
 //! - `splice`: big results encoded once and written into the message at the transport, without a `Value` tree.
 //! - `tool`: what every tool shares: verbs, the error taxonomy, the domain result.
 //! - `tracking`: executions, failures and feedback, written off the request path; the CSV export.
+//! - `telemetry`: OpenTelemetry traces of each call, exported over OTLP/HTTP when configured.
 //! - `tls`: ring as the one cryptography backend of rustls (every HTTPS client) and jsonwebtoken.
 //! - [`embedded`]: the private PostgreSQL cluster used when no database URL is configured.
 //! - [`client`]: the client SDK: any MCP server's tools as OpenAI, Anthropic and Gemini tools, and an executor.
@@ -40,6 +41,7 @@ mod registry;
 mod servers;
 mod splice;
 pub mod sql;
+mod telemetry;
 mod tls;
 mod tool;
 mod tracking;

@@ -274,13 +274,27 @@ async fn run(cli: Cli, env: Env) -> anyhow::Result<ExitCode> {
         _ => {}
     }
     let config = config::load(cli.config.as_deref(), &env)?;
-    match cli.command {
+    // Traces are exported by the commands that serve calls; the queued spans (tracking's write
+    // included, which the stop flushes) are exported once the command has stopped.
+    let telemetry = match cli.command {
+        Command::Serve(_) | Command::Demo(_) => crate::telemetry::start(&env)?,
+        _ => None,
+    };
+    let outcome = run_command(cli.command, config, &env).await;
+    if let Some(telemetry) = telemetry {
+        let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
+    }
+    outcome
+}
+
+async fn run_command(command: Command, config: Config, env: &Env) -> anyhow::Result<ExitCode> {
+    match command {
         Command::Serve(args) => serve(config, args).await,
         Command::Demo(args) => demo(config, args).await,
         Command::Migrate => migrate(config).await,
         Command::ExportFeedback(args) => export_feedback(config, args).await,
         Command::Doctor => doctor(config).await,
-        Command::Approve(args) => approve(config, args, &env).await,
+        Command::Approve(args) => approve(config, args, env).await,
         Command::Context(command) => context::run(config, command).await,
         Command::Key(_) | Command::Tools(_) | Command::Call(_) | Command::Ask(_) => {
             unreachable!("handled above")

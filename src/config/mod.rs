@@ -146,6 +146,9 @@ pub(crate) struct Config {
     pub(crate) read_only: bool,
     /// `ORCA_SECRET`: the key of confirmation tokens; generated into `ORCA_HOME` when unset.
     pub(crate) secret: Option<SecretString>,
+    /// `ORCA_TRACE_URL`: where the console links a call's trace, with `{trace_id}` in it
+    /// (`http://jaeger:16686/trace/{trace_id}`); `None`: the trace id is shown as text.
+    pub(crate) trace_url: Option<String>,
     /// External MCP servers from `external-mcps.yaml` (`ORCA_EXTERNAL_MCPS`).
     pub(crate) external: ExternalConfig,
     /// Limits of the `data` server's metadata and profiling tools (`data:`).
@@ -775,6 +778,17 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
         Some(secret) => Some(SecretString::from(secret.to_owned())),
         None => None,
     };
+    let trace_url = env.get("ORCA_TRACE_URL").map(str::trim).and_then(|template| {
+        let web = template.starts_with("http://") || template.starts_with("https://");
+        if web && template.contains("{trace_id}") && url::Url::parse(template).is_ok() {
+            Some(template.to_owned())
+        } else {
+            errors.push(
+                "environment: ORCA_TRACE_URL: must be an http(s) URL with {trace_id} in it, such as http://jaeger:16686/trace/{trace_id}".to_owned(),
+            );
+            None
+        }
+    });
 
     let external = external::load(env, &mut errors);
     let raw_data: RawData = sections
@@ -826,6 +840,7 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
         sql,
         read_only,
         secret,
+        trace_url,
         external,
         data,
         masking,

@@ -364,3 +364,25 @@ fn the_catalog_section_sets_when_search_is_offered_and_its_embeddings() {
         check(yaml, &env, errors);
     }
 }
+
+#[test]
+fn the_trace_url_is_an_http_template_with_the_trace_id() {
+    let cases: &[(&str, Result<Option<&str>, &str>)] = &[
+        ("", Ok(None)),
+        ("http://jaeger:16686/trace/{trace_id}", Ok(Some("http://jaeger:16686/trace/{trace_id}"))),
+        (" https://t.example/{trace_id}?x=1 ", Ok(Some("https://t.example/{trace_id}?x=1"))),
+        ("http://jaeger:16686/trace/", Err("ORCA_TRACE_URL")),
+        ("javascript:alert('{trace_id}')", Err("ORCA_TRACE_URL")),
+        ("{trace_id}", Err("ORCA_TRACE_URL")),
+    ];
+    for (value, expected) in cases {
+        let env = [("HOME", "/home/ana"), ("ORCA_TRACE_URL", *value)];
+        match expected {
+            Ok(url) => {
+                let config = check("", &env, &[]).unwrap();
+                assert_eq!(config.trace_url.as_deref(), *url, "{value}");
+            }
+            Err(message) => assert!(check("", &env, &[message]).is_none(), "{value}"),
+        }
+    }
+}

@@ -269,6 +269,7 @@ impl Runner {
             client_id: self.principal.client.clone(),
             role: self.principal.role.clone(),
             database,
+            span: None,
         });
     }
 }

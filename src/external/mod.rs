@@ -12,6 +12,7 @@ mod names;
 mod sse;
 mod subscriptions;
 mod tokens;
+mod traced;
 mod upstream;
 
 pub(crate) use tokens::TokenVault;

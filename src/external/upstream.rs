@@ -480,11 +480,11 @@ impl Upstream {
                         self.needs_sign_in.store(true, Ordering::Relaxed);
                         return Err(sign_in_hint(&self.config.key));
                     }
-                    let client = AuthorizedHttpClient::new(
+                    let client = super::traced::Traced(AuthorizedHttpClient::new(
                         client,
                         authorizer.clone(),
                         auth::DEFAULT_STEP_UPS,
-                    );
+                    ));
                     let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
                         client,
                         transport_config,
@@ -501,7 +501,7 @@ impl Upstream {
                     return session;
                 }
                 let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
-                    client,
+                    super::traced::Traced(client),
                     transport_config,
                 );
                 self.handshake(handler, transport, timeout).await
@@ -741,6 +741,14 @@ impl Upstream {
         let mut params = CallToolRequestParams::new(tool.upstream_name.clone());
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
+        }
+        // The upstream hop's span goes along as `_meta.traceparent` (2026-07-28's place for
+        // it); an HTTP upstream also gets it as a header (`traced::Traced`).
+        if let Some(traceparent) = crate::telemetry::traceparent() {
+            params
+                .meta
+                .get_or_insert_with(|| rmcp::model::RequestMetaObject::from(Map::new()))
+                .insert("traceparent".to_owned(), Value::from(traceparent));
         }
         let key = &self.config.key;
         let reached = |error: ToolError| AttemptFailure { error, reached: true, broken: None };

@@ -133,7 +133,10 @@ pub(crate) async fn executions(
     };
     let whose = visible_principal(&state, &principal);
     match crate::tracking::recent_executions(&state.state_pool, whose, limit).await {
-        Ok(rows) => axum::Json(json!({ "executions": rows })).into_response(),
+        Ok(rows) => {
+            let trace_url = state.config.trace_url.as_deref();
+            axum::Json(json!({ "executions": rows, "trace_url": trace_url })).into_response()
+        }
         Err(error) => {
             tracing::warn!("cannot read recent executions: {error}");
             unavailable("tracking")

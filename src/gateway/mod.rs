@@ -21,6 +21,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use chrono::Utc;
+use opentelemetry::KeyValue;
+use opentelemetry::trace::SpanKind;
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
@@ -287,13 +289,22 @@ fn header_string(context: &RequestContext<RoleServer>, name: &str) -> Option<Str
     Some(value.to_owned()).filter(|value| !value.is_empty() && value.len() <= 256)
 }
 
-/// The W3C trace id of an incoming `traceparent`, or a fresh one.
-fn trace_id(
+/// The W3C `traceparent` a request carries: in its `_meta` (2026-07-28, and accepted on every
+/// revision), else in the HTTP header.
+fn incoming_traceparent(
     request_meta: Option<&RequestMetaObject>,
     context: &RequestContext<RoleServer>,
-) -> String {
-    let incoming = meta_string(request_meta, context, "traceparent")
-        .or_else(|| header_string(context, "traceparent"));
+) -> Option<String> {
+    meta_string(request_meta, context, "traceparent")
+        .or_else(|| header_string(context, "traceparent"))
+}
+
+/// The trace id of a call: its span's when traces are on, else that of an incoming
+/// `traceparent`, or a fresh one.
+fn trace_id(span: &crate::telemetry::Span, incoming: Option<&str>) -> String {
+    if let Some(trace_id) = span.trace_id() {
+        return trace_id;
+    }
     if let Some(traceparent) = incoming {
         let parts: Vec<&str> = traceparent.split('-').collect();
         if parts.len() == 4
@@ -379,7 +390,29 @@ impl Gateway {
             Route::External(tool) => {
                 let external = self.state.registry.external().expect("routed to an external tool");
                 let started = Instant::now();
-                let (outcome, retried) = external.call(tool, arguments, caller).await;
+                // The upstream hop: its span is current while the call is forwarded, so the
+                // request carries it as `_meta.traceparent` (and an HTTP upstream as a header).
+                let hop = crate::telemetry::Span::child(SpanKind::Client, || {
+                    (
+                        format!("tools/call {}", tool.upstream_name()),
+                        vec![
+                            KeyValue::new("mcp.method.name", "tools/call"),
+                            KeyValue::new("gen_ai.tool.name", tool.upstream_name().to_owned()),
+                            KeyValue::new("orca.upstream", tool.server().to_owned()),
+                        ],
+                    )
+                });
+                let (outcome, retried) = hop.run(external.call(tool, arguments, caller)).await;
+                match &outcome {
+                    Err(tool_error) => {
+                        hop.fail(tool_error.code.as_str(), tool_error.message.clone())
+                    }
+                    Ok(result) if result.is_error == Some(true) => {
+                        hop.fail("upstream_tool_error", error::first_text(result));
+                    }
+                    Ok(_) => {}
+                }
+                drop(hop);
                 meta.insert("enhanced_by".into(), Value::from("orca"));
                 meta.insert("upstream".into(), Value::from(tool.server()));
                 meta.insert(
@@ -495,6 +528,7 @@ impl Gateway {
             client_id: principal.client.clone(),
             role: principal.role.clone(),
             database: read.database,
+            span: None,
         });
     }
 }
@@ -544,6 +578,7 @@ pub(crate) fn record_refused_token(state: &AppState, tool: &str, method: &str, r
         client_id: None,
         role: None,
         database: None,
+        span: None,
     });
 }
 
@@ -860,7 +895,10 @@ impl ServerHandler for Gateway {
             server,
             database,
             uri: request.uri.clone(),
-            trace_id: trace_id(request.meta.as_ref(), &context),
+            trace_id: trace_id(
+                &crate::telemetry::Span::default(),
+                incoming_traceparent(request.meta.as_ref(), &context).as_deref(),
+            ),
             execution_id: Uuid::now_v7(),
             feedback_token: Uuid::new_v4(),
         };
@@ -932,7 +970,21 @@ impl ServerHandler for Gateway {
         };
         let execution_id = Uuid::now_v7();
         let feedback_token = Uuid::new_v4();
-        let trace_id = trace_id(request.meta.as_ref(), &context);
+        let incoming = incoming_traceparent(request.meta.as_ref(), &context);
+        let span = crate::telemetry::Span::incoming(incoming.as_deref(), || {
+            (
+                format!("tools/call {tool_name}"),
+                vec![
+                    KeyValue::new("mcp.method.name", "tools/call"),
+                    KeyValue::new("gen_ai.operation.name", "execute_tool"),
+                    KeyValue::new("gen_ai.tool.name", tool_name.clone()),
+                    KeyValue::new("orca.server", server.clone()),
+                    KeyValue::new("orca.execution_id", execution_id.to_string()),
+                    KeyValue::new("orca.transport", self.transport.as_str()),
+                ],
+            )
+        });
+        let trace_id = trace_id(&span, incoming.as_deref());
         let tracking = self.state.tracker.is_enabled();
         let arguments = request.arguments.take();
         let stored_arguments = match (&arguments, tracking) {
@@ -977,8 +1029,15 @@ impl ServerHandler for Gateway {
             match refusal {
                 None => {
                     let caller = self.caller(&context);
-                    self.dispatch(&route, arguments, &call_context, &trace_id, meta, Some(caller))
-                        .await
+                    let call = self.dispatch(
+                        &route,
+                        arguments,
+                        &call_context,
+                        &trace_id,
+                        meta,
+                        Some(caller),
+                    );
+                    span.run(call).await
                 }
                 Some(denied) => Dispatched {
                     result: error::failure(&denied, &trace_id, meta),
@@ -992,6 +1051,13 @@ impl ServerHandler for Gateway {
             };
         let elapsed = started.elapsed();
         self.state.metrics.observe(&tool_name, status.as_str(), elapsed);
+        match (&error, &upstream_error) {
+            (Some(tool_error), _) => {
+                span.fail(tool_error.code.as_str(), tool_error.message.clone())
+            }
+            (None, Some(text)) => span.fail("upstream_tool_error", text.clone()),
+            (None, None) => {}
+        }
 
         if tracking {
             let now = Utc::now();
@@ -1058,6 +1124,7 @@ impl ServerHandler for Gateway {
                 created_at: now,
                 failures,
                 source: crate::tracking::Source::Mcp,
+                span: span.parent(),
             });
         }
         Ok(CallToolResponse::Complete(result))

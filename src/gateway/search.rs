@@ -367,7 +367,10 @@ impl super::Gateway {
                 .await?;
         let execution_id = uuid::Uuid::now_v7();
         let feedback_token = uuid::Uuid::new_v4();
-        let trace_id = super::trace_id(request.meta.as_ref(), context);
+        let trace_id = super::trace_id(
+            &crate::telemetry::Span::default(),
+            super::incoming_traceparent(request.meta.as_ref(), context).as_deref(),
+        );
         meta.insert("execution_id".into(), Value::from(execution_id.to_string()));
         meta.insert("feedback_token".into(), Value::from(feedback_token.to_string()));
         meta.insert("trace_id".into(), Value::from(trace_id.clone()));
@@ -414,6 +417,7 @@ impl super::Gateway {
                 client_id: principal.client.clone(),
                 role: principal.role.clone(),
                 database: None,
+                span: None,
             });
         }
         Ok(answer)

@@ -14,6 +14,8 @@ mod wire_tests;
 
 use std::time::{Duration, Instant};
 
+use opentelemetry::KeyValue;
+use opentelemetry::trace::SpanKind;
 use secrecy::SecretString;
 
 /// The providers orca can talk to. A closed list: adding one is a code change.
@@ -167,6 +169,21 @@ pub(crate) enum Error {
     Malformed { provider: Provider, message: String },
 }
 
+impl Error {
+    /// The error's kind, as a span's `error.type`.
+    fn kind(&self) -> &'static str {
+        match self {
+            Error::MissingKey { .. } => "missing_key",
+            Error::Unauthorized { .. } => "unauthorized",
+            Error::Rejected { .. } => "rejected",
+            Error::RateLimited { .. } => "rate_limited",
+            Error::Unavailable { .. } => "unavailable",
+            Error::Timeout { .. } => "timeout",
+            Error::Malformed { .. } => "malformed",
+        }
+    }
+}
+
 /// A provider's answer as its module reads it, before the call's timing is added.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Answer {
@@ -227,6 +244,19 @@ impl Llm {
         provider: Provider,
         request: &Request,
     ) -> Result<Completion, Error> {
+        let span = crate::telemetry::Span::child(SpanKind::Client, || {
+            (format!("chat {}", request.model), request_attributes(provider, request))
+        });
+        let completion = span.run(self.ask(provider, request)).await;
+        match &completion {
+            Ok(completion) => span.set(|| completion_attributes(completion)),
+            Err(error) => span.fail(error.kind(), error.to_string()),
+        }
+        completion
+    }
+
+    /// [`Llm::complete`] inside its span.
+    async fn ask(&self, provider: Provider, request: &Request) -> Result<Completion, Error> {
         let started = Instant::now();
         let endpoint = self.endpoint(provider).ok_or(Error::MissingKey { provider })?;
         let http = self.http.as_ref().map_err(|message| Error::Unavailable {
@@ -278,6 +308,39 @@ impl Llm {
         let (answer, _) = anthropic::messages_json(http, &self.settings, endpoint, body).await?;
         Ok(answer)
     }
+}
+
+/// A model request's span attributes, after OpenTelemetry's GenAI conventions (both the
+/// older `gen_ai.system` and the newer `gen_ai.provider.name`).
+fn request_attributes(provider: Provider, request: &Request) -> Vec<KeyValue> {
+    let system = match provider {
+        Provider::OpenAi => "openai",
+        Provider::Anthropic => "anthropic",
+        Provider::Google => "gcp.gemini",
+    };
+    vec![
+        KeyValue::new("gen_ai.operation.name", "chat"),
+        KeyValue::new("gen_ai.system", system),
+        KeyValue::new("gen_ai.provider.name", system),
+        KeyValue::new("gen_ai.request.model", request.model.clone()),
+        KeyValue::new("gen_ai.request.temperature", f64::from(request.temperature)),
+        KeyValue::new("gen_ai.request.max_tokens", i64::from(request.max_tokens)),
+    ]
+}
+
+/// What the answer adds to its span: the model that answered, the tokens, the attempts.
+fn completion_attributes(completion: &Completion) -> Vec<KeyValue> {
+    let mut attributes = vec![
+        KeyValue::new("gen_ai.response.model", completion.model.clone()),
+        KeyValue::new("orca.llm.http_attempts", i64::from(completion.http_attempts)),
+    ];
+    if let Some(tokens) = completion.prompt_tokens {
+        attributes.push(KeyValue::new("gen_ai.usage.input_tokens", tokens));
+    }
+    if let Some(tokens) = completion.completion_tokens {
+        attributes.push(KeyValue::new("gen_ai.usage.output_tokens", tokens));
+    }
+    attributes
 }
 
 /// The one request every provider's body snapshot is built from.

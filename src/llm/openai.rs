@@ -21,7 +21,7 @@ use async_openai::types::chat::{
 };
 use chrono::Utc;
 use reqwest::Url;
-use reqwest::header::AUTHORIZATION;
+use reqwest::header::{AUTHORIZATION, HeaderValue};
 use secrecy::{ExposeSecret as _, SecretString};
 use tower::retry::{Policy, Retry};
 
@@ -157,6 +157,11 @@ impl Transport {
         *request.timeout_mut() = Some(self.timeout);
         if self.key.is_none() {
             request.headers_mut().remove(AUTHORIZATION);
+        }
+        if let Some(traceparent) =
+            crate::telemetry::traceparent().and_then(|text| HeaderValue::try_from(text).ok())
+        {
+            request.headers_mut().insert("traceparent", traceparent);
         }
         {
             let mut log = lock(&self.log);

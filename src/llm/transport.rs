@@ -324,14 +324,11 @@ impl Post<'_> {
 
     /// One attempt: the request sent and the whole answer read, within the timeout.
     async fn attempt(&self) -> Result<(StatusCode, HeaderMap, Vec<u8>), reqwest::Error> {
-        let response = self
-            .http
-            .post(self.url.clone())
-            .headers(self.headers.clone())
-            .body(self.body.clone())
-            .timeout(self.settings.timeout)
-            .send()
-            .await?;
+        let mut post = self.http.post(self.url.clone()).headers(self.headers.clone());
+        if let Some(traceparent) = crate::telemetry::traceparent() {
+            post = post.header("traceparent", traceparent);
+        }
+        let response = post.body(self.body.clone()).timeout(self.settings.timeout).send().await?;
         let status = response.status();
         let headers = response.headers().clone();
         let body = response.bytes().await?.to_vec();

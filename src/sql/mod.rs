@@ -20,6 +20,7 @@ mod tree;
 mod validate;
 mod write;
 
+use std::future::Future;
 use std::time::Duration;
 
 pub use classify::classify;
@@ -131,6 +132,44 @@ impl Error {
             _ => "the connection failed".to_owned(),
         };
         Error::Unavailable(message)
+    }
+}
+
+/// Run one statement's database work (`operation`: `EXPLAIN`, or `None` for the statement's own
+/// kind) inside a child span of the current call, named by a summary of the statement (its kind
+/// and tables, never its text or values).
+async fn traced<T>(
+    operation: Option<&'static str>,
+    statement: &Statement,
+    work: impl Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    let span = crate::telemetry::Span::child(opentelemetry::trace::SpanKind::Client, || {
+        let summary = statement.summary(operation);
+        let name = operation.unwrap_or_else(|| statement.kind.keyword());
+        let attributes = crate::telemetry::statement_attributes(name, &summary);
+        (summary, attributes)
+    });
+    let outcome = span.run(work).await;
+    if let Err(error) = &outcome {
+        span.fail(error.kind(), "the statement failed");
+    }
+    outcome
+}
+
+impl Error {
+    /// The error's kind for a span's `error.type`: the SQLSTATE of a database error, else the
+    /// variant (never a message, which may quote values).
+    fn kind(&self) -> &'static str {
+        match self {
+            Error::Parse(_) | Error::Empty | Error::MultipleStatements { .. } => "parse",
+            Error::Denied { .. } | Error::NotARead { .. } | Error::Volatile { .. } => "denied",
+            Error::Timeout { .. } => "timeout",
+            Error::ReadOnlyViolation => "read_only_violation",
+            Error::Query { .. } => "query",
+            Error::Decode { .. } => "decode",
+            Error::Unavailable(_) => "unavailable",
+            Error::InvalidPaging { .. } => "invalid_paging",
+        }
     }
 }
 

@@ -263,6 +263,15 @@ pub(crate) async fn run_read_into<R: RowSink>(
     query: &ReadOnlyQuery,
     limits: ReadLimits,
 ) -> Result<ReadResult<R>, Error> {
+    super::traced(None, &query.statement, read_rows(pool, query, limits)).await
+}
+
+/// [`run_read_into`] inside its span.
+async fn read_rows<R: RowSink>(
+    pool: &PgPool,
+    query: &ReadOnlyQuery,
+    limits: ReadLimits,
+) -> Result<ReadResult<R>, Error> {
     let mut connection = pool.acquire().await.map_err(Error::from_connect)?;
     // The statement timeout stops the query inside the database; this one guards against a
     // stalled network, and then the connection is closed rather than reused.
@@ -583,6 +592,16 @@ pub(crate) struct PagedResult {
 /// As [`run_read`], plus `InvalidPaging` when a time window names no usable column or is
 /// asked of a query that cannot be filtered from outside.
 pub(crate) async fn run_paged_read(
+    pool: &PgPool,
+    query: &ReadOnlyQuery,
+    limits: ReadLimits,
+    request: &PageRequest,
+) -> Result<PagedResult, Error> {
+    super::traced(None, &query.statement, read_page(pool, query, limits, request)).await
+}
+
+/// [`run_paged_read`] inside its span.
+async fn read_page(
     pool: &PgPool,
     query: &ReadOnlyQuery,
     limits: ReadLimits,

@@ -47,6 +47,26 @@ impl StatementKind {
     }
 }
 
+impl StatementKind {
+    /// The SQL keyword of the kind (`SELECT` for a read), as a span names an operation.
+    pub(crate) fn keyword(self) -> &'static str {
+        match self {
+            StatementKind::Read => "SELECT",
+            StatementKind::Insert => "INSERT",
+            StatementKind::Update => "UPDATE",
+            StatementKind::Delete => "DELETE",
+            StatementKind::Merge => "MERGE",
+            StatementKind::Create => "CREATE",
+            StatementKind::Alter => "ALTER",
+            StatementKind::Drop => "DROP",
+            StatementKind::Truncate => "TRUNCATE",
+            StatementKind::Transaction => "TRANSACTION",
+            StatementKind::Session => "SET",
+            StatementKind::Utility(keyword) => keyword,
+        }
+    }
+}
+
 impl fmt::Display for StatementKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -138,6 +158,23 @@ impl Statement {
     /// checked separately against the database (`policy::check_read`).
     pub fn is_read(&self) -> bool {
         !self.writes() && self.denied.is_empty()
+    }
+
+    /// A low-cardinality summary for traces (`db.query.summary`): the operation, then the
+    /// kind's keyword when the operation is another (`EXPLAIN SELECT`), then the first tables
+    /// named. No text, no values.
+    pub(crate) fn summary(&self, operation: Option<&str>) -> String {
+        let mut summary = String::new();
+        if let Some(operation) = operation {
+            summary.push_str(operation);
+            summary.push(' ');
+        }
+        summary.push_str(self.kind.keyword());
+        for table in self.tables.iter().take(4) {
+            summary.push(' ');
+            summary.push_str(&table.to_string());
+        }
+        summary
     }
 
     /// Whether the statement may run through a cursor (`DECLARE ... CURSOR FOR`), which only

@@ -185,6 +185,16 @@ pub(crate) async fn explain(
     timeout: Duration,
     format: PlanFormat,
 ) -> Result<Plan, Error> {
+    super::traced(Some("EXPLAIN"), statement, plan(pool, statement, timeout, format)).await
+}
+
+/// [`explain`] inside its span.
+async fn plan(
+    pool: &PgPool,
+    statement: &Statement,
+    timeout: Duration,
+    format: PlanFormat,
+) -> Result<Plan, Error> {
     let mut connection = pool.acquire().await.map_err(Error::from_connect)?;
     sqlx::query("BEGIN READ ONLY").execute(&mut *connection).await.map_err(Error::from_query)?;
     if format == PlanFormat::Text {
@@ -245,6 +255,16 @@ pub(crate) struct WriteResult {
 ///
 /// `Query` (the transaction is rolled back), `Timeout`, `Unavailable`.
 pub(crate) async fn run_write(
+    pool: &PgPool,
+    write: ApprovedWrite,
+    timeout: Duration,
+) -> Result<WriteResult, Error> {
+    let statement = write.statement.clone();
+    super::traced(None, &statement, write_approved(pool, write, timeout)).await
+}
+
+/// [`run_write`] inside its span.
+async fn write_approved(
     pool: &PgPool,
     write: ApprovedWrite,
     timeout: Duration,

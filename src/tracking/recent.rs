@@ -1,5 +1,5 @@
 //! The recent calls as the web console lists them: one row per execution with its tool, status,
-//! latency, time, rating and who made it, newest first, read from orca's tracking tables.
+//! latency, time, rating, who made it and its trace id, newest first, read from orca's tracking tables.
 //! Nothing a call carried (arguments, results, error text) is part of it.
 
 use chrono::{DateTime, Utc};
@@ -31,6 +31,8 @@ pub(crate) struct RecentExecution {
     pub(crate) client_id: Option<String>,
     /// The roles that allowed the call; `None` for API keys.
     pub(crate) role: Option<String>,
+    /// The W3C trace id (32 hex digits), the call's trace when traces are exported.
+    pub(crate) trace_id: String,
 }
 
 /// The `limit` most recent calls, of `principal` only when one is given.
@@ -46,7 +48,7 @@ pub(crate) async fn recent_executions(
     sqlx::query_as(
         "SELECT e.id, e.mcp_name AS server, e.tool_name AS tool, e.status, e.error_code, \
                 e.execution_time_ms AS latency_ms, e.created_at AS at, e.llm_model, \
-                f.rating, f.rating_score, e.principal, e.client_id, e.role \
+                f.rating, f.rating_score, e.principal, e.client_id, e.role, e.trace_id \
            FROM orca.mcp_executions e \
            LEFT JOIN orca.mcp_feedback f ON f.execution_id = e.id \
           WHERE $1::text IS NULL OR e.principal = $1 \

@@ -93,6 +93,10 @@ pub(crate) struct Execution {
     /// spilled before this field existed.
     #[serde(default)]
     pub(crate) database: Option<String>,
+    /// The call's span, of which tracking's write is a child; `None` with traces off. Neither
+    /// stored nor spilled.
+    #[serde(skip)]
+    pub(crate) span: Option<opentelemetry::trace::SpanContext>,
 }
 
 /// A JSON value as stored: the text it serialized to when the record was made. It is written to

@@ -154,8 +154,10 @@ impl Writer {
         if batch.is_empty() {
             return;
         }
+        let started = std::time::SystemTime::now();
         let healthy = self.stats.database_healthy.load(Ordering::Relaxed);
         let stored = healthy && self.try_insert(batch).await;
+        trace_write(batch, started, stored);
         if stored {
             self.stats.written_total.fetch_add(batch.len() as u64, Ordering::Relaxed);
         } else {
@@ -243,6 +245,24 @@ impl Writer {
 }
 
 /// A database error without connection details.
+/// Tracking's write as a child span of each traced call in the batch (one `COPY` writes
+/// several calls, so each gets a span of the same write, with the batch's size).
+fn trace_write(batch: &[Execution], started: std::time::SystemTime, stored: bool) {
+    use opentelemetry::KeyValue;
+    let size = i64::try_from(batch.len()).unwrap_or(i64::MAX);
+    for parent in batch.iter().filter_map(|execution| execution.span.as_ref()) {
+        let mut attributes = crate::telemetry::statement_attributes("COPY", "COPY mcp_executions");
+        attributes.push(KeyValue::new("db.operation.batch.size", size));
+        attributes.push(KeyValue::new(
+            "orca.tracking.outcome",
+            if stored { "stored" } else { "spilled" },
+        ));
+        let failure =
+            (!stored).then_some("the tracking database did not take the batch; it was spilled");
+        crate::telemetry::finished_child(parent, "tracking write", started, attributes, failure);
+    }
+}
+
 fn describe(error: &sqlx::Error) -> String {
     match error {
         sqlx::Error::Database(database) => database.message().to_owned(),

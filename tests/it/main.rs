@@ -38,5 +38,6 @@ mod sql_writes;
 mod support;
 mod tidy;
 mod tool_search;
+mod traces;
 mod tracking;
 mod weaviate;

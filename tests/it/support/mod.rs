@@ -4,6 +4,7 @@ pub(crate) mod fake_embeddings;
 pub(crate) mod fake_llm;
 pub(crate) mod fake_llm_tools;
 pub(crate) mod fake_metabase;
+pub(crate) mod fake_otlp;
 pub(crate) mod fake_weaviate;
 pub(crate) mod fake_weaviate_graphql;
 pub(crate) mod orca;

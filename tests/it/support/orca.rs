@@ -121,6 +121,15 @@ impl OrcaSetup {
             "METABASE_MAX_ROWS",
             "WEAVIATE_URL",
             "WEAVIATE_API_KEY",
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+            "OTEL_SDK_DISABLED",
+            "OTEL_SERVICE_NAME",
+            "OTEL_RESOURCE_ATTRIBUTES",
+            "OTEL_TRACES_SAMPLER",
+            "ORCA_TRACE_URL",
         ] {
             command.env_remove(key);
         }
