@@ -123,6 +123,11 @@ pub(crate) fn router(
         .route("/approvals/{id}", post(approve))
         .route("/console/api/executions", get(super::console::executions))
         .route("/console/api/approvals", get(super::console::approvals))
+        .route("/console/api/upstreams", get(super::upstream_sign_in::list))
+        .route(
+            "/console/api/upstreams/{name}/sign-in",
+            post(super::upstream_sign_in::start).delete(super::upstream_sign_in::forget),
+        )
         .route_layer(middleware::from_fn_with_state(
             BodyCheck {
                 max_depth: config.http.max_json_depth,
@@ -145,6 +150,7 @@ pub(crate) fn router(
         .route("/console/{file}", get(super::console::asset))
         .route("/console/api/session", get(super::console::session).with_state(gate.clone()))
         .route("/console/api/token", post(super::sign_in::token).with_state(gate.clone()))
+        .route("/oauth/upstream/callback", get(super::upstream_sign_in::callback))
         .route(
             "/.well-known/oauth-protected-resource",
             get(protected_resource).with_state(gate.clone()),

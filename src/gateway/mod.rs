@@ -16,6 +16,7 @@ mod respond;
 mod search;
 mod sign_in;
 pub(crate) mod stdio;
+mod upstream_sign_in;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -379,7 +380,8 @@ impl Gateway {
             Route::External(tool) => {
                 let external = self.state.registry.external().expect("routed to an external tool");
                 let started = Instant::now();
-                let (outcome, retried) = external.call(tool, arguments, caller).await;
+                let user = call_context.principal.user_identity();
+                let (outcome, retried) = external.call(tool, arguments, caller, &user).await;
                 meta.insert("enhanced_by".into(), Value::from("orca"));
                 meta.insert("upstream".into(), Value::from(tool.server()));
                 meta.insert(
