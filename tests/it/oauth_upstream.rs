@@ -333,7 +333,9 @@ fn assert_needs_sign_in(result: &rmcp::model::CallToolResult, who: &str) {
 
 #[tokio::test]
 async fn each_user_signs_in_for_themselves_and_the_upstream_sees_each_as_themselves() {
-    let provider = Provider::start_with("key-1", "RS256", 300, Some("http://127.0.0.1:9/".into()));
+    // Access tokens live 4 s: each user's own sign-in is refreshed along the way.
+    let mut provider =
+        Provider::start_with("key-1", "RS256", 4, Some("http://127.0.0.1:9/".into()));
     let database = TestDatabase::create().await;
     let port = free_port();
     let upstream_url = format!("http://127.0.0.1:{port}/mcp");
@@ -395,6 +397,7 @@ async fn each_user_signs_in_for_themselves_and_the_upstream_sees_each_as_themsel
     assert_eq!(location, "/?upstream=up&signed_in=1");
     let result = call(&alice, "up_list_servers", json!({}), None).await.unwrap();
     assert_ne!(result.is_error, Some(true), "alice's call: {}", text_of(&result));
+    assert!(text_of(&result).contains(r#""principal":"alice""#), "{}", text_of(&result));
     assert_needs_sign_in(&call(&bob, "up_list_servers", json!({}), None).await.unwrap(), "bob");
     crate::support::eventually(
         "the upstream recorded alice",
@@ -446,6 +449,7 @@ async fn each_user_signs_in_for_themselves_and_the_upstream_sees_each_as_themsel
     assert_eq!(location, "/?upstream=up&signed_in=1");
     let result = call(&bob, "up_list_servers", json!({}), None).await.unwrap();
     assert_ne!(result.is_error, Some(true), "bob's call: {}", text_of(&result));
+    assert!(text_of(&result).contains(r#""principal":"bob""#), "{}", text_of(&result));
     crate::support::eventually(
         "the upstream recorded bob",
         std::time::Duration::from_secs(15),
@@ -468,7 +472,22 @@ async fn each_user_signs_in_for_themselves_and_the_upstream_sees_each_as_themsel
     let result = call(&bob, "up_list_servers", json!({}), None).await.unwrap();
     assert_ne!(result.is_error, Some(true), "bob after alice left: {}", text_of(&result));
 
-    // Three sealed sign-ins (carol's, bob's, and none of alice's), no token anywhere readable.
+    // The provider forgets its grants: bob's refresh is refused, and he is asked to sign in
+    // again rather than failing silently.
+    provider.restart("key-2", "RS256", 4);
+    crate::support::eventually(
+        "bob is asked to sign in again",
+        std::time::Duration::from_secs(60),
+        || async {
+            let result = call(&bob, "up_list_servers", json!({}), None).await.unwrap();
+            text_of(&result).contains("expired or was revoked")
+        },
+    )
+    .await;
+    assert_needs_sign_in(&call(&bob, "up_list_servers", json!({}), None).await.unwrap(), "bob");
+
+    // The sealed sign-ins left (carol's, and none of alice's or bob's), no token anywhere
+    // readable.
     let proxy_pool = sqlx::PgPool::connect(&proxy_database.url).await.unwrap();
     let rows: Vec<(String, Vec<u8>)> =
         sqlx::query_as("SELECT subject, sealed FROM orca.upstream_tokens ORDER BY subject")
@@ -476,7 +495,8 @@ async fn each_user_signs_in_for_themselves_and_the_upstream_sees_each_as_themsel
             .await
             .unwrap();
     let subjects: Vec<&str> = rows.iter().map(|(subject, _)| subject.as_str()).collect();
-    assert_eq!(subjects, ["principal:bob", "principal:local"], "{subjects:?}");
+    assert!(!subjects.contains(&"principal:alice"), "{subjects:?}");
+    assert!(!subjects.contains(&"principal:bob"), "{subjects:?}");
     for (_, sealed) in &rows {
         let sealed = String::from_utf8_lossy(sealed);
         assert!(!sealed.contains("eyJ") && !sealed.contains("access_token"), "{sealed}");
