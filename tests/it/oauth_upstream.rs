@@ -519,3 +519,47 @@ async fn each_user_signs_in_for_themselves_and_the_upstream_sees_each_as_themsel
     assert!(!log.contains("eyJ"), "a token in the proxy's log:\n{log}");
     assert!(!log.contains("code_verifier"), "a verifier in the proxy's log:\n{log}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn in_a_browser_the_console_signs_a_user_in_to_a_per_user_upstream_and_out() {
+    let provider = Provider::start_with("key-1", "RS256", 300, Some("http://127.0.0.1:9/".into()));
+    let database = TestDatabase::create().await;
+    let port = free_port();
+    let upstream_url = format!("http://127.0.0.1:{port}/mcp");
+    let upstream_setup = setup_for(
+        &database,
+        &provider.issuer(),
+        &upstream_url,
+        "    analyst:\n      verbs: [read]\n",
+        "verbs: [read]",
+    );
+    let _upstream = upstream_setup.http_command(&["serve", "--http", &format!("127.0.0.1:{port}")]);
+    let proxy_database = TestDatabase::create().await;
+    let hash = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(ALICE_KEY.as_bytes()));
+    let proxy_setup = OrcaSetup::new(&proxy_database.url)
+        .with_config(&format!(
+            "auth:\n  api_keys:\n    - name: alice\n      sha256: {hash}\n      verbs: [read]\n"
+        ))
+        .with_external(&format!(
+            "mcps:\n  up:\n    url: {upstream_url}\n    timeout: 10s\n    oauth:\n      mode: per_user\n"
+        ));
+    // Someone has signed in before, so that the upstream's tools are known.
+    login(&proxy_setup, "up", "carol");
+    let proxy = proxy_setup.http_server(&[]);
+    let client = proxy.client(Some(ALICE_KEY)).await;
+    crate::support::eventually(
+        "the upstream listed its tools",
+        std::time::Duration::from_secs(30),
+        || async { status_of(&client, "up").await == "running" },
+    )
+    .await;
+    client.cancel().await.unwrap();
+    let base = proxy.url("");
+    crate::console::run_scenario(
+        "upstream",
+        &base,
+        &[("PROVIDER_ORIGIN", &provider.issuer()), ("USER_KEY", ALICE_KEY), ("UPSTREAM", "up")],
+    );
+    let log = proxy.log_text();
+    assert!(!log.contains("eyJ"), "a token in the proxy's log:\n{log}");
+}
