@@ -364,3 +364,29 @@ fn the_catalog_section_sets_when_search_is_offered_and_its_embeddings() {
         check(yaml, &env, errors);
     }
 }
+
+#[test]
+fn the_public_url_is_a_bare_http_or_https_origin() {
+    assert_eq!(check("", &[], &[]).unwrap().http.public_url, None);
+    for (written, kept) in [
+        ("https://orca.example.com", "https://orca.example.com"),
+        ("https://orca.example.com/", "https://orca.example.com"),
+        ("http://127.0.0.1:9000", "http://127.0.0.1:9000"),
+    ] {
+        let config = check(&format!("http: {{public_url: '{written}'}}\n"), &[], &[]).unwrap();
+        assert_eq!(config.http.public_url.as_deref(), Some(kept), "{written}");
+    }
+    for written in [
+        "orca.example.com",
+        "ftp://orca.example.com",
+        "https://orca.example.com/console",
+        "https://orca.example.com/?a=b",
+        "https://user:pass@orca.example.com",
+    ] {
+        check(
+            &format!("http: {{public_url: '{written}'}}\n"),
+            &[],
+            &[&format!("http.public_url: `{written}` must be http(s)://host[:port]")],
+        );
+    }
+}

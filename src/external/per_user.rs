@@ -212,10 +212,12 @@ impl Upstream {
             rmcp::transport::StreamableHttpClientTransport::with_client(client, transport_config);
         let (events, _) = tokio::sync::mpsc::unbounded_channel();
         let calls = Arc::new(Calls::default());
+        // A log message outside this user's calls would reach every reading session: it is
+        // dropped (one during a call still reaches its caller).
         let handler = UpstreamClient {
             events,
             server: Arc::from(key.as_str()),
-            logs: self.logs.clone(),
+            logs: tokio::sync::broadcast::Sender::new(1),
             calls: calls.clone(),
             subscriptions: Arc::default(),
         };
@@ -260,5 +262,25 @@ impl Upstream {
         });
         tracing::debug!(server = %key, "a user's session opened");
         Ok(connection)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::console_link;
+
+    #[test]
+    fn the_console_link_names_the_upstream_under_the_public_url_or_as_a_path() {
+        for (public_url, key, link) in [
+            (None, "up", "/?upstream=up"),
+            (Some("https://orca.example.com"), "up", "https://orca.example.com/?upstream=up"),
+            (
+                Some("https://orca.example.com/"),
+                "a b&c",
+                "https://orca.example.com/?upstream=a+b%26c",
+            ),
+        ] {
+            assert_eq!(console_link(public_url, key), link);
+        }
     }
 }

@@ -340,3 +340,27 @@ impl ExternalServers {
         Ok(forgotten)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Pending, SignIns, digest};
+    use std::time::{Duration, Instant};
+
+    fn waiting(expires: Instant) -> Pending {
+        let (deliver, _) = tokio::sync::oneshot::channel();
+        Pending { upstream: 0, binding: digest("cookie"), expires, deliver }
+    }
+
+    #[test]
+    fn a_waiting_sign_in_is_taken_once_and_never_after_it_expires() {
+        let sign_ins = SignIns::default();
+        let later = Instant::now() + Duration::from_secs(60);
+        sign_ins.lock().insert("fresh".to_owned(), waiting(later));
+        sign_ins.lock().insert("stale".to_owned(), waiting(Instant::now()));
+        assert!(sign_ins.take("stale").is_none(), "an expired sign-in is gone");
+        let taken = sign_ins.take("fresh").expect("a waiting sign-in");
+        assert_eq!(taken.binding, digest("cookie"));
+        assert!(sign_ins.take("fresh").is_none(), "a sign-in is taken once");
+        assert!(sign_ins.lock().is_empty());
+    }
+}

@@ -182,7 +182,7 @@ pub(crate) struct Upstream {
     status: watch::Sender<Status>,
     catalog: RwLock<Arc<Catalog>>,
     events: mpsc::UnboundedSender<Event>,
-    pub(super) logs: broadcast::Sender<ExternalLog>,
+    logs: broadcast::Sender<ExternalLog>,
     /// The calls in flight, with the clients they are made for.
     calls: Arc<Calls>,
     subscriptions: Arc<Subscriptions>,
