@@ -124,9 +124,12 @@ struct ServerAgent {
     sign_ins: Arc<SignIns>,
     upstream: usize,
     binding: [u8; 32],
-    url_out: Arc<Mutex<Option<oneshot::Sender<Result<String, String>>>>>,
-    done: Arc<Mutex<Option<oneshot::Sender<Result<(), String>>>>>,
+    url_out: Slot<Result<String, String>>,
+    done: Slot<Result<(), String>>,
 }
+
+/// A one-time answer, shared between the agent and the task that runs the sign-in.
+type Slot<T> = Arc<Mutex<Option<oneshot::Sender<T>>>>;
 
 impl UserAgent for ServerAgent {
     fn redirect_uri(&self) -> String {
