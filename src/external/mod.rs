@@ -5,6 +5,7 @@
 
 mod batched;
 mod calls;
+mod child;
 mod frame;
 mod handler;
 mod logs;

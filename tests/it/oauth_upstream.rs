@@ -263,6 +263,7 @@ async fn a_shared_sign_in_serves_two_replicas_is_refreshed_and_when_revoked_asks
 
 const ALICE_KEY: &str = "alice-key-0123456789abcdef0123456789";
 const BOB_KEY: &str = "bob-key-0123456789abcdef0123456789ab";
+const ADMIN_KEY: &str = "admin-key-0123456789abcdef012345678";
 
 /// A person signing in to the proxy's `upstream` through its HTTP routes: `POST
 /// .../sign-in` with `key`, the provider's pages as `person`, and the browser's way back
@@ -309,10 +310,11 @@ async fn sign_in_over_http(
     (parts[2].to_owned(), parts[3].to_owned())
 }
 
-/// The principals the upstream orca recorded for its `list_servers` calls, in order.
+/// The principals the upstream orca recorded for its `list_servers` calls through the per-user
+/// upstream, in order (erin's, through the shared one, left out).
 async fn upstream_principals(pool: &sqlx::PgPool) -> Vec<String> {
     sqlx::query_scalar(
-        "SELECT principal FROM orca.mcp_executions WHERE tool_name = 'list_servers' ORDER BY created_at",
+        "SELECT principal FROM orca.mcp_executions WHERE tool_name = 'list_servers' AND principal <> 'erin' ORDER BY created_at",
     )
     .fetch_all(pool)
     .await
@@ -353,12 +355,13 @@ async fn each_user_signs_in_for_themselves_and_the_upstream_sees_each_as_themsel
     let hash = |key: &str| hex::encode(<sha2::Sha256 as sha2::Digest>::digest(key.as_bytes()));
     let proxy_setup = OrcaSetup::new(&proxy_database.url)
         .with_config(&format!(
-            "auth:\n  api_keys:\n    - name: alice\n      sha256: {}\n      verbs: [read]\n    - name: bob\n      sha256: {}\n      verbs: [read]\n",
+            "auth:\n  api_keys:\n    - name: alice\n      sha256: {}\n      verbs: [read]\n    - name: bob\n      sha256: {}\n      verbs: [read]\n    - name: admin\n      sha256: {}\n      verbs: [read, create, update, delete]\n",
             hash(ALICE_KEY),
-            hash(BOB_KEY)
+            hash(BOB_KEY),
+            hash(ADMIN_KEY)
         ))
         .with_external(&format!(
-            "mcps:\n  up:\n    url: {upstream_url}\n    timeout: 10s\n    oauth:\n      mode: per_user\n"
+            "mcps:\n  up:\n    url: {upstream_url}\n    timeout: 10s\n    oauth:\n      mode: per_user\n  zshared:\n    url: {upstream_url}\n    timeout: 10s\n    oauth:\n      mode: shared\n"
         ));
 
     // Nobody has signed in: the upstream's tools are unknown, and list_servers says so.
@@ -431,13 +434,57 @@ async fn each_user_signs_in_for_themselves_and_the_upstream_sees_each_as_themsel
                 .json()
                 .await
                 .unwrap();
-            answer["upstreams"][0].clone()
+            answer["upstreams"].clone()
         }
     };
     let listed = upstreams(ALICE_KEY).await;
-    assert_eq!((listed["name"].as_str(), listed["mode"].as_str()), (Some("up"), Some("per_user")));
-    assert_eq!(listed["signed_in"], true, "{listed}");
-    assert_eq!(upstreams(BOB_KEY).await["signed_in"], false);
+    assert_eq!(
+        (listed[0]["name"].as_str(), listed[0]["mode"].as_str()),
+        (Some("up"), Some("per_user"))
+    );
+    assert_eq!(listed[0]["signed_in"], true, "{listed}");
+    assert_eq!(listed[0]["may_sign_in"], true, "{listed}");
+    assert_eq!(upstreams(BOB_KEY).await[0]["signed_in"], false);
+
+    // A shared sign-in is an administrator's: alice (read only) may not make it.
+    assert_eq!(
+        (listed[1]["name"].as_str(), listed[1]["mode"].as_str()),
+        (Some("zshared"), Some("shared"))
+    );
+    assert_eq!(listed[1]["may_sign_in"], false, "{listed}");
+    let refused = reqwest::Client::new()
+        .post(proxy.url("/console/api/upstreams/zshared/sign-in"))
+        .bearer_auth(ALICE_KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 403);
+    let refused: Value = refused.json().await.unwrap();
+    assert!(refused.to_string().contains("every verb"), "{refused}");
+    let unknown = reqwest::Client::new()
+        .post(proxy.url("/console/api/upstreams/nowhere/sign-in"))
+        .bearer_auth(ALICE_KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 404);
+    let anonymous = reqwest::Client::new()
+        .post(proxy.url("/console/api/upstreams/up/sign-in"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), 401, "starting a sign-in needs a key");
+    // An administrator signs in the shared one from the console: every caller then uses it.
+    let (location, _) = sign_in_over_http(&proxy, "zshared", ADMIN_KEY, "erin", true).await;
+    assert_eq!(location, "/?upstream=zshared&signed_in=1");
+    crate::support::eventually(
+        "the shared upstream signed in",
+        std::time::Duration::from_secs(30),
+        || async { status_of(&bob, "zshared").await == "running" },
+    )
+    .await;
+    let shared = call(&bob, "zshared_list_servers", json!({}), None).await.unwrap();
+    assert!(text_of(&shared).contains(r#""principal":"erin""#), "{}", text_of(&shared));
 
     // A way back without the browser's binding cookie is refused.
     let (location, _) = sign_in_over_http(&proxy, "up", BOB_KEY, "bob", false).await;
