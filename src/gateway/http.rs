@@ -166,7 +166,8 @@ pub(crate) fn router(
 }
 
 /// orca's Client ID Metadata Documents, each at the path of an OAuth upstream's
-/// `client_metadata_url` (a path ending in `.json`, checked at load).
+/// `client_metadata_url` (a path ending in `.json`, checked at load), with the console's
+/// callback among the redirect URIs when `http.public_url` is set.
 fn client_metadata_documents(config: &crate::config::Config) -> Router<AppState> {
     let mut router = Router::new();
     let mut served = std::collections::HashSet::new();
@@ -181,7 +182,13 @@ fn client_metadata_documents(config: &crate::config::Config) -> Router<AppState>
         if !path.ends_with(".json") || !served.insert(path.clone()) {
             continue;
         }
-        let document = crate::client::auth::client_metadata_document(url, "orca");
+        let mut document = crate::client::auth::client_metadata_document(url, "orca");
+        // People also sign in through the console, which the browser leaves for orca's callback.
+        if let Some(base) = &config.http.public_url
+            && let Some(uris) = document["redirect_uris"].as_array_mut()
+        {
+            uris.push(Value::from(format!("{base}/oauth/upstream/callback")));
+        }
         router = router.route(&path, get(move || async move { axum::Json(document) }));
     }
     router
