@@ -38,6 +38,7 @@ async fn a_service_identity_signs_in_by_itself_and_its_token_is_sealed_and_never
     let proxy_database = TestDatabase::create().await;
     let proxy_setup = OrcaSetup::new(&proxy_database.url)
         .with_env("UP_SECRET", "admin-app-secret")
+        .with_config("http:\n  public_url: https://orca.example.com\n")
         .with_external(&format!(
             "mcps:\n  up:\n    url: {upstream_url}\n    timeout: 10s\n    oauth:\n      mode: service\n      client_id: admin-app\n      client_secret_env: UP_SECRET\n  waiting:\n    url: {upstream_url}\n    timeout: 10s\n    oauth:\n      mode: shared\n      client_metadata_url: https://orca.example.com/oauth/client.json\n"
         ));
@@ -73,6 +74,13 @@ async fn a_service_identity_signs_in_by_itself_and_its_token_is_sealed_and_never
     assert_eq!(document["client_id"], "https://orca.example.com/oauth/client.json", "{document}");
     assert_eq!(document["token_endpoint_auth_method"], "none", "{document}");
     assert!(document["grant_types"].to_string().contains("refresh_token"), "{document}");
+    // The console's sign-ins come back to orca's callback at its public URL.
+    assert!(
+        document["redirect_uris"]
+            .to_string()
+            .contains(r#""https://orca.example.com/oauth/upstream/callback""#),
+        "{document}"
+    );
 
     // The stored sign-in opens only with the proxy's secret: the row holds no token.
     let pool = sqlx::PgPool::connect(&proxy_database.url).await.unwrap();
