@@ -527,6 +527,15 @@ async fn each_user_signs_in_for_themselves_and_the_upstream_sees_each_as_themsel
     let result = call(&bob, "up_list_servers", json!({}), None).await.unwrap();
     assert_ne!(result.is_error, Some(true), "bob after alice left: {}", text_of(&result));
 
+    // `orca logout` forgets the stdio principal's own sign-in, and only it.
+    let (code, stdout, stderr) = crate::support::run(&proxy_setup, &["logout", "up"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("signed out of `up`"), "{stdout}");
+    let (_, stdout, _) = crate::support::run(&proxy_setup, &["logout", "up"]);
+    assert!(stdout.contains("`up` had no sign-in"), "{stdout}");
+    let result = call(&bob, "up_list_servers", json!({}), None).await.unwrap();
+    assert_ne!(result.is_error, Some(true), "bob after carol left: {}", text_of(&result));
+
     // The provider forgets its grants: bob's refresh is refused, and he is asked to sign in
     // again rather than failing silently.
     provider.restart("key-2", "RS256", 4);
@@ -541,8 +550,7 @@ async fn each_user_signs_in_for_themselves_and_the_upstream_sees_each_as_themsel
     .await;
     assert_needs_sign_in(&call(&bob, "up_list_servers", json!({}), None).await.unwrap(), "bob");
 
-    // The sealed sign-ins left (carol's, and none of alice's or bob's), no token anywhere
-    // readable.
+    // None of alice's, bob's or carol's sign-ins is left, and no token is readable anywhere.
     let proxy_pool = sqlx::PgPool::connect(&proxy_database.url).await.unwrap();
     let rows: Vec<(String, Vec<u8>)> =
         sqlx::query_as("SELECT subject, sealed FROM orca.upstream_tokens ORDER BY subject")
@@ -552,6 +560,7 @@ async fn each_user_signs_in_for_themselves_and_the_upstream_sees_each_as_themsel
     let subjects: Vec<&str> = rows.iter().map(|(subject, _)| subject.as_str()).collect();
     assert!(!subjects.contains(&"principal:alice"), "{subjects:?}");
     assert!(!subjects.contains(&"principal:bob"), "{subjects:?}");
+    assert!(!subjects.contains(&"principal:local"), "{subjects:?}");
     for (_, sealed) in &rows {
         let sealed = String::from_utf8_lossy(sealed);
         assert!(!sealed.contains("eyJ") && !sealed.contains("access_token"), "{sealed}");
