@@ -1,12 +1,14 @@
 // The console: connects to this server's /mcp (asking for an API key when one is needed),
 // builds the servers accordion from list_servers and tools/list, runs tools through generated
 // forms, shows results with feedback, opens the feedback dialog after repeated failures, offers
-// the manual SQL fallback, and lists waiting approvals and recent executions.
+// the manual SQL fallback, and lists waiting approvals, recent executions and the sign-ins to
+// external servers that ask for OAuth.
 
 import { HttpError, Mcp } from "./mcp.js";
 import { buildForm, element } from "./form.js";
 import { download, errorOf, feedbackControls, renderError, renderTable, tableOf, toCsv } from "./results.js";
 import { beginSignIn, finishSignIn, forgetSignIn, signedIn } from "./signin.js";
+import { noteReturn, renderUpstreams } from "./upstreams.js";
 
 const mcp = new Mcp();
 const $ = (id) => document.getElementById(id);
@@ -27,6 +29,8 @@ function forgetCredential() {
 }
 
 async function start() {
+  // Back from an external server's sign-in: what happened, shown once connected.
+  const upstreamReturn = noteReturn();
   // Back from the issuer with a code: its token is kept like a typed API key.
   let signInError = "";
   try {
@@ -59,6 +63,7 @@ async function start() {
     setConnection(`Connected to ${info.serverInfo?.name || "orca"} ${info.serverInfo?.version || ""}${who}`.replace(/\s+/g, " "), "ok");
     await loadServers();
     refreshSide();
+    await renderUpstreams(mcp, $("upstreams-panel"), $("upstreams"), upstreamReturn);
   } catch (error) {
     if (error instanceof HttpError && error.status === 401) {
       const hadKey = Boolean(mcp.apiKey);

@@ -1,7 +1,9 @@
 //! `orca login UPSTREAM` and `orca logout UPSTREAM`: a person signs in to an external server
 //! declared with `oauth: {mode: shared}` (the browser when there is one, the URL printed
 //! either way, the redirect taken on a loopback port), and the sign-in is sealed into orca's
-//! database, where every replica finds it; `logout` forgets it.
+//! database, where every replica finds it; `logout` forgets it. For `mode: per_user` the
+//! sign-in is the stdio principal's own (`auth.stdio`, the user of `orca serve` over stdio on
+//! this machine); people on HTTP sign in from the console.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -63,6 +65,14 @@ fn oauth_upstream<'a>(config: &'a Config, key: &str) -> anyhow::Result<OAuthUpst
     }
 }
 
+/// Whose sign-in the commands handle: the shared one, or for `per_user` the stdio principal's.
+fn subject(config: &Config, oauth: &UpstreamOAuth) -> String {
+    match oauth.mode {
+        SignInMode::PerUser => config.auth.stdio.user_identity(),
+        SignInMode::Service | SignInMode::Shared => String::new(),
+    }
+}
+
 async fn vault(
     config: &Config,
     databases: &Databases,
@@ -84,6 +94,7 @@ pub(super) async fn login(config: Config, args: LoginArgs) -> anyhow::Result<Exi
         ));
         return Ok(ExitCode::SUCCESS);
     }
+    let subject = subject(&config, oauth);
     let databases = Databases::open(&config, false).await?;
     let (pool, vault) = vault(&config, &databases).await?;
     let announce: crate::client::auth::Announce = Box::new(|url, opened| {
@@ -95,7 +106,7 @@ pub(super) async fn login(config: Config, args: LoginArgs) -> anyhow::Result<Exi
     });
     let agent = LoopbackBrowser::bind(announce, !args.no_browser).await?;
     let mut settings = AuthorizerConfig::new(url, Grant::AuthorizationCode(Arc::new(agent)));
-    settings.store = Arc::new(vault.store(&args.upstream, ""));
+    settings.store = Arc::new(vault.store(&args.upstream, &subject));
     settings.identity = identity_of(oauth);
     settings.sign_in_hint = format!("run `orca login {}`", args.upstream);
     let authorizer = Arc::new(Authorizer::new(settings)?);
@@ -106,10 +117,15 @@ pub(super) async fn login(config: Config, args: LoginArgs) -> anyhow::Result<Exi
     let result = match outcome {
         Ok(client) => {
             let tools = client.list_tools().await.map(|tools| tools.len()).unwrap_or(0);
-            print(&format!(
-                "signed in to `{}` ({tools} tools); every orca replica on this database uses the sign-in\n",
-                args.upstream
-            ));
+            let whose = if subject.is_empty() {
+                "every orca replica on this database uses the sign-in".to_owned()
+            } else {
+                format!(
+                    "the sign-in is `{}`'s own (the stdio principal); people on HTTP sign in from the console",
+                    config.auth.stdio.name
+                )
+            };
+            print(&format!("signed in to `{}` ({tools} tools); {whose}\n", args.upstream));
             Ok(ExitCode::SUCCESS)
         }
         Err(error) => Err(anyhow::anyhow!("cannot sign in to `{}`: {error}", args.upstream)),
@@ -121,10 +137,10 @@ pub(super) async fn login(config: Config, args: LoginArgs) -> anyhow::Result<Exi
 
 /// `orca logout UPSTREAM`.
 pub(super) async fn logout(config: Config, args: LogoutArgs) -> anyhow::Result<ExitCode> {
-    oauth_upstream(&config, &args.upstream)?;
+    let subject = subject(&config, oauth_upstream(&config, &args.upstream)?.oauth);
     let databases = Databases::open(&config, false).await?;
     let (pool, vault) = vault(&config, &databases).await?;
-    let forgotten = vault.forget(&args.upstream, "").await;
+    let forgotten = vault.forget(&args.upstream, &subject).await;
     pool.close().await;
     databases.close().await?;
     if forgotten? {

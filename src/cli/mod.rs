@@ -385,6 +385,7 @@ impl Running {
                 registry.internal_tool_names(),
                 directory,
                 Some(vault),
+                config.http.public_url.clone(),
             )
             .await?;
             registry.with_external(external)

@@ -30,6 +30,8 @@ pub(crate) struct Principal {
     /// The masking applied to every value it reads, from its roles (`privacy::combine`);
     /// `None`: nothing is masked.
     pub(crate) masking: Option<std::sync::Arc<crate::privacy::mask::MaskingPolicy>>,
+    /// The issuer of the token it came with; `None` for API keys, stdio and anonymous callers.
+    pub(crate) issuer: Option<String>,
 }
 
 impl Principal {
@@ -43,6 +45,18 @@ impl Principal {
             client: None,
             role: None,
             masking: None,
+            issuer: None,
+        }
+    }
+
+    /// Its stable identity as an orca user, under which its own sign-ins to external servers
+    /// are kept: `oauth:<issuer>#<sub>` for a token, `principal:<name>` for an API key's, the
+    /// stdio or the anonymous principal (so an API key and the stdio principal of the same
+    /// name are one user).
+    pub(crate) fn user_identity(&self) -> String {
+        match &self.issuer {
+            Some(issuer) => format!("oauth:{issuer}#{}", self.name),
+            None => format!("principal:{}", self.name),
         }
     }
 

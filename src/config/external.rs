@@ -130,6 +130,19 @@ pub(crate) enum SignInMode {
     Service,
     /// One person signs in once (`orca login <key>`) and every caller uses that sign-in.
     Shared,
+    /// Each orca user signs in for themselves (the console's "Sign in"); a call carries its
+    /// caller's own sign-in.
+    PerUser,
+}
+
+impl SignInMode {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            SignInMode::Service => "service",
+            SignInMode::Shared => "shared",
+            SignInMode::PerUser => "per_user",
+        }
+    }
 }
 
 /// How orca signs in to an HTTP upstream that asks for OAuth (`oauth:` in
@@ -640,15 +653,10 @@ fn upstream_oauth(
     let mode = match raw.mode.as_str() {
         "service" => SignInMode::Service,
         "shared" => SignInMode::Shared,
-        "per_user" => {
-            errors.push(format!(
-                "{at}: oauth.mode: per_user is not supported yet; use service or shared"
-            ));
-            SignInMode::Shared
-        }
+        "per_user" => SignInMode::PerUser,
         other => {
             errors.push(format!(
-                "{at}: oauth.mode: `{other}` is not a mode; use service (client credentials) or shared (one sign-in with `orca login`)"
+                "{at}: oauth.mode: `{other}` is not a mode; use service (client credentials), shared (one sign-in with `orca login`) or per_user (each user signs in)"
             ));
             SignInMode::Shared
         }
@@ -857,6 +865,11 @@ mod tests {
         assert!(bearer.is_none());
         let shared = parse_ok(&entry("{mode: shared}"), &[]);
         assert_eq!(shared[0].availability, Availability::Enabled);
+        let per_user = parse_ok(&entry("{mode: per_user}"), &[]);
+        let ExternalTransport::Http { oauth: Some(oauth), .. } = &per_user[0].transport else {
+            panic!("{:?}", per_user[0].transport)
+        };
+        assert_eq!(oauth.mode, SignInMode::PerUser);
         let missing =
             parse_ok(&entry("{mode: service, client_id: orca, private_key_env: UP_KEY}"), &[]);
         assert_eq!(
@@ -865,7 +878,6 @@ mod tests {
         );
         for (oauth, expected) in [
             ("{mode: service}", "mode service needs client_id"),
-            ("{mode: per_user}", "per_user is not supported yet"),
             ("{mode: everyone}", "`everyone` is not a mode"),
             ("{mode: shared, client_metadata_url: 'http://x/c.json'}", "must be an https URL"),
             ("{mode: shared, client_metadata_url: 'https://x/mcp'}", "path ends in .json"),

@@ -108,6 +108,11 @@ pub(crate) struct HttpConfig {
     /// Peers whose `X-Forwarded-For` / `Forwarded` name the client (reverse proxies); empty:
     /// the peer address is the client.
     pub(crate) trusted_proxies: Vec<IpRange>,
+    /// orca's address as people's browsers reach it (`http.public_url`,
+    /// `scheme://host[:port]`): the base of the redirect URI of the console's sign-ins to
+    /// external servers and of the sign-in links in their errors; without it the request's
+    /// `Host` is used, over http.
+    pub(crate) public_url: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -712,6 +717,16 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
             &file_label,
             &mut errors,
         ),
+        public_url: match raw_http.public_url {
+            Some(url) if public_base(&url) => Some(url.trim_end_matches('/').to_owned()),
+            Some(url) => {
+                errors.push(format!(
+                    "{file_label}: http.public_url: `{url}` must be http(s)://host[:port] with no path, query or user"
+                ));
+                None
+            }
+            None => None,
+        },
     };
     for (index, origin) in http.allowed_origins.iter().enumerate() {
         if origin != "null" && !origin.contains("://") {
@@ -1152,4 +1167,17 @@ pub(crate) fn mask_url(url: &str) -> String {
 /// Whether an HTTP bind address is loopback, where anonymous callers may be served.
 pub(crate) fn is_loopback(addr: &SocketAddr) -> bool {
     addr.ip().is_loopback()
+}
+
+/// Whether `text` is a base URL: http or https, a host, no user, path, query or fragment.
+fn public_base(text: &str) -> bool {
+    url::Url::parse(text).is_ok_and(|url| {
+        matches!(url.scheme(), "http" | "https")
+            && url.host_str().is_some()
+            && url.username().is_empty()
+            && url.password().is_none()
+            && url.path() == "/"
+            && url.query().is_none()
+            && url.fragment().is_none()
+    })
 }

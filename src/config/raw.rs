@@ -53,6 +53,7 @@ pub(super) struct RawHttp {
     pub(super) auth_failures_per_minute: Option<u64>,
     pub(super) drain_timeout_ms: Option<u64>,
     pub(super) trusted_proxies: Option<Vec<String>>,
+    pub(super) public_url: Option<String>,
 }
 
 /// `tracking:` section.

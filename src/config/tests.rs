@@ -386,3 +386,29 @@ fn the_trace_url_is_an_http_template_with_the_trace_id() {
         }
     }
 }
+
+#[test]
+fn the_public_url_is_a_bare_http_or_https_origin() {
+    assert_eq!(check("", &[], &[]).unwrap().http.public_url, None);
+    for (written, kept) in [
+        ("https://orca.example.com", "https://orca.example.com"),
+        ("https://orca.example.com/", "https://orca.example.com"),
+        ("http://127.0.0.1:9000", "http://127.0.0.1:9000"),
+    ] {
+        let config = check(&format!("http: {{public_url: '{written}'}}\n"), &[], &[]).unwrap();
+        assert_eq!(config.http.public_url.as_deref(), Some(kept), "{written}");
+    }
+    for written in [
+        "orca.example.com",
+        "ftp://orca.example.com",
+        "https://orca.example.com/console",
+        "https://orca.example.com/?a=b",
+        "https://user:pass@orca.example.com",
+    ] {
+        check(
+            &format!("http: {{public_url: '{written}'}}\n"),
+            &[],
+            &[&format!("http.public_url: `{written}` must be http(s)://host[:port]")],
+        );
+    }
+}

@@ -5,16 +5,20 @@
 
 mod batched;
 mod calls;
+mod child;
 mod frame;
 mod handler;
 mod logs;
 mod names;
+mod per_user;
+mod sign_in;
 mod sse;
 mod subscriptions;
 mod tokens;
 mod traced;
 mod upstream;
 
+pub(crate) use sign_in::{EXPIRY as SIGN_IN_EXPIRY, SignInError};
 pub(crate) use tokens::TokenVault;
 pub(crate) use upstream::identity_of;
 
@@ -167,6 +171,8 @@ pub(crate) struct ExternalServers {
     directory: Directory,
     shutdown: CancellationToken,
     tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// People's sign-ins started here and waiting for their browser.
+    sign_ins: Arc<sign_in::SignIns>,
 }
 
 impl ExternalServers {
@@ -181,6 +187,7 @@ impl ExternalServers {
         internal_tools: HashSet<String>,
         directory: Directory,
         vault: Option<TokenVault>,
+        public_url: Option<String>,
     ) -> Result<Arc<ExternalServers>, StartError> {
         let (events_sender, events) = mpsc::unbounded_channel();
         let logs = broadcast::Sender::new(logs::LOG_BUFFER);
@@ -204,6 +211,7 @@ impl ExternalServers {
                     events_sender.clone(),
                     logs.clone(),
                     vault.clone(),
+                    public_url.clone(),
                 ))
             })
             .collect();
@@ -216,6 +224,7 @@ impl ExternalServers {
             directory,
             shutdown: CancellationToken::new(),
             tasks: Mutex::new(Vec::new()),
+            sign_ins: Arc::default(),
         });
         let mut tasks = Vec::new();
         for upstream in &set.upstreams {
@@ -444,8 +453,11 @@ impl ExternalServers {
         tool: &RoutedTool,
         arguments: Option<Map<String, Value>>,
         caller: Option<Caller>,
+        user: &str,
     ) -> (Result<CallToolResult, ToolError>, Attempts) {
-        self.upstreams[tool.upstream].call_tool(&tool.tool, arguments, caller.map(Arc::new)).await
+        self.upstreams[tool.upstream]
+            .call_tool(&tool.tool, arguments, caller.map(Arc::new), user)
+            .await
     }
 
     pub(crate) fn prompts(&self) -> Vec<Prompt> {

@@ -102,6 +102,43 @@ impl TokenVault {
         Ok(plain.to_vec())
     }
 
+    /// Whether a sign-in is stored for `upstream` and `subject` (unopened).
+    ///
+    /// # Errors
+    ///
+    /// The database.
+    pub(crate) async fn has_sign_in(
+        &self,
+        upstream: &str,
+        subject: &str,
+    ) -> Result<bool, AuthError> {
+        sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM orca.upstream_tokens WHERE upstream = $1 AND subject = $2)",
+        )
+        .bind(upstream)
+        .bind(subject)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(store_error)
+    }
+
+    /// The user who signed in to `upstream` last, among the users' own sign-ins (not the shared
+    /// one).
+    ///
+    /// # Errors
+    ///
+    /// The database.
+    pub(crate) async fn latest_subject(&self, upstream: &str) -> Result<Option<String>, AuthError> {
+        sqlx::query_scalar(
+            "SELECT subject FROM orca.upstream_tokens WHERE upstream = $1 AND subject <> '' \
+             ORDER BY updated_at DESC, subject LIMIT 1",
+        )
+        .bind(upstream)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(store_error)
+    }
+
     /// Forget one sign-in; whether there was one.
     ///
     /// # Errors

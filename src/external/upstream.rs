@@ -24,10 +24,12 @@ use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::calls::{Caller, Calls};
+use super::child::{Child, describe_exit, inherited, log_stderr};
 use super::frame::{LineLimit, OVERSIZED_CODE, StreamStats};
 use super::handler::{CancelOnDrop, Lists, UpstreamClient};
 use super::logs::ExternalLog;
 use super::names;
+use super::per_user::{self, UserConnections};
 use super::subscriptions::{self, Subscriber, Subscriptions};
 use super::tokens::TokenVault;
 use crate::client::auth::{
@@ -121,11 +123,15 @@ pub(crate) fn identity_of(oauth: &UpstreamOAuth) -> ClientIdentity {
 /// A live MCP session with the server.
 #[derive(Debug)]
 pub(crate) struct Connection {
-    peer: Peer<RoleClient>,
+    pub(super) peer: Peer<RoleClient>,
     /// Ends the session (its supervisor then connects again).
-    cancel: CancellationToken,
+    pub(super) cancel: CancellationToken,
     pub(crate) server_info: Option<Implementation>,
     pub(crate) capabilities: ServerCapabilities,
+    /// The calls in flight on this session (request ids are the session's own).
+    pub(super) calls: Arc<Calls>,
+    /// The user's sign-in of a per-user session; `None` for the supervised connection.
+    pub(super) authorizer: Option<Arc<Authorizer>>,
 }
 
 /// A tool of this server as orca exposes it.
@@ -183,11 +189,19 @@ pub(crate) struct Upstream {
     subscriptions: Arc<Subscriptions>,
     pub(crate) restarts: AtomicU64,
     /// Where OAuth sign-ins live (orca's database), for an upstream with `oauth:`.
-    vault: Option<TokenVault>,
+    pub(super) vault: Option<TokenVault>,
     /// Set by a connection attempt that failed for want of a sign-in.
     needs_sign_in: std::sync::atomic::AtomicBool,
     /// The current connection's sign-in, for a shared OAuth upstream.
     authorizer: std::sync::Mutex<Option<Arc<Authorizer>>>,
+    /// Each user's session, for a per-user OAuth upstream.
+    pub(super) users: UserConnections,
+    /// Whose sign-in the supervised connection of a per-user upstream lists tools with.
+    listing: std::sync::Mutex<Option<String>>,
+    /// Told when someone signs in or out, so that a waiting upstream looks at once.
+    sign_in_changed: tokio::sync::Notify,
+    /// orca's public URL (`http.public_url`), for sign-in links.
+    pub(super) public_url: Option<String>,
 }
 
 impl Upstream {
@@ -198,6 +212,7 @@ impl Upstream {
         events: mpsc::UnboundedSender<Event>,
         logs: broadcast::Sender<ExternalLog>,
         vault: Option<TokenVault>,
+        public_url: Option<String>,
     ) -> Upstream {
         Upstream {
             index,
@@ -212,7 +227,51 @@ impl Upstream {
             vault,
             needs_sign_in: std::sync::atomic::AtomicBool::new(false),
             authorizer: std::sync::Mutex::new(None),
+            users: UserConnections::default(),
+            listing: std::sync::Mutex::new(None),
+            sign_in_changed: tokio::sync::Notify::new(),
+            public_url,
         }
+    }
+
+    /// How this upstream signs in, when it does with OAuth.
+    pub(crate) fn sign_in_mode(&self) -> Option<SignInMode> {
+        match &self.config.transport {
+            ExternalTransport::Http { oauth: Some(oauth), .. } => Some(oauth.mode),
+            _ => None,
+        }
+    }
+
+    fn per_user(&self) -> bool {
+        self.sign_in_mode() == Some(SignInMode::PerUser)
+    }
+
+    /// Someone signed in to this upstream as `subject` (`""`: the shared sign-in) or out: a
+    /// waiting upstream looks again at once, and a session with the old sign-in is closed.
+    pub(crate) fn sign_in_changed(&self, subject: &str) {
+        self.users.close(subject);
+        let listing = self.listing.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let ends_listing = listing.as_deref() == Some(subject)
+            || (subject.is_empty() && self.sign_in_mode() == Some(SignInMode::Shared));
+        if ends_listing && let Status::Running(connection) = self.status() {
+            connection.cancel.cancel();
+        }
+        self.sign_in_changed.notify_one();
+    }
+
+    /// For a per-user upstream, the tools, prompts and resources other than tool calls are
+    /// not relayed: they would go through another user's session.
+    fn shared_session_only(&self) -> Result<(), ToolError> {
+        if self.per_user() {
+            return Err(ToolError::new(
+                ErrorCode::InvalidInput,
+                format!(
+                    "external server `{}` signs each user in separately (oauth.mode: per_user): only its tools are relayed",
+                    self.config.key
+                ),
+            ));
+        }
+        Ok(())
     }
 
     pub(crate) fn status(&self) -> Status {
@@ -254,6 +313,7 @@ impl Upstream {
                 self.set_status(Status::NeedsSignIn(reason));
                 tokio::select! {
                     () = tokio::time::sleep(SIGN_IN_POLL) => {}
+                    () = self.sign_in_changed.notified() => {}
                     () = shutdown.cancelled() => break,
                 }
                 continue;
@@ -277,6 +337,7 @@ impl Upstream {
                 () = shutdown.cancelled() => break,
             }
         }
+        self.users.close_all();
         self.set_status(Status::Stopped);
     }
 
@@ -306,6 +367,8 @@ impl Upstream {
             cancel: CancellationToken::new(),
             server_info: info.as_ref().and_then(|info| info.server_info.clone()),
             capabilities: info.map(|info| info.capabilities.clone()).unwrap_or_default(),
+            calls: self.calls.clone(),
+            authorizer: None,
         });
         self.refresh(&connection, Lists::ALL).await;
         // A new connection knows nothing of the subscriptions of the last one.
@@ -323,6 +386,7 @@ impl Upstream {
         let waiting = session.service.waiting();
         tokio::pin!(waiting);
         let mut child = session.child.take();
+        let mut sweep = tokio::time::interval(per_user::IDLE_AFTER / 5);
         let reason = {
             let exited = async {
                 match &mut child {
@@ -357,11 +421,12 @@ impl Upstream {
                         let _ = tokio::time::timeout(Duration::from_secs(2), &mut waiting).await;
                         break "shut down".to_owned();
                     }
+                    _ = sweep.tick() => self.users.close_idle(),
                     () = connection.cancel.cancelled() => {
                         cancel.cancel();
                         let _ = tokio::time::timeout(Duration::from_secs(2), &mut waiting).await;
                         self.needs_sign_in.store(true, Ordering::Relaxed);
-                        break sign_in_hint(&self.config.key);
+                        break self.waiting_hint();
                     }
                 }
             }
@@ -447,38 +512,28 @@ impl Upstream {
                     .await?;
                     return self.handshake(handler, transport, timeout).await;
                 }
-                let mut custom = HashMap::new();
-                for (name, value) in headers {
-                    let name = http::HeaderName::try_from(name.as_str())
-                        .map_err(|_| format!("invalid header name `{name}`"))?;
-                    let value =
-                        http::HeaderValue::try_from(value.expose_secret()).map_err(|_| {
-                            format!("the value of header `{name}` is not a valid header value")
-                        })?;
-                    custom.insert(name, value);
-                }
-                let mut transport_config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                    .custom_headers(custom)
-                    .max_sse_event_size(self.config.max_response_bytes.saturating_add(64 * 1024))
-                    .reinit_on_expired_session(true);
-                if let Some(token) = bearer {
-                    transport_config = transport_config.auth_header(token.expose_secret());
-                }
-                let client = reqwest::Client::builder()
-                    .connect_timeout(Duration::from_secs(5))
-                    .build()
-                    .map_err(|error| format!("cannot build an HTTP client: {error}"))?;
+                let (transport_config, client) = self.http_parts()?;
                 if let Some(oauth) = oauth {
-                    let authorizer = self.authorizer(url, oauth)?;
-                    if oauth.mode == SignInMode::Shared {
+                    let subject = match oauth.mode {
+                        SignInMode::PerUser => match self.listing_subject().await? {
+                            Some(subject) => subject,
+                            None => {
+                                self.needs_sign_in.store(true, Ordering::Relaxed);
+                                return Err(self.waiting_hint());
+                            }
+                        },
+                        SignInMode::Service | SignInMode::Shared => String::new(),
+                    };
+                    let authorizer = self.authorizer(url, oauth, &subject)?;
+                    let person = oauth.mode != SignInMode::Service;
+                    if person {
                         *self.authorizer.lock().unwrap_or_else(|e| e.into_inner()) =
                             Some(authorizer.clone());
+                        *self.listing.lock().unwrap_or_else(|e| e.into_inner()) = Some(subject);
                     }
-                    if oauth.mode == SignInMode::Shared
-                        && !authorizer.signed_in().await.map_err(|error| error.to_string())?
-                    {
+                    if person && !authorizer.signed_in().await.map_err(|error| error.to_string())? {
                         self.needs_sign_in.store(true, Ordering::Relaxed);
-                        return Err(sign_in_hint(&self.config.key));
+                        return Err(self.waiting_hint());
                     }
                     let client = super::traced::Traced(AuthorizedHttpClient::new(
                         client,
@@ -491,12 +546,9 @@ impl Upstream {
                     );
                     let session = self.handshake(handler, transport, timeout).await;
                     // A refused refresh forgets the sign-in: someone must sign in again.
-                    if session.is_err()
-                        && oauth.mode == SignInMode::Shared
-                        && !authorizer.signed_in().await.unwrap_or(true)
-                    {
+                    if session.is_err() && person && !authorizer.signed_in().await.unwrap_or(true) {
                         self.needs_sign_in.store(true, Ordering::Relaxed);
-                        return Err(sign_in_hint(&self.config.key));
+                        return Err(self.waiting_hint());
                     }
                     return session;
                 }
@@ -509,6 +561,63 @@ impl Upstream {
         }
     }
 
+    /// The Streamable HTTP settings (custom headers, a static bearer, the event size limit) and
+    /// the HTTP client of an HTTP upstream.
+    pub(super) fn http_parts(
+        &self,
+    ) -> Result<
+        (
+            rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig,
+            reqwest::Client,
+        ),
+        String,
+    > {
+        let ExternalTransport::Http { url, headers, bearer, .. } = &self.config.transport else {
+            return Err("not an HTTP server".to_owned());
+        };
+        let mut custom = HashMap::new();
+        for (name, value) in headers {
+            let name = http::HeaderName::try_from(name.as_str())
+                .map_err(|_| format!("invalid header name `{name}`"))?;
+            let value = http::HeaderValue::try_from(value.expose_secret())
+                .map_err(|_| format!("the value of header `{name}` is not a valid header value"))?;
+            custom.insert(name, value);
+        }
+        let mut transport_config =
+            rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+                url.as_str(),
+            )
+            .custom_headers(custom)
+            .max_sse_event_size(self.config.max_response_bytes.saturating_add(64 * 1024))
+            .reinit_on_expired_session(true);
+        if let Some(token) = bearer {
+            transport_config = transport_config.auth_header(token.expose_secret());
+        }
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .build()
+            .map_err(|error| format!("cannot build an HTTP client: {error}"))?;
+        Ok((transport_config, client))
+    }
+
+    /// What a person must do for an upstream waiting for a sign-in.
+    fn waiting_hint(&self) -> String {
+        if self.per_user() {
+            per_user::nobody_signed_in(&self.config.key, self.public_url.as_deref())
+        } else {
+            sign_in_hint(&self.config.key)
+        }
+    }
+
+    /// The user whose sign-in a per-user upstream lists its tools with: whoever signed in
+    /// last.
+    async fn listing_subject(&self) -> Result<Option<String>, String> {
+        let vault = self.vault.as_ref().ok_or_else(|| {
+            "signing in needs orca's database for the tokens, and there is none".to_owned()
+        })?;
+        vault.latest_subject(&self.config.key).await.map_err(|error| error.to_string())
+    }
+
     /// Whether this is a shared OAuth upstream whose sign-in is gone.
     async fn sign_in_lost(&self) -> bool {
         let authorizer = self.authorizer.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -519,17 +628,22 @@ impl Upstream {
     }
 
     /// The sign-in of an OAuth upstream: its shared sign-in (or orca's own, for client
-    /// credentials) kept in the vault under the server's key.
-    fn authorizer(&self, url: &str, oauth: &UpstreamOAuth) -> Result<Arc<Authorizer>, String> {
+    /// credentials) kept in the vault under the server's key, or `subject`'s own (per user).
+    pub(super) fn authorizer(
+        &self,
+        url: &str,
+        oauth: &UpstreamOAuth,
+        subject: &str,
+    ) -> Result<Arc<Authorizer>, String> {
         let vault = self.vault.as_ref().ok_or_else(|| {
             "signing in needs orca's database for the tokens, and there is none".to_owned()
         })?;
         let grant = match oauth.mode {
             SignInMode::Service => Grant::ClientCredentials,
-            SignInMode::Shared => Grant::StoredOnly,
+            SignInMode::Shared | SignInMode::PerUser => Grant::StoredOnly,
         };
         let mut config = AuthorizerConfig::new(url, grant);
-        config.store = Arc::new(vault.store(&self.config.key, ""));
+        config.store = Arc::new(vault.store(&self.config.key, subject));
         config.identity = identity_of(oauth);
         config.sign_in_hint = format!("run `orca login {}`", self.config.key);
         Authorizer::new(config).map(Arc::new).map_err(|error| error.to_string())
@@ -562,6 +676,13 @@ impl Upstream {
         let mut catalog = (*self.catalog()).clone();
         catalog.server_info.clone_from(&connection.server_info);
         let capabilities = &connection.capabilities;
+        // A per-user upstream's prompts and resources would be read through another user's
+        // session: only its tools are listed.
+        let lists = if self.per_user() {
+            Lists { tools: lists.tools, prompts: false, resources: false }
+        } else {
+            lists
+        };
         if lists.tools && capabilities.tools.is_some() {
             match tokio::time::timeout(timeout, connection.peer.list_all_tools()).await {
                 Ok(Ok(tools)) => {
@@ -699,6 +820,7 @@ impl Upstream {
         tool: &ExternalTool,
         arguments: Option<Map<String, Value>>,
         caller: Option<Arc<Caller>>,
+        user: &str,
     ) -> (Result<CallToolResult, ToolError>, Attempts) {
         let mut failed: Attempts = Vec::new();
         let attempts = 1 + self.config.retries;
@@ -707,10 +829,11 @@ impl Upstream {
         for attempt in 1..=attempts {
             // Only an attempt that may be followed by another needs its own copy.
             let these = if attempt < attempts { arguments.clone() } else { arguments.take() };
-            let failure = match self.attempt(tool, these, broken.as_ref(), caller.as_ref()).await {
-                Ok(result) => return (Ok(result), failed),
-                Err(failure) => failure,
-            };
+            let failure =
+                match self.attempt(tool, these, broken.as_ref(), caller.as_ref(), user).await {
+                    Ok(result) => return (Ok(result), failed),
+                    Err(failure) => failure,
+                };
             let again = attempt < attempts
                 && failure.error.retryable
                 && (!failure.reached || tool.repeatable);
@@ -732,12 +855,15 @@ impl Upstream {
         arguments: Option<Map<String, Value>>,
         broken: Option<&Arc<Connection>>,
         caller: Option<&Arc<Caller>>,
+        user: &str,
     ) -> Result<CallToolResult, AttemptFailure> {
         let timeout = self.config.timeout;
-        let connection = self
-            .connection(timeout, broken)
-            .await
-            .map_err(|error| AttemptFailure { error, reached: false, broken: None })?;
+        let connection = if self.per_user() {
+            self.user_connection(user).await
+        } else {
+            self.connection(timeout, broken).await
+        }
+        .map_err(|error| AttemptFailure { error, reached: false, broken: None })?;
         let mut params = CallToolRequestParams::new(tool.upstream_name.clone());
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
@@ -752,7 +878,7 @@ impl Upstream {
         }
         let key = &self.config.key;
         let reached = |error: ToolError| AttemptFailure { error, reached: true, broken: None };
-        let call = self.send_call(&connection.peer, params, caller);
+        let call = self.send_call(&connection, params, caller);
         let cancelled = async {
             match caller {
                 Some(caller) => caller.cancelled.cancelled().await,
@@ -796,9 +922,21 @@ impl Upstream {
                         | ServiceError::Cancelled { .. }
                 );
                 let (error, reached) = self.translate(error);
+                // A user's refused refresh forgets their sign-in: they must sign in again.
+                if transport
+                    && let Some(authorizer) = &connection.authorizer
+                    && !authorizer.signed_in().await.unwrap_or(true)
+                {
+                    connection.cancel.cancel();
+                    return Err(AttemptFailure {
+                        error: self.sign_in_error(true),
+                        reached,
+                        broken: None,
+                    });
+                }
                 // A refused refresh forgets the shared sign-in: end the session, so that the
                 // supervisor shows the server as waiting for one.
-                if transport && self.sign_in_lost().await {
+                if transport && connection.authorizer.is_none() && self.sign_in_lost().await {
                     connection.cancel.cancel();
                     return Err(AttemptFailure { error: error.not_retryable(), reached, broken: None });
                 }
@@ -812,12 +950,13 @@ impl Upstream {
     /// is cancelled upstream.
     async fn send_call(
         &self,
-        peer: &Peer<RoleClient>,
+        connection: &Connection,
         params: CallToolRequestParams,
         caller: Option<&Arc<Caller>>,
     ) -> Result<CallToolResponse, ServiceError> {
+        let peer = &connection.peer;
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let registered = caller.map(|caller| self.calls.register(caller.clone()));
+        let registered = caller.map(|caller| connection.calls.register(caller.clone()));
         let handle =
             peer.send_cancellable_request(request, PeerRequestOptions::no_options()).await?;
         if let Some(registered) = &registered {
@@ -900,6 +1039,7 @@ impl Upstream {
     }
 
     pub(crate) async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, ToolError> {
+        self.shared_session_only()?;
         let connection = self.connection(self.config.timeout, None).await?;
         let mut result = self
             .bounded(connection.peer.read_resource(ReadResourceRequestParams::new(uri)))
@@ -918,6 +1058,7 @@ impl Upstream {
         uri: &str,
         subscriber: Subscriber,
     ) -> Result<(), ToolError> {
+        self.shared_session_only()?;
         let connection = self.connection(self.config.timeout, None).await?;
         let resources = connection.capabilities.resources.as_ref();
         if resources.and_then(|resources| resources.subscribe) != Some(true) {
@@ -954,6 +1095,7 @@ impl Upstream {
         name: &str,
         arguments: Option<Map<String, Value>>,
     ) -> Result<GetPromptResult, ToolError> {
+        self.shared_session_only()?;
         let connection = self.connection(self.config.timeout, None).await?;
         let mut params = GetPromptRequestParams::new(name);
         if let Some(arguments) = arguments {
@@ -969,6 +1111,7 @@ impl Upstream {
         &self,
         request: CompleteRequestParams,
     ) -> Result<CompleteResult, ToolError> {
+        self.shared_session_only()?;
         let connection = self.connection(self.config.timeout, None).await?;
         if connection.capabilities.completions.is_none() {
             return Ok(CompleteResult::default());
@@ -1024,106 +1167,11 @@ struct Session {
     stats: Arc<StreamStats>,
 }
 
-/// A stdio server's process, leader of its own process group.
-struct Child {
-    child: tokio::process::Child,
-    pid: Option<i32>,
-}
-
-impl Child {
-    async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
-        self.child.wait().await
-    }
-
-    /// Close its stdin (done by the caller), give it a moment, then kill its whole group.
-    async fn stop(&mut self) {
-        if tokio::time::timeout(Duration::from_secs(2), self.child.wait()).await.is_err() {
-            let _ = self.child.start_kill();
-            let _ = self.child.wait().await;
-        }
-        self.kill_group();
-    }
-
-    fn kill_group(&self) {
-        if let Some(pid) = self.pid {
-            // Whatever the child started in its group goes too; ESRCH means nothing is left.
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
-    }
-}
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        self.kill_group();
-    }
-}
-
-/// Variables a child server gets from orca's environment: what programs need to run (find
-/// executables, a home, a locale, temporary files, proxies and CA certificates), nothing else.
-fn inherited(name: &str) -> bool {
-    const EXACT: [&str; 20] = [
-        "PATH",
-        "HOME",
-        "USER",
-        "LOGNAME",
-        "SHELL",
-        "LANG",
-        "LANGUAGE",
-        "TERM",
-        "TZ",
-        "TMPDIR",
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "NO_PROXY",
-        "http_proxy",
-        "https_proxy",
-        "no_proxy",
-        "SSL_CERT_FILE",
-        "SSL_CERT_DIR",
-        "NODE_EXTRA_CA_CERTS",
-        "NODE_OPTIONS",
-    ];
-    EXACT.contains(&name) || name.starts_with("LC_") || name.starts_with("XDG_")
-}
-
-fn describe_exit(status: std::io::Result<std::process::ExitStatus>, stats: &StreamStats) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    let mut text = match status {
-        Ok(status) => match (status.code(), status.signal()) {
-            (Some(code), _) => format!("the process exited with status {code}"),
-            (None, Some(signal)) => format!("the process was killed by signal {signal}"),
-            _ => "the process exited".to_owned(),
-        },
-        Err(error) => format!("the process could not be waited for: {error}"),
-    };
-    let not_json = stats.not_json.load(Ordering::Relaxed);
-    if not_json > 0 {
-        text.push_str(&format!(
-            " after writing {not_json} line{} that {} not MCP (JSON-RPC) to stdout; stdout must carry MCP messages only, logs belong on stderr",
-            if not_json == 1 { "" } else { "s" },
-            if not_json == 1 { "is" } else { "are" }
-        ));
-    }
-    text
-}
-
 fn describe_init_error(text: &str) -> String {
     let text: String = text.chars().take(300).collect();
     if text.contains("401") || text.to_ascii_lowercase().contains("unauthorized") {
         format!("{text} (check the server's credentials)")
     } else {
         text
-    }
-}
-
-async fn log_stderr(server: String, stderr: tokio::process::ChildStderr) {
-    use tokio::io::AsyncBufReadExt;
-    let mut lines = tokio::io::BufReader::new(stderr).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        let line: String = line.chars().take(2000).collect();
-        tracing::debug!(server = %server, "stderr: {line}");
     }
 }

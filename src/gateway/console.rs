@@ -18,8 +18,9 @@ use crate::config::Principal;
 use crate::tool::ErrorCode;
 
 /// The console's files: path under `/console/`, content type, content.
-const ASSETS: [(&str, &str, &str); 7] = [
+const ASSETS: [(&str, &str, &str); 8] = [
     ("app.js", "text/javascript; charset=utf-8", include_str!("../../console/app.js")),
+    ("upstreams.js", "text/javascript; charset=utf-8", include_str!("../../console/upstreams.js")),
     ("signin.js", "text/javascript; charset=utf-8", include_str!("../../console/signin.js")),
     ("mcp.js", "text/javascript; charset=utf-8", include_str!("../../console/mcp.js")),
     ("form.js", "text/javascript; charset=utf-8", include_str!("../../console/form.js")),

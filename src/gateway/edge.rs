@@ -338,6 +338,7 @@ impl AuthGate {
         };
         principal.client = identity.client.clone();
         principal.role = held_roles(&identity.roles, roles);
+        principal.issuer = self.config.auth.oauth.as_ref().map(|oauth| oauth.issuer.clone());
         principal
     }
 

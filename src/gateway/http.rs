@@ -123,6 +123,11 @@ pub(crate) fn router(
         .route("/approvals/{id}", post(approve))
         .route("/console/api/executions", get(super::console::executions))
         .route("/console/api/approvals", get(super::console::approvals))
+        .route("/console/api/upstreams", get(super::upstream_sign_in::list))
+        .route(
+            "/console/api/upstreams/{name}/sign-in",
+            post(super::upstream_sign_in::start).delete(super::upstream_sign_in::forget),
+        )
         .route_layer(middleware::from_fn_with_state(
             BodyCheck {
                 max_depth: config.http.max_json_depth,
@@ -145,6 +150,7 @@ pub(crate) fn router(
         .route("/console/{file}", get(super::console::asset))
         .route("/console/api/session", get(super::console::session).with_state(gate.clone()))
         .route("/console/api/token", post(super::sign_in::token).with_state(gate.clone()))
+        .route("/oauth/upstream/callback", get(super::upstream_sign_in::callback))
         .route(
             "/.well-known/oauth-protected-resource",
             get(protected_resource).with_state(gate.clone()),
@@ -160,7 +166,8 @@ pub(crate) fn router(
 }
 
 /// orca's Client ID Metadata Documents, each at the path of an OAuth upstream's
-/// `client_metadata_url` (a path ending in `.json`, checked at load).
+/// `client_metadata_url` (a path ending in `.json`, checked at load), with the console's
+/// callback among the redirect URIs when `http.public_url` is set.
 fn client_metadata_documents(config: &crate::config::Config) -> Router<AppState> {
     let mut router = Router::new();
     let mut served = std::collections::HashSet::new();
@@ -175,7 +182,13 @@ fn client_metadata_documents(config: &crate::config::Config) -> Router<AppState>
         if !path.ends_with(".json") || !served.insert(path.clone()) {
             continue;
         }
-        let document = crate::client::auth::client_metadata_document(url, "orca");
+        let mut document = crate::client::auth::client_metadata_document(url, "orca");
+        // People also sign in through the console, which the browser leaves for orca's callback.
+        if let Some(base) = &config.http.public_url
+            && let Some(uris) = document["redirect_uris"].as_array_mut()
+        {
+            uris.push(Value::from(format!("{base}/oauth/upstream/callback")));
+        }
         router = router.route(&path, get(move || async move { axum::Json(document) }));
     }
     router

@@ -16,6 +16,7 @@ mod respond;
 mod search;
 mod sign_in;
 pub(crate) mod stdio;
+mod upstream_sign_in;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -402,7 +403,9 @@ impl Gateway {
                         ],
                     )
                 });
-                let (outcome, retried) = hop.run(external.call(tool, arguments, caller)).await;
+                let user = call_context.principal.user_identity();
+                let (outcome, retried) =
+                    hop.run(external.call(tool, arguments, caller, &user)).await;
                 match &outcome {
                     Err(tool_error) => {
                         hop.fail(tool_error.code.as_str(), tool_error.message.clone())

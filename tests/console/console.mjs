@@ -1,10 +1,11 @@
 // The web console in a real browser: Debian's Chromium driven headless by playwright-core.
 // Run by tests/it/console.rs against a real orca; every check failing ends the script with a
 // non-zero status and the reason. Environment: ORCA_BASE (the orca origin), SCENARIO
-// (`open`, `keys`, `signin` or `databases`), PLAYWRIGHT_DIR (where playwright-core is installed), CHROMIUM (its
-// path), SCREENSHOTS (a directory), for `keys`: READER_KEY, WRITER_KEY, ADMIN_KEY, and for
-// `signin`: PROVIDER_ORIGIN (the OpenID provider's origin, the only other one the browser may
-// navigate to).
+// (`open`, `keys`, `signin`, `upstream` or `databases`), PLAYWRIGHT_DIR (where playwright-core is installed), CHROMIUM (its
+// path), SCREENSHOTS (a directory), for `keys`: READER_KEY, WRITER_KEY, ADMIN_KEY, for
+// `signin` and `upstream`: PROVIDER_ORIGIN (the OpenID provider's origin, the only other one the
+// browser may navigate to), and for `upstream`: USER_KEY (an API key) and UPSTREAM (the key of
+// an external server with `oauth: {mode: per_user}`).
 
 import { createRequire } from "node:module";
 import { readFile } from "node:fs/promises";
@@ -578,12 +579,62 @@ async function scenarioSignIn(browser) {
   assertClean(page, "sign-in page");
 }
 
+async function scenarioUpstream(browser) {
+  const provider = process.env.PROVIDER_ORIGIN;
+  const upstream = process.env.UPSTREAM;
+  const { page } = await openPage(browser, undefined, { navigateTo: provider });
+
+  step("the console lists the external server that asks each user to sign in");
+  await page.goto(`${base}/`);
+  await page.getByLabel("API key", { exact: true }).fill(process.env.USER_KEY);
+  await page.keyboard.press("Enter");
+  const panel = page.getByRole("region", exact("Sign-ins to external servers"));
+  await panel.waitFor();
+  const item = panel.locator(".upstream", { hasText: upstream });
+  await item.getByText("Not signed in", { exact: true }).waitFor();
+  assert.match(await item.innerText(), /your own sign-in/);
+  await shot(page, "13-upstream-not-signed-in");
+
+  step("Sign in goes to the authorization server and comes back through orca");
+  const asked = page.waitForRequest((request) => request.url().startsWith(`${provider}/`) && request.isNavigationRequest());
+  await panel.getByRole("button", exact(`Sign in to ${upstream}`)).click();
+  const authorize = new URL((await asked).url());
+  assert.equal(authorize.searchParams.get("redirect_uri"), `${base}/oauth/upstream/callback`);
+  assert.equal(authorize.searchParams.get("code_challenge_method"), "S256");
+  assert.equal(authorize.searchParams.get("code_verifier"), null, "the verifier stays in orca");
+  await page.waitForURL((url) => url.origin === provider);
+  await page.locator('input[name="login"]').fill("dora");
+  await page.locator('input[name="password"]').fill("any password");
+  await page.getByRole("button", exact("Sign-in")).click();
+  await page.getByRole("button", exact("Continue")).click();
+  await page.waitForURL((url) => url.origin === base);
+  await page.getByText(`Signed in to ${upstream}.`, { exact: true }).waitFor();
+  assert.equal(page.url(), `${base}/`, "the way back left the address bar");
+  await item.getByText("Signed in", { exact: true }).waitFor();
+  assert.equal(await page.evaluate(() => document.cookie), "", "the binding cookie is not readable by the page");
+  await shot(page, "14-upstream-signed-in");
+
+  step("a tool of the server runs as the person who signed in");
+  await openTool(page, upstream, `${upstream}_list_servers`);
+  await run(page);
+  // The JSON view is built when first opened; the upstream names its caller there.
+  await page.locator("#result").getByText("JSON", { exact: true }).click();
+  await page.locator("#result").getByText(/"dora"/).first().waitFor();
+
+  step("Sign out forgets the sign-in");
+  await panel.getByRole("button", exact(`Sign out of ${upstream}`)).click();
+  await item.getByText("Not signed in", { exact: true }).waitFor();
+  await shot(page, "15-upstream-signed-out");
+  assertClean(page, "upstream sign-in page");
+}
+
 const browser = await chromium.launch({ executablePath: process.env.CHROMIUM, args: ["--no-sandbox", "--disable-dev-shm-usage"] });
 try {
   if (process.env.SCENARIO === "open") await scenarioOpen(browser);
   else if (process.env.SCENARIO === "keys") await scenarioKeys(browser);
   else if (process.env.SCENARIO === "databases") await scenarioDatabases(browser);
   else if (process.env.SCENARIO === "signin") await scenarioSignIn(browser);
+  else if (process.env.SCENARIO === "upstream") await scenarioUpstream(browser);
   else throw new Error(`unknown SCENARIO ${process.env.SCENARIO}`);
   console.log("console checks passed");
 } finally {

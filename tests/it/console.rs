@@ -264,6 +264,7 @@ async fn the_console_is_served_whole_and_its_endpoints_need_the_same_key_as_mcp(
         "/console/app.js",
         "/console/mcp.js",
         "/console/signin.js",
+        "/console/upstreams.js",
         "/console/form.js",
         "/console/results.js",
         "/console/style.css",

@@ -6,7 +6,9 @@
 //! `needs_sign_in` and `orca logout` has nothing to forget; with `mode: shared` after `orca login`
 //! (a person on the provider's pages, `tests/oauth/sign_in.mjs`), calls go through across access
 //! tokens' expiry (refreshed), a second replica uses the same sign-in, and a revoked sign-in
-//! turns into `needs_sign_in` with the command to sign in again.
+//! turns into `needs_sign_in` with the command to sign in again. With `mode: per_user`, two
+//! people behind one proxy (two API keys) each sign in for themselves through the proxy's HTTP
+//! routes and the provider's pages, and the upstream sees each as themselves.
 
 use serde_json::{Value, json};
 
@@ -36,6 +38,7 @@ async fn a_service_identity_signs_in_by_itself_and_its_token_is_sealed_and_never
     let proxy_database = TestDatabase::create().await;
     let proxy_setup = OrcaSetup::new(&proxy_database.url)
         .with_env("UP_SECRET", "admin-app-secret")
+        .with_config("http:\n  public_url: https://orca.example.com\n")
         .with_external(&format!(
             "mcps:\n  up:\n    url: {upstream_url}\n    timeout: 10s\n    oauth:\n      mode: service\n      client_id: admin-app\n      client_secret_env: UP_SECRET\n  waiting:\n    url: {upstream_url}\n    timeout: 10s\n    oauth:\n      mode: shared\n      client_metadata_url: https://orca.example.com/oauth/client.json\n"
         ));
@@ -71,6 +74,13 @@ async fn a_service_identity_signs_in_by_itself_and_its_token_is_sealed_and_never
     assert_eq!(document["client_id"], "https://orca.example.com/oauth/client.json", "{document}");
     assert_eq!(document["token_endpoint_auth_method"], "none", "{document}");
     assert!(document["grant_types"].to_string().contains("refresh_token"), "{document}");
+    // The console's sign-ins come back to orca's callback at its public URL.
+    assert!(
+        document["redirect_uris"]
+            .to_string()
+            .contains(r#""https://orca.example.com/oauth/upstream/callback""#),
+        "{document}"
+    );
 
     // The stored sign-in opens only with the proxy's secret: the row holds no token.
     let pool = sqlx::PgPool::connect(&proxy_database.url).await.unwrap();
@@ -115,8 +125,8 @@ async fn a_service_identity_signs_in_by_itself_and_its_token_is_sealed_and_never
 }
 
 /// `orca login <upstream> --no-browser` for `setup`, with a person signing in through the
-/// provider's pages (`tests/oauth/sign_in.mjs`); the command's stdout.
-fn login(setup: &OrcaSetup, upstream: &str) -> String {
+/// provider's pages (`tests/oauth/sign_in.mjs`) as `person`; the command's stdout.
+fn login(setup: &OrcaSetup, upstream: &str, person: &str) -> String {
     use std::io::{BufRead, BufReader};
     let mut child = setup
         .command()
@@ -139,7 +149,12 @@ fn login(setup: &OrcaSetup, upstream: &str) -> String {
     let address =
         address.unwrap_or_else(|| panic!("orca login printed no address:\n{}", seen.join("\n")));
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oauth/sign_in.mjs");
-    let person = std::process::Command::new("node").arg(script).arg(&address).output().unwrap();
+    let person = std::process::Command::new("node")
+        .arg(script)
+        .arg(&address)
+        .env("LOGIN", person)
+        .output()
+        .unwrap();
     assert!(
         person.status.success(),
         "signing in through the provider's pages failed: {}{}",
@@ -203,7 +218,7 @@ async fn a_shared_sign_in_serves_two_replicas_is_refreshed_and_when_revoked_asks
         .with_env("ORCA_SECRET", secret)
         .with_external(&external);
 
-    let said = login(&proxy_setup, "up");
+    let said = login(&proxy_setup, "up", "alice");
     assert!(said.contains("signed in to `up`"), "{said}");
 
     let proxy = proxy_setup.http_server(&[]);
@@ -250,6 +265,365 @@ async fn a_shared_sign_in_serves_two_replicas_is_refreshed_and_when_revoked_asks
     let text = text_of(&refused);
     assert!(text.contains("orca login up"), "the error says how to sign in again: {text}");
     client.cancel().await.unwrap();
+    let log = proxy.log_text();
+    assert!(!log.contains("eyJ"), "a token in the proxy's log:\n{log}");
+}
+
+const ALICE_KEY: &str = "alice-key-0123456789abcdef0123456789";
+const BOB_KEY: &str = "bob-key-0123456789abcdef0123456789ab";
+const ADMIN_KEY: &str = "admin-key-0123456789abcdef012345678";
+
+/// A person signing in to the proxy's `upstream` through its HTTP routes: `POST
+/// .../sign-in` with `key`, the provider's pages as `person`, and the browser's way back
+/// (with the binding cookie when `with_cookie`); the callback's Location and the URL that was
+/// delivered.
+async fn sign_in_over_http(
+    proxy: &crate::support::orca::HttpServer,
+    upstream: &str,
+    key: &str,
+    person: &str,
+    with_cookie: bool,
+) -> (String, String) {
+    let response = reqwest::Client::new()
+        .post(proxy.url(&format!("/console/api/upstreams/{upstream}/sign-in")))
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "the sign-in did not start");
+    let cookie = response
+        .headers()
+        .get("set-cookie")
+        .map(|value| value.to_str().unwrap().split(';').next().unwrap().to_owned())
+        .expect("the binding cookie");
+    let body: Value = response.json().await.unwrap();
+    let address = body["authorization_url"].as_str().expect("an authorization URL").to_owned();
+    assert!(address.contains("code_challenge="), "{address}");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oauth/sign_in.mjs");
+    let mut command = tokio::process::Command::new("node");
+    command.arg(script).arg(&address).env("LOGIN", person);
+    if with_cookie {
+        command.env("DELIVER_COOKIE", &cookie);
+    }
+    let output = command.output().await.unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "signing in through the provider's pages failed: {stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let line = stdout.lines().find(|line| line.starts_with("delivered ")).unwrap_or_default();
+    let parts: Vec<&str> = line.split(' ').collect();
+    assert_eq!(parts.get(1), Some(&"303"), "{stdout}");
+    (parts[2].to_owned(), parts[3].to_owned())
+}
+
+/// The principals the upstream orca recorded for its `list_servers` calls through the per-user
+/// upstream, in order (erin's, through the shared one, left out).
+async fn upstream_principals(pool: &sqlx::PgPool) -> Vec<String> {
+    sqlx::query_scalar(
+        "SELECT principal FROM orca.mcp_executions WHERE tool_name = 'list_servers' AND principal <> 'erin' ORDER BY created_at",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap_or_default()
+}
+
+/// The error of a call that needs the caller's own sign-in, checked for the link and command.
+fn assert_needs_sign_in(result: &rmcp::model::CallToolResult, who: &str) {
+    assert_eq!(result.is_error, Some(true), "{who}: {}", text_of(result));
+    let error = &result.structured_content.as_ref().expect("a structured error")["error"];
+    assert_eq!(error["code"], "UNAUTHORIZED", "{who}: {error}");
+    assert_eq!(error["details"]["needs_sign_in"], true, "{who}: {error}");
+    assert_eq!(error["details"]["sign_in_url"], "/?upstream=up", "{who}: {error}");
+    assert_eq!(error["details"]["sign_in_command"], "orca login up", "{who}: {error}");
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("/?upstream=up") && message.contains("orca login up"), "{message}");
+}
+
+#[tokio::test]
+async fn each_user_signs_in_for_themselves_and_the_upstream_sees_each_as_themselves() {
+    // Access tokens live 4 s: each user's own sign-in is refreshed along the way.
+    let mut provider =
+        Provider::start_with("key-1", "RS256", 4, Some("http://127.0.0.1:9/".into()));
+    let database = TestDatabase::create().await;
+    let port = free_port();
+    let upstream_url = format!("http://127.0.0.1:{port}/mcp");
+    let upstream_setup = setup_for(
+        &database,
+        &provider.issuer(),
+        &upstream_url,
+        "    analyst:\n      verbs: [read]\n",
+        "verbs: [read]",
+    );
+    let _upstream = upstream_setup.http_command(&["serve", "--http", &format!("127.0.0.1:{port}")]);
+    let upstream_pool = sqlx::PgPool::connect(&database.url).await.unwrap();
+
+    let proxy_database = TestDatabase::create().await;
+    let hash = |key: &str| hex::encode(<sha2::Sha256 as sha2::Digest>::digest(key.as_bytes()));
+    let proxy_setup = OrcaSetup::new(&proxy_database.url)
+        .with_config(&format!(
+            "auth:\n  api_keys:\n    - name: alice\n      sha256: {}\n      verbs: [read]\n    - name: bob\n      sha256: {}\n      verbs: [read]\n    - name: admin\n      sha256: {}\n      verbs: [read, create, update, delete]\n",
+            hash(ALICE_KEY),
+            hash(BOB_KEY),
+            hash(ADMIN_KEY)
+        ))
+        .with_external(&format!(
+            "mcps:\n  up:\n    url: {upstream_url}\n    timeout: 10s\n    oauth:\n      mode: per_user\n  zshared:\n    url: {upstream_url}\n    timeout: 10s\n    oauth:\n      mode: shared\n"
+        ));
+
+    // Nobody has signed in: the upstream's tools are unknown, and list_servers says so.
+    let proxy = proxy_setup.http_server(&[]);
+    let alice = proxy.client(Some(ALICE_KEY)).await;
+    let status = status_of(&alice, "up").await;
+    assert!(status.starts_with("needs_sign_in"), "{status}");
+    assert!(
+        status.contains("nobody has signed in") && status.contains("/?upstream=up"),
+        "{status}"
+    );
+    alice.cancel().await.unwrap();
+    drop(proxy);
+
+    // carol, the stdio principal, signs in with `orca login`: the tools become known.
+    let said = login(&proxy_setup, "up", "carol");
+    assert!(said.contains("signed in to `up`") && said.contains("stdio principal"), "{said}");
+    let proxy = proxy_setup.http_server(&[]);
+    let alice = proxy.client(Some(ALICE_KEY)).await;
+    let bob = proxy.client(Some(BOB_KEY)).await;
+    crate::support::eventually(
+        "the upstream listed with carol's sign-in",
+        std::time::Duration::from_secs(30),
+        || async { status_of(&alice, "up").await == "running" },
+    )
+    .await;
+
+    // Neither alice nor bob has signed in: each gets the error with the way to sign in.
+    for (client, who) in [(&alice, "alice"), (&bob, "bob")] {
+        let refused = call(client, "up_list_servers", json!({}), None).await.unwrap();
+        assert_needs_sign_in(&refused, who);
+    }
+
+    // alice signs in through the proxy's routes; her calls go through as her, bob's do not.
+    let (location, delivered) = sign_in_over_http(&proxy, "up", ALICE_KEY, "alice", true).await;
+    assert_eq!(location, "/?upstream=up&signed_in=1");
+    let result = call(&alice, "up_list_servers", json!({}), None).await.unwrap();
+    assert_ne!(result.is_error, Some(true), "alice's call: {}", text_of(&result));
+    assert!(text_of(&result).contains(r#""principal":"alice""#), "{}", text_of(&result));
+    assert_needs_sign_in(&call(&bob, "up_list_servers", json!({}), None).await.unwrap(), "bob");
+    crate::support::eventually(
+        "the upstream recorded alice",
+        std::time::Duration::from_secs(15),
+        || async { upstream_principals(&upstream_pool).await == ["alice"] },
+    )
+    .await;
+
+    // The way back is single-use.
+    let replayed = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .get(&delivered)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(replayed.status(), 303);
+    assert_eq!(replayed.headers()["location"], "/?sign_in_error=expired");
+
+    // The console's list shows alice signed in, bob not.
+    let upstreams = |key: &'static str| {
+        let url = proxy.url("/console/api/upstreams");
+        async move {
+            let answer: Value = reqwest::Client::new()
+                .get(url)
+                .bearer_auth(key)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            answer["upstreams"].clone()
+        }
+    };
+    let listed = upstreams(ALICE_KEY).await;
+    assert_eq!(
+        (listed[0]["name"].as_str(), listed[0]["mode"].as_str()),
+        (Some("up"), Some("per_user"))
+    );
+    assert_eq!(listed[0]["signed_in"], true, "{listed}");
+    assert_eq!(listed[0]["may_sign_in"], true, "{listed}");
+    assert_eq!(upstreams(BOB_KEY).await[0]["signed_in"], false);
+
+    // A shared sign-in is an administrator's: alice (read only) may not make it.
+    assert_eq!(
+        (listed[1]["name"].as_str(), listed[1]["mode"].as_str()),
+        (Some("zshared"), Some("shared"))
+    );
+    assert_eq!(listed[1]["may_sign_in"], false, "{listed}");
+    let refused = reqwest::Client::new()
+        .post(proxy.url("/console/api/upstreams/zshared/sign-in"))
+        .bearer_auth(ALICE_KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 403);
+    let refused: Value = refused.json().await.unwrap();
+    assert!(refused.to_string().contains("every verb"), "{refused}");
+    let unknown = reqwest::Client::new()
+        .post(proxy.url("/console/api/upstreams/nowhere/sign-in"))
+        .bearer_auth(ALICE_KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 404);
+    let anonymous = reqwest::Client::new()
+        .post(proxy.url("/console/api/upstreams/up/sign-in"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), 401, "starting a sign-in needs a key");
+    // An administrator signs in the shared one from the console: every caller then uses it.
+    let (location, _) = sign_in_over_http(&proxy, "zshared", ADMIN_KEY, "erin", true).await;
+    assert_eq!(location, "/?upstream=zshared&signed_in=1");
+    crate::support::eventually(
+        "the shared upstream signed in",
+        std::time::Duration::from_secs(30),
+        || async { status_of(&bob, "zshared").await == "running" },
+    )
+    .await;
+    let shared = call(&bob, "zshared_list_servers", json!({}), None).await.unwrap();
+    assert!(text_of(&shared).contains(r#""principal":"erin""#), "{}", text_of(&shared));
+
+    // A way back without the browser's binding cookie is refused.
+    let (location, _) = sign_in_over_http(&proxy, "up", BOB_KEY, "bob", false).await;
+    assert_eq!(location, "/?sign_in_error=other_browser");
+    assert_needs_sign_in(&call(&bob, "up_list_servers", json!({}), None).await.unwrap(), "bob");
+
+    // bob signs in as another person: the upstream sees bob.
+    let (location, _) = sign_in_over_http(&proxy, "up", BOB_KEY, "bob", true).await;
+    assert_eq!(location, "/?upstream=up&signed_in=1");
+    let result = call(&bob, "up_list_servers", json!({}), None).await.unwrap();
+    assert_ne!(result.is_error, Some(true), "bob's call: {}", text_of(&result));
+    assert!(text_of(&result).contains(r#""principal":"bob""#), "{}", text_of(&result));
+    crate::support::eventually(
+        "the upstream recorded bob",
+        std::time::Duration::from_secs(15),
+        || async { upstream_principals(&upstream_pool).await == ["alice", "bob"] },
+    )
+    .await;
+
+    // alice signs out: she needs to sign in again, bob goes on.
+    let forgotten: Value = reqwest::Client::new()
+        .delete(proxy.url("/console/api/upstreams/up/sign-in"))
+        .bearer_auth(ALICE_KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(forgotten["signed_out"], true, "{forgotten}");
+    assert_needs_sign_in(&call(&alice, "up_list_servers", json!({}), None).await.unwrap(), "alice");
+    let result = call(&bob, "up_list_servers", json!({}), None).await.unwrap();
+    assert_ne!(result.is_error, Some(true), "bob after alice left: {}", text_of(&result));
+
+    // `orca logout` forgets the stdio principal's own sign-in, and only it.
+    let (code, stdout, stderr) = crate::support::run(&proxy_setup, &["logout", "up"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("signed out of `up`"), "{stdout}");
+    let (_, stdout, _) = crate::support::run(&proxy_setup, &["logout", "up"]);
+    assert!(stdout.contains("`up` had no sign-in"), "{stdout}");
+    let result = call(&bob, "up_list_servers", json!({}), None).await.unwrap();
+    assert_ne!(result.is_error, Some(true), "bob after carol left: {}", text_of(&result));
+
+    // The provider forgets its grants: bob's refresh is refused, and he is asked to sign in
+    // again rather than failing silently.
+    provider.restart("key-2", "RS256", 4);
+    crate::support::eventually(
+        "bob is asked to sign in again",
+        std::time::Duration::from_secs(60),
+        || async {
+            let result = call(&bob, "up_list_servers", json!({}), None).await.unwrap();
+            text_of(&result).contains("expired or was revoked")
+        },
+    )
+    .await;
+    assert_needs_sign_in(&call(&bob, "up_list_servers", json!({}), None).await.unwrap(), "bob");
+
+    // None of alice's, bob's or carol's sign-ins is left, and no token is readable anywhere.
+    let proxy_pool = sqlx::PgPool::connect(&proxy_database.url).await.unwrap();
+    let rows: Vec<(String, Vec<u8>)> =
+        sqlx::query_as("SELECT subject, sealed FROM orca.upstream_tokens ORDER BY subject")
+            .fetch_all(&proxy_pool)
+            .await
+            .unwrap();
+    let subjects: Vec<&str> = rows.iter().map(|(subject, _)| subject.as_str()).collect();
+    assert!(!subjects.contains(&"principal:alice"), "{subjects:?}");
+    assert!(!subjects.contains(&"principal:bob"), "{subjects:?}");
+    assert!(!subjects.contains(&"principal:local"), "{subjects:?}");
+    for (_, sealed) in &rows {
+        let sealed = String::from_utf8_lossy(sealed);
+        assert!(!sealed.contains("eyJ") && !sealed.contains("access_token"), "{sealed}");
+    }
+    let tracked: Vec<String> = sqlx::query_scalar(
+        "SELECT concat_ws(' ', request_data::text, response_data::text, error_message) FROM orca.mcp_executions",
+    )
+    .fetch_all(&proxy_pool)
+    .await
+    .unwrap();
+    assert!(!tracked.is_empty());
+    for row in &tracked {
+        assert!(!row.contains("eyJ"), "a token in tracking: {row}");
+    }
+    proxy_pool.close().await;
+    upstream_pool.close().await;
+    alice.cancel().await.unwrap();
+    bob.cancel().await.unwrap();
+    let log = proxy.log_text();
+    assert!(!log.contains("eyJ"), "a token in the proxy's log:\n{log}");
+    assert!(!log.contains("code_verifier"), "a verifier in the proxy's log:\n{log}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn in_a_browser_the_console_signs_a_user_in_to_a_per_user_upstream_and_out() {
+    let provider = Provider::start_with("key-1", "RS256", 300, Some("http://127.0.0.1:9/".into()));
+    let database = TestDatabase::create().await;
+    let port = free_port();
+    let upstream_url = format!("http://127.0.0.1:{port}/mcp");
+    let upstream_setup = setup_for(
+        &database,
+        &provider.issuer(),
+        &upstream_url,
+        "    analyst:\n      verbs: [read]\n",
+        "verbs: [read]",
+    );
+    let _upstream = upstream_setup.http_command(&["serve", "--http", &format!("127.0.0.1:{port}")]);
+    let proxy_database = TestDatabase::create().await;
+    let hash = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(ALICE_KEY.as_bytes()));
+    let proxy_setup = OrcaSetup::new(&proxy_database.url)
+        .with_config(&format!(
+            "auth:\n  api_keys:\n    - name: alice\n      sha256: {hash}\n      verbs: [read]\n"
+        ))
+        .with_external(&format!(
+            "mcps:\n  up:\n    url: {upstream_url}\n    timeout: 10s\n    oauth:\n      mode: per_user\n"
+        ));
+    // Someone has signed in before, so that the upstream's tools are known.
+    login(&proxy_setup, "up", "carol");
+    let proxy = proxy_setup.http_server(&[]);
+    let client = proxy.client(Some(ALICE_KEY)).await;
+    crate::support::eventually(
+        "the upstream listed its tools",
+        std::time::Duration::from_secs(30),
+        || async { status_of(&client, "up").await == "running" },
+    )
+    .await;
+    client.cancel().await.unwrap();
+    let base = proxy.url("");
+    crate::console::run_scenario(
+        "upstream",
+        &base,
+        &[("PROVIDER_ORIGIN", &provider.issuer()), ("USER_KEY", ALICE_KEY), ("UPSTREAM", "up")],
+    );
     let log = proxy.log_text();
     assert!(!log.contains("eyJ"), "a token in the proxy's log:\n{log}");
 }

@@ -1,7 +1,10 @@
 // A person signing in through oidc-provider's development pages, without a browser: follows the
 // authorization request given as the first argument, fills in the login page (any login) and
 // the consent page, and delivers the final redirect (the code) to its redirect URI, which is
-// `orca login`'s loopback listener. Cookies are kept by hand; fetch never follows redirects.
+// `orca login`'s loopback listener or orca's `/oauth/upstream/callback`. Cookies are kept by
+// hand; fetch never follows redirects. LOGIN names the person (alice by default); DELIVER_COOKIE
+// is the Cookie header of the delivery (the browser's binding cookie that orca set); the
+// delivery's status, its Location and the delivered URL are printed.
 const start = process.argv[2];
 const redirect = new URL(start).searchParams.get("redirect_uri");
 const cookies = new Map();
@@ -19,9 +22,10 @@ let url = start;
 let body;
 for (let step = 0; step < 20; step += 1) {
   if (url.startsWith(redirect)) {
-    const delivered = await fetch(url);
-    console.log(`delivered ${delivered.status}`);
-    process.exit(delivered.ok ? 0 : 1);
+    const headers = process.env.DELIVER_COOKIE ? { cookie: process.env.DELIVER_COOKIE } : {};
+    const delivered = await fetch(url, { redirect: "manual", headers });
+    console.log(`delivered ${delivered.status} ${delivered.headers.get("location") || "-"} ${url}`);
+    process.exit(delivered.status < 400 ? 0 : 1);
   }
   const init = { redirect: "manual", headers: { cookie: header() } };
   if (body) {
@@ -44,7 +48,7 @@ for (let step = 0; step < 20; step += 1) {
     process.exit(1);
   }
   url = new URL(action[1].replace(/&amp;/g, "&"), url).toString();
-  body = prompt[1] === "login" ? { prompt: "login", login: "alice", password: "any" } : { prompt: prompt[1] };
+  body = prompt[1] === "login" ? { prompt: "login", login: process.env.LOGIN || "alice", password: "any" } : { prompt: prompt[1] };
 }
 console.error("too many steps");
 process.exit(1);

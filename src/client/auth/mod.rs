@@ -30,6 +30,7 @@ pub use authorizer::{
 };
 pub use challenge::Challenge;
 pub use discovery::ServerMetadata;
+pub(crate) use pkce::random_token;
 pub use token::Tokens;
 pub use transport::{AuthorizedHttpClient, AuthorizedHttpError};
 

@@ -1,0 +1,286 @@
+//! The connections of an upstream with `oauth: {mode: per_user}`, where each orca user signs in
+//! for themselves: one MCP session per user who calls it, made on the user's first call with
+//! that user's own sign-in from the vault (so the upstream sees each user as themselves, and one
+//! user's session is never used for another), kept while it is used, closed after
+//! [`IDLE_AFTER`] without a call, and at most [`MAX_USERS`] kept open (past that, the least
+//! recently used idle one is closed). The supervised connection of such an upstream only lists
+//! its tools, with the sign-in of the user who signed in last. A user without a sign-in (or whose
+//! refresh was refused) gets `UNAUTHORIZED` with the way to sign in.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rmcp::ServiceExt;
+use tokio_util::sync::CancellationToken;
+
+use super::calls::Calls;
+use super::handler::UpstreamClient;
+use super::upstream::{Connection, Upstream};
+use crate::client::auth::AuthorizedHttpClient;
+use crate::config::{ExternalTransport, SignInMode};
+use crate::tool::{ErrorCode, ToolError};
+
+/// At most this many users' sessions are kept open per upstream.
+pub(crate) const MAX_USERS: usize = 64;
+/// A user's session unused this long is closed (the next call opens another).
+pub(crate) const IDLE_AFTER: Duration = Duration::from_secs(300);
+
+struct Slot {
+    connection: tokio::sync::Mutex<Option<Arc<Connection>>>,
+    last_used: Mutex<Instant>,
+}
+
+impl Slot {
+    /// Its open session, if nobody but the pool holds it (no call in flight on it).
+    fn idle_connection(&self) -> Option<Option<Arc<Connection>>> {
+        let guard = self.connection.try_lock().ok()?;
+        match &*guard {
+            Some(connection) if Arc::strong_count(connection) > 1 => None,
+            other => Some(other.clone()),
+        }
+    }
+}
+
+/// The open sessions of one per-user upstream, by user identity.
+#[derive(Default)]
+pub(crate) struct UserConnections {
+    slots: Mutex<HashMap<String, Arc<Slot>>>,
+}
+
+impl std::fmt::Debug for UserConnections {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("UserConnections").finish_non_exhaustive()
+    }
+}
+
+impl UserConnections {
+    fn slot(&self, user: &str) -> Arc<Slot> {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(slot) = slots.get(user) {
+            *slot.last_used.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+            return slot.clone();
+        }
+        if slots.len() >= MAX_USERS {
+            let oldest = slots
+                .iter()
+                .filter_map(|(user, slot)| {
+                    let idle = slot.idle_connection()?;
+                    let used = *slot.last_used.lock().unwrap_or_else(|e| e.into_inner());
+                    Some((used, user.clone(), idle))
+                })
+                .min_by_key(|(used, _, _)| *used);
+            if let Some((_, user, connection)) = oldest {
+                slots.remove(&user);
+                if let Some(connection) = connection {
+                    connection.cancel.cancel();
+                }
+            }
+        }
+        let slot = Arc::new(Slot {
+            connection: tokio::sync::Mutex::new(None),
+            last_used: Mutex::new(Instant::now()),
+        });
+        slots.insert(user.to_owned(), slot.clone());
+        slot
+    }
+
+    /// Close `user`'s session (signed out, or signed in again).
+    pub(crate) fn close(&self, user: &str) {
+        let slot = self.slots.lock().unwrap_or_else(|e| e.into_inner()).remove(user);
+        if let Some(slot) = slot
+            && let Ok(guard) = slot.connection.try_lock()
+            && let Some(connection) = &*guard
+        {
+            connection.cancel.cancel();
+        }
+    }
+
+    /// Close the sessions unused for [`IDLE_AFTER`] with no call in flight.
+    pub(crate) fn close_idle(&self) {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        slots.retain(|_, slot| {
+            let used = *slot.last_used.lock().unwrap_or_else(|e| e.into_inner());
+            if used.elapsed() < IDLE_AFTER {
+                return true;
+            }
+            match slot.idle_connection() {
+                None => true,
+                Some(connection) => {
+                    if let Some(connection) = connection {
+                        connection.cancel.cancel();
+                    }
+                    false
+                }
+            }
+        });
+    }
+
+    /// Close every session (shutting down).
+    pub(crate) fn close_all(&self) {
+        let users: Vec<String> =
+            self.slots.lock().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect();
+        for user in users {
+            self.close(&user);
+        }
+    }
+}
+
+/// Where a person signs in to `key` from the console: `<public URL>/?upstream=<key>`, or the
+/// path alone when orca's public URL is not configured.
+pub(crate) fn console_link(public_url: Option<&str>, key: &str) -> String {
+    let encoded: String = url::form_urlencoded::byte_serialize(key.as_bytes()).collect();
+    format!("{}/?upstream={encoded}", public_url.unwrap_or_default().trim_end_matches('/'))
+}
+
+/// The `list_servers` status of a per-user upstream nobody has signed in to.
+pub(crate) fn nobody_signed_in(key: &str, public_url: Option<&str>) -> String {
+    format!(
+        "nobody has signed in yet, so its tools are unknown: each user signs in for themselves from the console ({}) or, over stdio, with `orca login {key}`",
+        console_link(public_url, key)
+    )
+}
+
+impl Upstream {
+    /// The error of a call by a user who has not signed in (`expired`: whose sign-in was
+    /// refused or revoked), with the console's sign-in link and the command.
+    pub(crate) fn sign_in_error(&self, expired: bool) -> ToolError {
+        let key = &self.config.key;
+        let link = console_link(self.public_url.as_deref(), key);
+        let command = format!("orca login {key}");
+        let why = if expired {
+            "your sign-in has expired or was revoked"
+        } else {
+            "you have not signed in"
+        };
+        let mut error = ToolError::new(
+            ErrorCode::Unauthorized,
+            format!(
+                "external server `{key}` needs each user's own sign-in and {why}: sign in at {link} (the console's \"Sign in\"), or over stdio run `{command}`"
+            ),
+        )
+        .with_hint("sign in, then call the tool again")
+        .not_retryable();
+        error.details = Some(Box::new(serde_json::json!({
+            "upstream": key,
+            "needs_sign_in": true,
+            "sign_in_url": link,
+            "sign_in_command": command,
+        })));
+        error
+    }
+
+    /// `user`'s session with this per-user upstream, opened with their sign-in when there is
+    /// none (one opening at a time per user).
+    pub(crate) async fn user_connection(&self, user: &str) -> Result<Arc<Connection>, ToolError> {
+        let slot = self.users.slot(user);
+        let mut guard = slot.connection.lock().await;
+        if let Some(connection) = &*guard
+            && !connection.peer.is_transport_closed()
+            && !connection.cancel.is_cancelled()
+        {
+            return Ok(connection.clone());
+        }
+        *guard = None;
+        let connection = self.open_user_connection(user).await?;
+        *guard = Some(connection.clone());
+        Ok(connection)
+    }
+
+    async fn open_user_connection(&self, user: &str) -> Result<Arc<Connection>, ToolError> {
+        let key = &self.config.key;
+        let ExternalTransport::Http { url, oauth: Some(oauth), .. } = &self.config.transport else {
+            return Err(ToolError::new(ErrorCode::Internal, "not a per-user upstream"));
+        };
+        debug_assert_eq!(oauth.mode, SignInMode::PerUser);
+        let unavailable = |reason: String| {
+            ToolError::upstream_unavailable(format!(
+                "cannot reach external server `{key}` with your sign-in: {reason}"
+            ))
+        };
+        let authorizer = self.authorizer(url, oauth, user).map_err(unavailable)?;
+        if !authorizer.signed_in().await.map_err(|error| unavailable(error.to_string()))? {
+            return Err(self.sign_in_error(false));
+        }
+        let (transport_config, client) = self.http_parts().map_err(unavailable)?;
+        let client = AuthorizedHttpClient::new(
+            client,
+            authorizer.clone(),
+            crate::client::auth::DEFAULT_STEP_UPS,
+        );
+        let transport =
+            rmcp::transport::StreamableHttpClientTransport::with_client(client, transport_config);
+        let (events, _) = tokio::sync::mpsc::unbounded_channel();
+        let calls = Arc::new(Calls::default());
+        // A log message outside this user's calls would reach every reading session: it is
+        // dropped (one during a call still reaches its caller).
+        let handler = UpstreamClient {
+            events,
+            server: Arc::from(key.as_str()),
+            logs: tokio::sync::broadcast::Sender::new(1),
+            calls: calls.clone(),
+            subscriptions: Arc::default(),
+        };
+        let timeout = self.config.timeout;
+        let service = match tokio::time::timeout(timeout, handler.serve(transport)).await {
+            Ok(Ok(service)) => service,
+            outcome => {
+                if !authorizer.signed_in().await.unwrap_or(true) {
+                    return Err(self.sign_in_error(true));
+                }
+                return Err(unavailable(match outcome {
+                    Ok(Err(error)) => format!("the MCP handshake failed: {error}"),
+                    _ => format!("no answer to the MCP handshake within {}s", timeout.as_secs()),
+                }));
+            }
+        };
+        let peer = service.peer().clone();
+        let info = peer.peer_info();
+        let connection = Arc::new(Connection {
+            peer,
+            cancel: CancellationToken::new(),
+            server_info: info.as_ref().and_then(|info| info.server_info.clone()),
+            capabilities: info.map(|info| info.capabilities.clone()).unwrap_or_default(),
+            calls,
+            authorizer: Some(authorizer),
+        });
+        let cancel = connection.cancel.clone();
+        let server = key.clone();
+        tokio::spawn(async move {
+            let session_cancel = service.cancellation_token();
+            let waiting = service.waiting();
+            tokio::pin!(waiting);
+            tokio::select! {
+                _ = &mut waiting => {}
+                () = cancel.cancelled() => {
+                    session_cancel.cancel();
+                    let _ = tokio::time::timeout(Duration::from_secs(2), &mut waiting).await;
+                }
+            }
+            cancel.cancel();
+            tracing::debug!(server = %server, "a user's session closed");
+        });
+        tracing::debug!(server = %key, "a user's session opened");
+        Ok(connection)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::console_link;
+
+    #[test]
+    fn the_console_link_names_the_upstream_under_the_public_url_or_as_a_path() {
+        for (public_url, key, link) in [
+            (None, "up", "/?upstream=up"),
+            (Some("https://orca.example.com"), "up", "https://orca.example.com/?upstream=up"),
+            (
+                Some("https://orca.example.com/"),
+                "a b&c",
+                "https://orca.example.com/?upstream=a+b%26c",
+            ),
+        ] {
+            assert_eq!(console_link(public_url, key), link);
+        }
+    }
+}
