@@ -203,11 +203,11 @@ impl Upstream {
             return Err(self.sign_in_error(false));
         }
         let (transport_config, client) = self.http_parts().map_err(unavailable)?;
-        let client = AuthorizedHttpClient::new(
+        let client = super::traced::Traced(AuthorizedHttpClient::new(
             client,
             authorizer.clone(),
             crate::client::auth::DEFAULT_STEP_UPS,
-        );
+        ));
         let transport =
             rmcp::transport::StreamableHttpClientTransport::with_client(client, transport_config);
         let (events, _) = tokio::sync::mpsc::unbounded_channel();
