@@ -12,7 +12,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rmcp::ServiceExt;
-use tokio_util::sync::CancellationToken;
 
 use super::calls::Calls;
 use super::handler::UpstreamClient;
@@ -234,16 +233,7 @@ impl Upstream {
                 }));
             }
         };
-        let peer = service.peer().clone();
-        let info = peer.peer_info();
-        let connection = Arc::new(Connection {
-            peer,
-            cancel: CancellationToken::new(),
-            server_info: info.as_ref().and_then(|info| info.server_info.clone()),
-            capabilities: info.map(|info| info.capabilities.clone()).unwrap_or_default(),
-            calls,
-            authorizer: Some(authorizer),
-        });
+        let connection = Arc::new(Connection::new(service.peer().clone(), calls, Some(authorizer)));
         let cancel = connection.cancel.clone();
         let server = key.clone();
         tokio::spawn(async move {

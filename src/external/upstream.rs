@@ -134,6 +134,27 @@ pub(crate) struct Connection {
     pub(super) authorizer: Option<Arc<Authorizer>>,
 }
 
+impl Connection {
+    /// The connection of a session whose handshake `peer` completed.
+    pub(super) fn new(
+        peer: Peer<RoleClient>,
+        calls: Arc<Calls>,
+        authorizer: Option<Arc<Authorizer>>,
+    ) -> Connection {
+        let info = peer.peer_info();
+        let server_info = info.as_ref().and_then(|info| info.server_info.clone());
+        let capabilities = info.map(|info| info.capabilities.clone()).unwrap_or_default();
+        Connection {
+            peer,
+            cancel: CancellationToken::new(),
+            server_info,
+            capabilities,
+            calls,
+            authorizer,
+        }
+    }
+}
+
 /// A tool of this server as orca exposes it.
 #[derive(Debug, Clone)]
 pub(crate) struct ExternalTool {
@@ -360,16 +381,8 @@ impl Upstream {
             Ok(session) => session,
             Err(reason) => return reason,
         };
-        let peer = session.service.peer().clone();
-        let info = peer.peer_info();
-        let connection = Arc::new(Connection {
-            peer,
-            cancel: CancellationToken::new(),
-            server_info: info.as_ref().and_then(|info| info.server_info.clone()),
-            capabilities: info.map(|info| info.capabilities.clone()).unwrap_or_default(),
-            calls: self.calls.clone(),
-            authorizer: None,
-        });
+        let connection =
+            Arc::new(Connection::new(session.service.peer().clone(), self.calls.clone(), None));
         self.refresh(&connection, Lists::ALL).await;
         // A new connection knows nothing of the subscriptions of the last one.
         #[expect(deprecated, reason = "resources/subscribe is what the 2025 revisions speak")]

@@ -13,7 +13,7 @@ use serde_json::json;
 use super::AppState;
 use super::auth::AuthFailure;
 use super::edge::{Admission, AuthGate, throttled};
-use super::respond::error_response;
+use super::respond::{error_response, missing_principal};
 use crate::config::Principal;
 use crate::tool::ErrorCode;
 
@@ -96,15 +96,6 @@ fn unavailable(what: &str) -> Response {
 
 fn principal_of(request: &Request) -> Option<Principal> {
     request.extensions().get::<Principal>().cloned()
-}
-
-fn missing_principal() -> Response {
-    error_response(
-        StatusCode::UNAUTHORIZED,
-        ErrorCode::Unauthorized,
-        "an API key is required",
-        None,
-    )
 }
 
 /// `GET /console/api/executions?limit=N`: the caller's recent calls, newest first.

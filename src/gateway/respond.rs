@@ -21,3 +21,13 @@ pub(crate) fn error_response(
     let trace_id = uuid::Uuid::new_v4().simple().to_string();
     (status, axum::Json(error.to_json(&trace_id))).into_response()
 }
+
+/// The answer to a console request that reached its route without a caller.
+pub(super) fn missing_principal() -> Response {
+    error_response(
+        StatusCode::UNAUTHORIZED,
+        ErrorCode::Unauthorized,
+        "an API key is required",
+        None,
+    )
+}

@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::AppState;
-use super::respond::error_response;
+use super::respond::{error_response, missing_principal};
 use crate::config::Principal;
 use crate::external::SignInError;
 use crate::tool::{ErrorCode, Verb};
@@ -50,15 +50,6 @@ fn refused(error: &SignInError) -> Response {
 
 fn no_external() -> Response {
     error_response(StatusCode::NOT_FOUND, ErrorCode::NotFound, "orca has no external servers", None)
-}
-
-fn missing_principal() -> Response {
-    error_response(
-        StatusCode::UNAUTHORIZED,
-        ErrorCode::Unauthorized,
-        "an API key is required",
-        None,
-    )
 }
 
 /// `GET /console/api/upstreams`.
