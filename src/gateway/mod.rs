@@ -9,6 +9,7 @@ mod edge;
 mod error;
 mod forwarded;
 pub(crate) mod http;
+mod listen;
 mod logging;
 mod metrics;
 mod oauth;
@@ -635,31 +636,22 @@ impl ServerHandler for Gateway {
             logging::relay(external, self.log_level.clone(), context.peer.clone());
         }
         // Tell this client when an external server's lists change (debounced upstream).
-        let mut changes = external.subscribe();
-        let peer = context.peer;
-        tokio::spawn(async move {
-            let mut seen = *changes.borrow_and_update();
-            while changes.changed().await.is_ok() {
-                let now = *changes.borrow_and_update();
-                let sent = async {
-                    if now.tools != seen.tools {
-                        peer.notify_tool_list_changed().await?;
-                    }
-                    if now.prompts != seen.prompts {
-                        peer.notify_prompt_list_changed().await?;
-                    }
-                    if now.resources != seen.resources {
-                        peer.notify_resource_list_changed().await?;
-                    }
-                    Ok::<(), rmcp::service::SubscriptionSendError>(())
-                };
-                if sent.await.is_err() {
-                    // The client is gone.
-                    return;
-                }
-                seen = now;
-            }
-        });
+        listen::follow_for_session(external, context.peer);
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        listen::accepted(requested, self.state.registry.external().map(|external| &**external))
+    }
+
+    async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), McpError> {
+        self.principal(context.request_context())?;
+        let Some(external) = self.readable_external(context.request_context())?.cloned() else {
+            return Ok(());
+        };
+        listen::listen(external, context).await
     }
 
     async fn list_tools(
