@@ -575,6 +575,21 @@ async fn each_user_signs_in_for_themselves_and_the_upstream_sees_each_as_themsel
     for row in &tracked {
         assert!(!row.contains("eyJ"), "a token in tracking: {row}");
     }
+    // Nor in the nightly export, which holds the refused calls among its failures.
+    let exports = proxy_setup.home.path().join("exports");
+    let exports_text = exports.display().to_string();
+    let (code, _, stderr) = crate::support::run(
+        &proxy_setup,
+        &["export-feedback", "--since", "1h", "--out", &exports_text],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let mut exported = 0;
+    for entry in std::fs::read_dir(&exports).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        assert!(!text.contains("eyJ"), "a token in an export: {text}");
+        exported += text.lines().count();
+    }
+    assert!(exported > 2, "the export holds the refused calls");
     proxy_pool.close().await;
     upstream_pool.close().await;
     alice.cancel().await.unwrap();
