@@ -27,8 +27,6 @@ use opentelemetry_otlp::{Protocol, WithExportConfig as _};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 
-use crate::config::Env;
-
 /// The tracer of this process, set once when traces are on.
 static TRACER: OnceLock<SdkTracer> = OnceLock::new();
 
@@ -45,17 +43,18 @@ pub(crate) struct Telemetry {
     provider: SdkTracerProvider,
 }
 
-/// Whether `env` asks for traces: an OTLP endpoint (for every signal, or for traces) is set and
-/// `OTEL_SDK_DISABLED` is not `true`.
-pub(crate) fn wanted(env: &Env) -> bool {
+/// Whether the environment (`var` looks a variable up, unset or empty as `None`) asks for
+/// traces: an OTLP endpoint (for every signal, or for traces) is set and `OTEL_SDK_DISABLED` is
+/// not `true`.
+pub(crate) fn wanted<'a>(var: impl Fn(&str) -> Option<&'a str>) -> bool {
     let disabled =
-        env.get("OTEL_SDK_DISABLED").is_some_and(|value| value.trim().eq_ignore_ascii_case("true"));
+        var("OTEL_SDK_DISABLED").is_some_and(|value| value.trim().eq_ignore_ascii_case("true"));
     !disabled
-        && (env.get("OTEL_EXPORTER_OTLP_ENDPOINT").is_some()
-            || env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").is_some())
+        && (var("OTEL_EXPORTER_OTLP_ENDPOINT").is_some()
+            || var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").is_some())
 }
 
-/// Start exporting traces when `env` asks for them (see [`wanted`]). The exporter itself reads
+/// Start exporting traces when the environment asks for them (see [`wanted`]). The exporter itself reads
 /// the endpoint, `OTEL_EXPORTER_OTLP_HEADERS`, `_TIMEOUT` and their `_TRACES_` forms; the
 /// resource reads `OTEL_SERVICE_NAME` (`orca` when unset) and `OTEL_RESOURCE_ATTRIBUTES`; the
 /// batch processor reads `OTEL_BSP_*`.
@@ -63,8 +62,8 @@ pub(crate) fn wanted(env: &Env) -> bool {
 /// # Errors
 ///
 /// [`Error::Exporter`] when the exporter cannot be built (an endpoint that is not a URL).
-pub(crate) fn start(env: &Env) -> Result<Option<Telemetry>, Error> {
-    if !wanted(env) {
+pub(crate) fn start<'a>(var: impl Fn(&str) -> Option<&'a str>) -> Result<Option<Telemetry>, Error> {
+    if !wanted(&var) {
         return Ok(None);
     }
     crate::tls::install();
@@ -75,8 +74,8 @@ pub(crate) fn start(env: &Env) -> Result<Option<Telemetry>, Error> {
         .map_err(|error| Error::Exporter(error.to_string()))?;
     let mut resource = opentelemetry_sdk::Resource::builder()
         .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
-    let named = env.get("OTEL_SERVICE_NAME").is_some()
-        || env.get("OTEL_RESOURCE_ATTRIBUTES").is_some_and(|text| text.contains("service.name="));
+    let named = var("OTEL_SERVICE_NAME").is_some()
+        || var("OTEL_RESOURCE_ATTRIBUTES").is_some_and(|text| text.contains("service.name="));
     if !named {
         resource = resource.with_service_name("orca");
     }
@@ -292,7 +291,9 @@ mod tests {
             ),
         ];
         for (pairs, expected) in cases {
-            assert_eq!(wanted(&Env::from_pairs(pairs)), *expected, "{pairs:?}");
+            let var =
+                |key: &str| pairs.iter().find(|(name, _)| *name == key).map(|(_, value)| *value);
+            assert_eq!(wanted(var), *expected, "{pairs:?}");
         }
     }
 

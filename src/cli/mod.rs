@@ -277,7 +277,7 @@ async fn run(cli: Cli, env: Env) -> anyhow::Result<ExitCode> {
     // Traces are exported by the commands that serve calls; the queued spans (tracking's write
     // included, which the stop flushes) are exported once the command has stopped.
     let telemetry = match cli.command {
-        Command::Serve(_) | Command::Demo(_) => crate::telemetry::start(&env)?,
+        Command::Serve(_) | Command::Demo(_) => crate::telemetry::start(|key| env.get(key))?,
         _ => None,
     };
     let outcome = run_command(cli.command, config, &env).await;
