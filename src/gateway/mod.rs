@@ -379,7 +379,9 @@ impl Gateway {
             Route::External(tool) => {
                 let external = self.state.registry.external().expect("routed to an external tool");
                 let started = Instant::now();
-                let (outcome, retried) = external.call(tool, arguments, caller).await;
+                // Boxed too: the call's future (attempts, timeout, cancellation) would otherwise
+                // make every call's future larger, and rmcp moves it when it spawns the request.
+                let (outcome, retried) = Box::pin(external.call(tool, arguments, caller)).await;
                 meta.insert("enhanced_by".into(), Value::from("orca"));
                 meta.insert("upstream".into(), Value::from(tool.server()));
                 meta.insert(
@@ -906,9 +908,12 @@ impl ServerHandler for Gateway {
                 if request.name == search::CALL_TOOL {
                     search::unwrap_call(&mut request)?;
                 } else {
-                    let answer = self
-                        .answer_search(&principal, &visible, &request, &context, started)
-                        .await?;
+                    // Boxed: a search (with embeddings, a provider's call) is a large future
+                    // that a direct call should not carry.
+                    let answer = Box::pin(
+                        self.answer_search(&principal, &visible, &request, &context, started),
+                    )
+                    .await?;
                     return Ok(CallToolResponse::Complete(answer));
                 }
             }
