@@ -111,7 +111,7 @@ pub(crate) fn router(
     });
 
     let gate = AuthGate::new(config.clone());
-    let mcp_route = Router::new().route_service("/mcp", mcp);
+    let mcp_route = Router::new().route_service("/mcp", SharedMcp(Arc::new(mcp)));
     let mcp_route = if stateful {
         mcp_route
     } else {
@@ -349,6 +349,33 @@ fn origin_matches(allowed: &str, origin: &str) -> bool {
 }
 
 /// What `check_mcp_body` needs: the limits of a body and the per-principal call counts.
+type McpService = StreamableHttpService<Gateway, LocalSessionManager>;
+type McpResponse = <McpService as tower::Service<Request>>::Response;
+
+/// rmcp's `/mcp` service behind an `Arc`. axum clones a route's service for every request, and
+/// so does rmcp's own `call`; each clone of rmcp's service copies its configuration, whose
+/// cancellation token takes a lock to clone and again to drop. One `Arc` is cloned instead.
+#[derive(Clone)]
+struct SharedMcp(Arc<McpService>);
+
+impl tower::Service<Request> for SharedMcp {
+    type Response = McpResponse;
+    type Error = std::convert::Infallible;
+    type Future = futures::future::BoxFuture<'static, Result<McpResponse, Self::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let service = Arc::clone(&self.0);
+        Box::pin(async move { Ok(service.handle(request).await) })
+    }
+}
+
 #[derive(Clone)]
 struct BodyCheck {
     max_depth: usize,

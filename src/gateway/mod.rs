@@ -405,8 +405,10 @@ impl Gateway {
                     )
                 });
                 let user = call_context.principal.user_identity();
+                // Boxed too: the call's future (attempts, timeout, cancellation) would otherwise
+                // make every call's future larger, and rmcp moves it when it spawns the request.
                 let (outcome, retried) =
-                    hop.run(external.call(tool, arguments, caller, &user)).await;
+                    hop.run(Box::pin(external.call(tool, arguments, caller, &user))).await;
                 match &outcome {
                     Err(tool_error) => {
                         hop.fail(tool_error.code.as_str(), tool_error.message.clone())
@@ -944,9 +946,12 @@ impl ServerHandler for Gateway {
                 if request.name == search::CALL_TOOL {
                     search::unwrap_call(&mut request)?;
                 } else {
-                    let answer = self
-                        .answer_search(&principal, &visible, &request, &context, started)
-                        .await?;
+                    // Boxed: a search (with embeddings, a provider's call) is a large future
+                    // that a direct call should not carry.
+                    let answer = Box::pin(
+                        self.answer_search(&principal, &visible, &request, &context, started),
+                    )
+                    .await?;
                     return Ok(CallToolResponse::Complete(answer));
                 }
             }
