@@ -22,7 +22,6 @@ enum Expect {
 
 use Expect::{LeftOut, Pass};
 
-const DPOP: &str = "DPoP (RFC 9449, SEP-1932) is not implemented: orca sends bearer tokens";
 const SKILLS: &str = "the skills extension (SEP-2640) is a host's: the driver never lists skills, so every check is skipped";
 
 /// The client scenarios of a release that are not expected to pass; every other listed
@@ -32,8 +31,6 @@ fn left_out(version: &str) -> Vec<(&'static str, Expect)> {
         return Vec::new();
     }
     vec![
-        ("auth/dpop", LeftOut { evidence: "DPoP proof", reason: DPOP }),
-        ("auth/dpop-nonce", LeftOut { evidence: "DPoP proof", reason: DPOP }),
         (
             "sep-2322-client-request-state",
             LeftOut {

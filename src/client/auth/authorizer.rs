@@ -16,6 +16,7 @@ use url::Url;
 use super::AuthError;
 use super::challenge::Challenge;
 use super::discovery::{self, Discovered, ServerMetadata, shown};
+use super::dpop::{self, DpopKey};
 use super::pkce::{Pkce, random_token};
 use super::token::{self, Client, ClientAuth, Tokens, auth_named, choose_auth};
 
@@ -79,6 +80,10 @@ pub struct SignIn {
     pub auth_method: String,
     /// The tokens.
     pub tokens: Tokens,
+    /// The DPoP key the tokens are bound to ([`DpopKey::stored`]), when the authorization
+    /// server takes DPoP: a secret, kept (sealed) with the tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dpop_key: Option<String>,
 }
 
 impl std::fmt::Debug for SignIn {
@@ -89,6 +94,7 @@ impl std::fmt::Debug for SignIn {
             .field("client_id", &self.client_id)
             .field("auth_method", &self.auth_method)
             .field("tokens", &self.tokens)
+            .field("dpop", &self.dpop_key.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -182,6 +188,8 @@ struct Registration {
 struct State {
     loaded: bool,
     sign_in: Option<SignIn>,
+    /// The DPoP key of `sign_in`, with the nonces the servers gave for it.
+    dpop: Option<Arc<DpopKey>>,
     /// Registrations by issuer: a client is never presented to another server.
     registrations: HashMap<String, Registration>,
 }
@@ -200,6 +208,55 @@ impl std::fmt::Debug for Authorizer {
             .field("server_url", &shown(&self.config.server_url))
             .finish_non_exhaustive()
     }
+}
+
+/// An access token as it is presented to the MCP server: a bearer token, or a DPoP-bound one
+/// with the key its proofs are signed with. `Debug` shows neither.
+#[derive(Clone)]
+pub struct Credential {
+    /// The access token.
+    pub token: String,
+    /// The key, when the token is DPoP-bound.
+    pub dpop: Option<Arc<DpopKey>>,
+}
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("Credential").field("dpop", &self.dpop.is_some()).finish()
+    }
+}
+
+impl Credential {
+    /// The `Authorization` value, and for a DPoP-bound token a fresh `DPoP` proof, for one
+    /// `method` request to `url`.
+    ///
+    /// # Errors
+    ///
+    /// [`AuthError::Key`] when the proof cannot be signed.
+    pub fn headers(&self, method: &str, url: &str) -> Result<(String, Option<String>), AuthError> {
+        match &self.dpop {
+            None => Ok((format!("Bearer {}", self.token), None)),
+            Some(key) => {
+                let proof = key.proof(method, url, Some(&self.token), dpop::NonceFrom::Resource)?;
+                Ok((format!("DPoP {}", self.token), Some(proof)))
+            }
+        }
+    }
+}
+
+/// The key a sign-in's tokens are bound to: the one in memory when it is the same (its nonces
+/// kept), else the stored one.
+fn bound_key(
+    current: Option<&Arc<DpopKey>>,
+    sign_in: &SignIn,
+) -> Result<Option<Arc<DpopKey>>, AuthError> {
+    let Some(stored) = &sign_in.dpop_key else { return Ok(None) };
+    if let Some(current) = current
+        && current.stored() == *stored
+    {
+        return Ok(Some(current.clone()));
+    }
+    Ok(Some(Arc::new(DpopKey::from_stored(stored)?)))
 }
 
 fn method_name(auth: &ClientAuth) -> &'static str {
@@ -314,6 +371,16 @@ impl Authorizer {
     ///
     /// A refresh that fails; the store.
     pub async fn access_token(&self) -> Result<Option<String>, AuthError> {
+        Ok(self.credential().await?.map(|credential| credential.token))
+    }
+
+    /// The access token to send as [`access_token`](Self::access_token) gives it, with its DPoP
+    /// key when it is bound to one.
+    ///
+    /// # Errors
+    ///
+    /// A refresh that fails; the store; a stored DPoP key that cannot be read.
+    pub async fn credential(&self) -> Result<Option<Credential>, AuthError> {
         let mut state = self.state.lock().await;
         if !state.loaded {
             state.sign_in = self.config.store.load().await?;
@@ -325,22 +392,24 @@ impl Authorizer {
             }
             return Ok(None);
         };
-        if !sign_in.tokens.expiring() {
-            return Ok(Some(sign_in.tokens.access_token));
-        }
-        // Another replica may have refreshed it already.
-        if let Some(stored) = self.config.store.load().await?
+        let sign_in = if !sign_in.tokens.expiring() {
+            sign_in
+        } else if let Some(stored) = self.config.store.load().await?
             && !stored.tokens.expiring()
         {
-            let token = stored.tokens.access_token.clone();
-            state.sign_in = Some(stored);
-            return Ok(Some(token));
-        }
-        if sign_in.tokens.refresh_token.is_some() {
-            let refreshed = self.refresh(&mut state, &sign_in).await?;
-            return Ok(Some(refreshed));
-        }
-        Ok(Some(sign_in.tokens.access_token))
+            // Another replica refreshed it already.
+            state.sign_in = Some(stored.clone());
+            stored
+        } else if sign_in.tokens.refresh_token.is_some() {
+            self.refresh(&mut state, &sign_in).await?;
+            state.sign_in.clone().unwrap_or(sign_in)
+        } else {
+            sign_in
+        };
+        let key = bound_key(state.dpop.as_ref(), &sign_in)?;
+        state.dpop.clone_from(&key);
+        let dpop = key.filter(|_| sign_in.tokens.dpop);
+        Ok(Some(Credential { token: sign_in.tokens.access_token, dpop }))
     }
 
     /// Whether a sign-in is stored.
@@ -446,6 +515,9 @@ impl Authorizer {
             ("refresh_token", refresh_token.clone()),
             ("resource", sign_in.resource.clone()),
         ];
+        // A refresh is proven with the key the sign-in's tokens are bound to.
+        let key = bound_key(state.dpop.as_ref(), sign_in)?;
+        state.dpop.clone_from(&key);
         let result = token::request(
             &self.http,
             &sign_in.token_endpoint,
@@ -453,6 +525,7 @@ impl Authorizer {
             &client,
             params,
             &sign_in.tokens.scopes,
+            key.as_deref(),
         )
         .await;
         match result {
@@ -538,10 +611,22 @@ impl Authorizer {
         let interactive = matches!(self.config.grant, Grant::AuthorizationCode(_));
         let scopes = select_scopes(challenge, &discovered, interactive, held);
         let registration = self.registration(state, &discovered).await?;
+        let key = if dpop::wanted(challenge, &discovered) {
+            Some(Arc::new(DpopKey::generate()?))
+        } else {
+            None
+        };
+        let dpop = key.as_deref();
         let tokens = match &self.config.grant {
             Grant::AuthorizationCode(agent) => {
-                self.authorization_code_grant(agent.as_ref(), &discovered, &registration, &scopes)
-                    .await?
+                self.authorization_code_grant(
+                    agent.as_ref(),
+                    &discovered,
+                    &registration,
+                    &scopes,
+                    dpop,
+                )
+                .await?
             }
             Grant::ClientCredentials => {
                 let mut params = vec![
@@ -558,18 +643,25 @@ impl Authorizer {
                     &registration.client,
                     params,
                     &scopes,
+                    dpop,
                 )
                 .await?
             }
             Grant::JwtBearer(assertion) => {
-                self.jwt_bearer(&discovered, &registration, assertion.expose_secret(), &scopes)
-                    .await?
+                self.jwt_bearer(
+                    &discovered,
+                    &registration,
+                    assertion.expose_secret(),
+                    &scopes,
+                    dpop,
+                )
+                .await?
             }
             Grant::EnterpriseManaged { idp_token_endpoint, idp_client_id, id_token } => {
                 let grant = self
                     .identity_assertion(&discovered, idp_token_endpoint, idp_client_id, id_token)
                     .await?;
-                self.jwt_bearer(&discovered, &registration, &grant, &scopes).await?
+                self.jwt_bearer(&discovered, &registration, &grant, &scopes, dpop).await?
             }
             Grant::StoredOnly => unreachable!("refused above"),
         };
@@ -581,9 +673,11 @@ impl Authorizer {
             client_secret: registration.secret.clone(),
             auth_method: registration.method.to_owned(),
             tokens,
+            dpop_key: key.as_ref().map(|key| key.stored()),
         };
         self.config.store.save(&sign_in).await?;
         state.sign_in = Some(sign_in);
+        state.dpop = key;
         Ok(())
     }
 
@@ -594,6 +688,7 @@ impl Authorizer {
         registration: &Registration,
         assertion: &str,
         scopes: &[String],
+        dpop: Option<&DpopKey>,
     ) -> Result<Tokens, AuthError> {
         let mut params = vec![
             ("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer".to_owned()),
@@ -610,6 +705,7 @@ impl Authorizer {
             &registration.client,
             params,
             scopes,
+            dpop,
         )
         .await
     }
@@ -633,7 +729,8 @@ impl Authorizer {
             ("resource", discovered.resource.clone()),
         ];
         let client = Client { id: idp_client_id.to_owned(), auth: ClientAuth::None };
-        let answer = token::request(&self.http, endpoint, endpoint, &client, params, &[]).await?;
+        let answer =
+            token::request(&self.http, endpoint, endpoint, &client, params, &[], None).await?;
         Ok(answer.access_token)
     }
 
@@ -643,6 +740,7 @@ impl Authorizer {
         discovered: &Discovered,
         registration: &Registration,
         scopes: &[String],
+        dpop: Option<&DpopKey>,
     ) -> Result<Tokens, AuthError> {
         let server = &discovered.server;
         let endpoint =
@@ -695,6 +793,7 @@ impl Authorizer {
             &registration.client,
             params,
             scopes,
+            dpop,
         )
         .await
     }
@@ -852,6 +951,7 @@ mod tests {
             grant_types_supported: None,
             client_id_metadata_document_supported: false,
             authorization_response_iss_parameter_supported: iss_supported,
+            dpop_signing_alg_values_supported: None,
         }
     }
 
@@ -864,6 +964,7 @@ mod tests {
         let discovered = |resource: Option<&[&str]>, server_scopes: Option<&[&str]>| Discovered {
             resource: "https://mcp.example.com/mcp".to_owned(),
             resource_scopes: resource.map(strings),
+            resource_dpop: false,
             server: server(false, server_scopes),
         };
         let challenge = |scope: Option<&[&str]>| Challenge {

@@ -1,5 +1,6 @@
-//! The `WWW-Authenticate: Bearer ...` challenge of a 401 or 403 (RFC 6750 section 3, RFC 9728
-//! section 5.1): the protected-resource metadata URL, the scope the server asks for, the error.
+//! The `WWW-Authenticate: Bearer ...` or `DPoP ...` challenge of a 401 or 403 (RFC 6750
+//! section 3, RFC 9449 section 7.1, RFC 9728 section 5.1): the protected-resource metadata URL,
+//! the scope the server asks for, the error.
 
 /// What a server's bearer challenge says.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -8,20 +9,26 @@ pub struct Challenge {
     pub resource_metadata: Option<String>,
     /// `scope`, split on spaces.
     pub scope: Option<Vec<String>>,
-    /// `error` (`invalid_token`, `insufficient_scope`, ...).
+    /// `error` (`invalid_token`, `insufficient_scope`, `use_dpop_nonce`, ...).
     pub error: Option<String>,
+    /// Whether the server challenged with the `DPoP` scheme (it takes DPoP-bound tokens).
+    pub dpop: bool,
 }
 
 impl Challenge {
-    /// Read the `Bearer` challenge of a header value; parameters of other schemes are ignored,
-    /// and a header that is not understood gives an empty challenge.
+    /// Read the `Bearer` and `DPoP` challenges of a header value; parameters of other schemes
+    /// are ignored, and a header that is not understood gives an empty challenge.
     pub fn parse(header: &str) -> Challenge {
         let mut challenge = Challenge::default();
-        let mut in_bearer = false;
+        let mut in_scheme = false;
         for parameter in parameters(header) {
             match parameter {
-                Parameter::Scheme(scheme) => in_bearer = scheme.eq_ignore_ascii_case("bearer"),
-                Parameter::Pair(name, value_text) if in_bearer => {
+                Parameter::Scheme(scheme) => {
+                    let dpop = scheme.eq_ignore_ascii_case("dpop");
+                    challenge.dpop |= dpop;
+                    in_scheme = dpop || scheme.eq_ignore_ascii_case("bearer");
+                }
+                Parameter::Pair(name, value_text) if in_scheme => {
                     match name.to_ascii_lowercase().as_str() {
                         "resource_metadata" => challenge.resource_metadata = Some(value_text),
                         "scope" => {
@@ -115,6 +122,7 @@ mod tests {
 
     fn check(header: &str, metadata: Option<&str>, scope: Option<&[&str]>, error: Option<&str>) {
         let challenge = Challenge::parse(header);
+        assert_eq!(challenge.dpop, header.starts_with("DPoP"), "{header}");
         assert_eq!(challenge.resource_metadata.as_deref(), metadata, "{header}");
         assert_eq!(
             challenge.scope,
@@ -148,5 +156,12 @@ mod tests {
         check(r#"Basic realm="x" scope="not-bearer""#, None, None, None);
         check("", None, None, None);
         check(r#"Bearer scope="""#, None, None, None);
+        check(
+            r#"DPoP error="use_dpop_nonce", resource_metadata="http://localhost:1/m""#,
+            Some("http://localhost:1/m"),
+            None,
+            Some("use_dpop_nonce"),
+        );
+        check(r#"DPoP algs="ES256", scope="a b""#, None, Some(&["a", "b"]), None);
     }
 }

@@ -17,6 +17,11 @@ pub(crate) struct ResourceMetadata {
     #[serde(default)]
     pub(crate) authorization_servers: Vec<String>,
     pub(crate) scopes_supported: Option<Vec<String>>,
+    /// RFC 9449 section 5.1 (in RFC 9728's registry): the proof algorithms the resource takes.
+    pub(crate) dpop_signing_alg_values_supported: Option<Vec<String>>,
+    /// Whether the resource takes DPoP-bound tokens only.
+    #[serde(default)]
+    pub(crate) dpop_bound_access_tokens_required: bool,
 }
 
 /// The authorization server's metadata, as much of it as orca uses.
@@ -44,6 +49,9 @@ pub struct ServerMetadata {
     /// RFC 9207: the authorization response carries `iss`.
     #[serde(default)]
     pub authorization_response_iss_parameter_supported: bool,
+    /// RFC 9449: the algorithms the server takes for DPoP proofs.
+    #[serde(default)]
+    pub dpop_signing_alg_values_supported: Option<Vec<String>>,
 }
 
 /// What discovery found for one MCP server.
@@ -53,6 +61,8 @@ pub(crate) struct Discovered {
     pub(crate) resource: String,
     /// The protected resource's `scopes_supported`, when it published metadata.
     pub(crate) resource_scopes: Option<Vec<String>>,
+    /// Whether the protected resource's metadata says it takes DPoP-bound tokens.
+    pub(crate) resource_dpop: bool,
     /// The authorization server.
     pub(crate) server: ServerMetadata,
 }
@@ -231,7 +241,14 @@ pub(crate) async fn discover(
         });
     }
     check_endpoints(&server_metadata)?;
-    Ok(Discovered { resource, resource_scopes: metadata.scopes_supported, server: server_metadata })
+    let resource_dpop = metadata.dpop_bound_access_tokens_required
+        || metadata.dpop_signing_alg_values_supported.is_some_and(|list| !list.is_empty());
+    Ok(Discovered {
+        resource,
+        resource_scopes: metadata.scopes_supported,
+        resource_dpop,
+        server: server_metadata,
+    })
 }
 
 /// The 2025-03-26 fallbacks: the MCP server's origin is the authorization server; its metadata
@@ -252,10 +269,16 @@ async fn legacy(http: &reqwest::Client, server: &Url) -> Result<Discovered, Auth
             grant_types_supported: None,
             client_id_metadata_document_supported: false,
             authorization_response_iss_parameter_supported: false,
+            dpop_signing_alg_values_supported: None,
         },
     };
     check_endpoints(&server_metadata)?;
-    Ok(Discovered { resource: server.to_string(), resource_scopes: None, server: server_metadata })
+    Ok(Discovered {
+        resource: server.to_string(),
+        resource_scopes: None,
+        resource_dpop: false,
+        server: server_metadata,
+    })
 }
 
 fn check_endpoints(metadata: &ServerMetadata) -> Result<(), AuthError> {

@@ -6,7 +6,8 @@
 //! (`insufficient_scope`, a bounded number of times per request) by refreshing or signing in
 //! again. Every authorization endpoint and metadata URL must be HTTPS, except on a loopback
 //! address. Files: `challenge` (WWW-Authenticate), `discovery` (RFC 9728, RFC 8414, OpenID,
-//! 2025-03-26 fallbacks), `pkce`, `token` (the token endpoint and client authentication),
+//! 2025-03-26 fallbacks), `pkce`, `dpop` (RFC 9449 proofs: a key per sign-in, kept with its
+//! tokens), `token` (the token endpoint and client authentication),
 //! `authorizer` (identity, grants, refresh, step-up), `agent` (how a person is sent to sign
 //! in), `transport` (the rmcp client).
 //!
@@ -19,17 +20,19 @@ mod agent;
 mod authorizer;
 mod challenge;
 mod discovery;
+mod dpop;
 mod pkce;
 mod token;
 mod transport;
 
 pub use agent::{Announce, HeadlessAgent, LoopbackBrowser};
 pub use authorizer::{
-    Authorizer, AuthorizerConfig, ClientIdentity, Grant, MemoryTokenStore, SignIn, TokenStore,
-    UserAgent,
+    Authorizer, AuthorizerConfig, ClientIdentity, Credential, Grant, MemoryTokenStore, SignIn,
+    TokenStore, UserAgent,
 };
 pub use challenge::Challenge;
 pub use discovery::ServerMetadata;
+pub use dpop::DpopKey;
 pub(crate) use pkce::random_token;
 pub use token::Tokens;
 pub use transport::{AuthorizedHttpClient, AuthorizedHttpError};

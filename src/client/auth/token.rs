@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::AuthError;
 use super::discovery::shown;
+use super::dpop::{self, DpopKey, NonceFrom};
 use super::pkce::random_token;
 
 /// How long before its expiry a token is refreshed.
@@ -26,6 +27,10 @@ pub struct Tokens {
     pub expires_at: Option<u64>,
     /// The scopes granted (or, when the server did not say, requested).
     pub scopes: Vec<String>,
+    /// Whether the access token is bound to the sign-in's DPoP key (`token_type` `DPoP`): it is
+    /// then sent with the `DPoP` scheme and a proof, never as a bearer token.
+    #[serde(default)]
+    pub dpop: bool,
 }
 
 impl std::fmt::Debug for Tokens {
@@ -35,6 +40,7 @@ impl std::fmt::Debug for Tokens {
             .field("refresh_token", &self.refresh_token.is_some())
             .field("expires_at", &self.expires_at)
             .field("scopes", &self.scopes)
+            .field("dpop", &self.dpop)
             .finish_non_exhaustive()
     }
 }
@@ -100,6 +106,7 @@ pub(crate) fn auth_named(
 #[derive(Deserialize)]
 struct TokenAnswer {
     access_token: String,
+    token_type: Option<String>,
     expires_in: Option<u64>,
     refresh_token: Option<String>,
     scope: Option<String>,
@@ -126,7 +133,9 @@ fn form_encode(value: &str) -> String {
 }
 
 /// One request to the token endpoint with `params` (the grant), authenticated as `client`;
-/// `requested` are the scopes asked for, kept when the answer does not list any.
+/// `requested` are the scopes asked for, kept when the answer does not list any. With `dpop`,
+/// each attempt carries a fresh proof, and a `use_dpop_nonce` refusal is retried once with the
+/// nonce the server gave (RFC 9449 section 8).
 ///
 /// # Errors
 ///
@@ -136,10 +145,53 @@ pub(crate) async fn request(
     endpoint: &str,
     issuer: &str,
     client: &Client,
+    params: Vec<(&'static str, String)>,
+    requested: &[String],
+    dpop: Option<&DpopKey>,
+) -> Result<Tokens, AuthError> {
+    let mut retried = false;
+    loop {
+        match attempt(http, endpoint, issuer, client, params.clone(), requested, dpop).await {
+            Err(Refused { error, nonce: Some(nonce) })
+                if !retried
+                    && let Some(key) = dpop
+                    && matches!(&error, AuthError::Token { error, .. } if error == dpop::USE_NONCE)
+                    && key.set_nonce(NonceFrom::AuthorizationServer, &nonce) =>
+            {
+                retried = true;
+            }
+            Err(refused) => return Err(refused.error),
+            Ok(tokens) => return Ok(tokens),
+        }
+    }
+}
+
+/// A refusal of the token endpoint, with the DPoP nonce it handed out, if any.
+struct Refused {
+    error: AuthError,
+    nonce: Option<String>,
+}
+
+impl From<AuthError> for Refused {
+    fn from(error: AuthError) -> Refused {
+        Refused { error, nonce: None }
+    }
+}
+
+async fn attempt(
+    http: &reqwest::Client,
+    endpoint: &str,
+    issuer: &str,
+    client: &Client,
     mut params: Vec<(&'static str, String)>,
     requested: &[String],
-) -> Result<Tokens, AuthError> {
+    dpop: Option<&DpopKey>,
+) -> Result<Tokens, Refused> {
     let mut builder = http.post(endpoint).header(reqwest::header::ACCEPT, "application/json");
+    if let Some(key) = dpop {
+        builder = builder
+            .header("DPoP", key.proof("POST", endpoint, None, NonceFrom::AuthorizationServer)?);
+    }
     match &client.auth {
         ClientAuth::None => params.push(("client_id", client.id.clone())),
         ClientAuth::Basic(secret) => {
@@ -184,6 +236,11 @@ pub(crate) async fn request(
         .await
         .map_err(|error| AuthError::Http { url: shown(endpoint), message: error.to_string() })?;
     let status = response.status();
+    let nonce = response
+        .headers()
+        .get(dpop::NONCE_HEADER)
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned);
     let bytes = response
         .bytes()
         .await
@@ -191,7 +248,7 @@ pub(crate) async fn request(
     if !status.is_success() {
         // Only the error code and description are kept: a token endpoint's body is not echoed.
         let answer: Option<ErrorAnswer> = serde_json::from_slice(&bytes).ok();
-        return Err(match answer {
+        let error = match answer {
             Some(answer) => AuthError::Token {
                 error: answer.error,
                 description: answer.error_description.unwrap_or_default(),
@@ -199,7 +256,11 @@ pub(crate) async fn request(
             None => {
                 AuthError::Token { error: format!("HTTP {status}"), description: String::new() }
             }
-        });
+        };
+        return Err(Refused { error, nonce });
+    }
+    if let (Some(key), Some(nonce)) = (dpop, &nonce) {
+        key.set_nonce(NonceFrom::AuthorizationServer, nonce);
     }
     let answer: TokenAnswer = serde_json::from_slice(&bytes).map_err(|_| AuthError::Metadata {
         url: shown(endpoint),
@@ -213,6 +274,8 @@ pub(crate) async fn request(
             Some(scope) => scope.split_whitespace().map(str::to_owned).collect(),
             None => requested.to_vec(),
         },
+        dpop: dpop.is_some()
+            && answer.token_type.is_some_and(|kind| kind.eq_ignore_ascii_case("dpop")),
     })
 }
 

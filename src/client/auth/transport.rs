@@ -1,7 +1,8 @@
 //! `AuthorizedHttpClient`: rmcp's Streamable HTTP client over reqwest with an [`Authorizer`]:
-//! every request carries the current token; a 401 makes the authorizer refresh or sign in again
-//! and the request is sent once more; a 403 `insufficient_scope` steps up at most
-//! `max_step_ups` times per request.
+//! every request carries the current token (a bearer token, or a DPoP-bound one with a fresh
+//! proof); a 401 makes the authorizer refresh or sign in again and the request is sent once
+//! more; a 403 `insufficient_scope` steps up at most `max_step_ups` times per request; a 401
+//! `use_dpop_nonce` is answered with the server's nonce.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -16,7 +17,9 @@ use rmcp::transport::streamable_http_client::{
 use sse_stream::Sse;
 
 use super::AuthError;
-use super::authorizer::Authorizer;
+use super::authorizer::{Authorizer, Credential};
+use super::challenge::Challenge;
+use super::dpop::{self, DpopKey, NonceFrom};
 
 /// Why an authorized request failed: the HTTP client, or the sign-in.
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +86,35 @@ fn auth_failure(error: AuthError) -> Failure {
     StreamableHttpError::Client(AuthorizedHttpError::Auth(error))
 }
 
+/// How many times one request is sent again with a new DPoP nonce from the MCP server.
+const NONCE_RETRIES: u32 = 2;
+
+type Headers = HashMap<HeaderName, HeaderValue>;
+
+/// `custom` with the credential's `Authorization` and `DPoP` headers for one `method` request
+/// to `uri`; for a bearer token, rmcp adds the header itself from the token returned.
+fn authorized(
+    credential: Option<&Credential>,
+    method: &str,
+    uri: &str,
+    custom: &Headers,
+) -> Result<(Option<String>, Headers), AuthError> {
+    let Some(credential) = credential else { return Ok((None, custom.clone())) };
+    if credential.dpop.is_none() {
+        return Ok((Some(credential.token.clone()), custom.clone()));
+    }
+    let (authorization, proof) = credential.headers(method, uri)?;
+    let mut headers = custom.clone();
+    let value = |text: String| {
+        HeaderValue::try_from(text).map_err(|_| AuthError::Key("a DPoP header is not valid".into()))
+    };
+    headers.insert(http::header::AUTHORIZATION, value(authorization)?);
+    if let Some(proof) = proof {
+        headers.insert(HeaderName::from_static("dpop"), value(proof)?);
+    }
+    Ok((None, headers))
+}
+
 /// What the server's answer asks of the authorizer.
 enum Reaction {
     /// 401: refresh or sign in, with the challenge when there was one.
@@ -133,23 +165,43 @@ impl AuthorizedHttpClient {
         &self.authorizer
     }
 
-    /// Run `send` with the current token until it is not refused for a reason the authorizer
-    /// can fix: one sign-in after a 401, at most `max_step_ups` after 403s.
-    async fn with_token<T, F, Fut>(&self, send: F) -> Result<T, Failure>
+    /// Run `send` with the current token (as rmcp's bearer token, or in the headers it is
+    /// given) until it is not refused for a reason the authorizer can fix: one sign-in after a
+    /// 401, at most `max_step_ups` after 403s, at most [`NONCE_RETRIES`] new DPoP nonces.
+    async fn with_token<T, F, Fut>(
+        &self,
+        method: &str,
+        uri: &str,
+        session_id: Option<&str>,
+        custom: &Headers,
+        send: F,
+    ) -> Result<T, Failure>
     where
-        F: Fn(Option<String>) -> Fut,
+        F: Fn(Option<String>, Headers) -> Fut,
         Fut: Future<Output = Result<T, StreamableHttpError<reqwest::Error>>>,
     {
         let mut signed_in = false;
         let mut step_ups = 0;
+        let mut nonces = 0;
         loop {
-            let token = self.authorizer.access_token().await.map_err(auth_failure)?;
-            let result = send(token.clone()).await;
+            let credential = self.authorizer.credential().await.map_err(auth_failure)?;
+            let (token, headers) =
+                authorized(credential.as_ref(), method, uri, custom).map_err(auth_failure)?;
+            let result = send(token, headers).await;
+            let rejected = credential.as_ref().map(|credential| credential.token.as_str());
             match reaction(&result) {
+                Some(Reaction::Unauthorized(Some(header)))
+                    if nonces < NONCE_RETRIES
+                        && Challenge::parse(&header).error.as_deref() == Some(dpop::USE_NONCE)
+                        && let Some(Credential { token, dpop: Some(key) }) = &credential
+                        && self.resource_nonce(uri, session_id, token, key).await =>
+                {
+                    nonces += 1;
+                }
                 Some(Reaction::Unauthorized(header)) if !signed_in => {
                     signed_in = true;
                     self.authorizer
-                        .unauthorized(header.as_deref(), token.as_deref())
+                        .unauthorized(header.as_deref(), rejected)
                         .await
                         .map_err(auth_failure)?;
                 }
@@ -159,13 +211,46 @@ impl AuthorizedHttpClient {
                     }
                     step_ups += 1;
                     self.authorizer
-                        .insufficient_scope(&header, token.as_deref())
+                        .insufficient_scope(&header, rejected)
                         .await
                         .map_err(auth_failure)?;
                 }
                 _ => return result.map_err(lift),
             }
         }
+    }
+
+    /// The MCP server refused a proof for want of its nonce (RFC 9449 section 9), which it
+    /// gives in a `DPoP-Nonce` header that rmcp's client does not pass on: ask for it again
+    /// with a `ping` carrying the same credential and a fresh proof, and keep the nonce the
+    /// answer gives. Answers whether a new nonce was learned.
+    async fn resource_nonce(
+        &self,
+        uri: &str,
+        session_id: Option<&str>,
+        token: &str,
+        key: &DpopKey,
+    ) -> bool {
+        let Ok(proof) = key.proof("POST", uri, Some(token), NonceFrom::Resource) else {
+            return false;
+        };
+        let mut request = self
+            .http
+            .post(uri)
+            .header(http::header::AUTHORIZATION, format!("DPoP {token}"))
+            .header("DPoP", proof)
+            .header(http::header::ACCEPT, "application/json, text/event-stream")
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(r#"{"jsonrpc":"2.0","id":"orca-dpop-nonce","method":"ping"}"#);
+        if let Some(session_id) = session_id {
+            request = request.header("Mcp-Session-Id", session_id);
+        }
+        let Ok(response) = request.send().await else { return false };
+        response
+            .headers()
+            .get(dpop::NONCE_HEADER)
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|nonce| key.set_nonce(NonceFrom::Resource, nonce))
     }
 }
 
@@ -181,14 +266,8 @@ impl StreamableHttpClient for AuthorizedHttpClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, Failure> {
         let custom_headers = with_version_header(&message, custom_headers);
-        self.with_token(|token| {
-            self.http.post_message(
-                uri.clone(),
-                message.clone(),
-                session_id.clone(),
-                token,
-                custom_headers.clone(),
-            )
+        self.with_token("POST", &uri, session_id.as_deref(), &custom_headers, |token, headers| {
+            self.http.post_message(uri.clone(), message.clone(), session_id.clone(), token, headers)
         })
         .await
     }
@@ -203,13 +282,13 @@ impl StreamableHttpClient for AuthorizedHttpClient {
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, Failure> {
         let custom_headers = with_version_header(&message, custom_headers);
-        self.with_token(|token| {
+        self.with_token("POST", &uri, session_id.as_deref(), &custom_headers, |token, headers| {
             self.http.post_message_with_max_sse_event_size(
                 uri.clone(),
                 message.clone(),
                 session_id.clone(),
                 token,
-                custom_headers.clone(),
+                headers,
                 max_sse_event_size,
             )
         })
@@ -223,8 +302,10 @@ impl StreamableHttpClient for AuthorizedHttpClient {
         _auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), Failure> {
-        let token = self.authorizer.access_token().await.map_err(auth_failure)?;
-        self.http.delete_session(uri, session_id, token, custom_headers).await.map_err(lift)
+        let credential = self.authorizer.credential().await.map_err(auth_failure)?;
+        let (token, headers) = authorized(credential.as_ref(), "DELETE", &uri, &custom_headers)
+            .map_err(auth_failure)?;
+        self.http.delete_session(uri, session_id, token, headers).await.map_err(lift)
     }
 
     async fn get_stream(
@@ -235,13 +316,13 @@ impl StreamableHttpClient for AuthorizedHttpClient {
         _auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Failure> {
-        self.with_token(|token| {
+        self.with_token("GET", &uri, session_id.as_deref(), &custom_headers, |token, headers| {
             self.http.get_stream(
                 uri.clone(),
                 session_id.clone(),
                 last_event_id.clone(),
                 token,
-                custom_headers.clone(),
+                headers,
             )
         })
         .await
@@ -256,13 +337,13 @@ impl StreamableHttpClient for AuthorizedHttpClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Failure> {
-        self.with_token(|token| {
+        self.with_token("GET", &uri, session_id.as_deref(), &custom_headers, |token, headers| {
             self.http.get_stream_with_max_sse_event_size(
                 uri.clone(),
                 session_id.clone(),
                 last_event_id.clone(),
                 token,
-                custom_headers.clone(),
+                headers,
                 max_sse_event_size,
             )
         })
