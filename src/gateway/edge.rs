@@ -229,6 +229,10 @@ impl AuthThrottle {
 #[derive(Debug)]
 pub(crate) struct Presented {
     authorization: Option<String>,
+    /// The `DPoP` header, when there is exactly one.
+    dpop: Option<String>,
+    /// The request, as a DPoP proof must name it.
+    target: super::dpop::Target,
     client: Option<IpAddr>,
 }
 
@@ -283,25 +287,45 @@ impl AuthGate {
 
     /// What `request` presents: its `Authorization` and the address its failures count under.
     pub(crate) fn presented(&self, request: &Request) -> Presented {
+        let headers = request.headers();
+        let mut proofs = headers.get_all("dpop").iter();
+        let dpop = match (proofs.next(), proofs.next()) {
+            (Some(proof), None) => proof.to_str().ok().map(str::to_owned),
+            _ => None,
+        };
         Presented {
-            authorization: request
-                .headers()
+            authorization: headers
                 .get(header::AUTHORIZATION)
                 .and_then(|value| value.to_str().ok())
                 .map(str::to_owned),
+            dpop,
+            target: super::dpop::Target {
+                method: request.method().as_str().to_owned(),
+                host: headers
+                    .get(header::HOST)
+                    .and_then(|value| value.to_str().ok())
+                    .map(str::to_owned),
+                path: request.uri().path().to_owned(),
+            },
             client: self.client(request),
         }
     }
 
     /// The decision for a request; a missing or malformed `Authorization` counts as a failure.
     pub(crate) async fn admit(&self, presented: Presented) -> Admission {
-        let Presented { authorization, client } = presented;
+        let Presented { authorization, dpop, target, client } = presented;
         let authorization = authorization.as_deref();
         if let Some(verifier) = &self.verifier
-            && let Some(token) = authorization.and_then(bearer)
+            && let Some((scheme, token)) = authorization.and_then(token_of)
             && Verifier::looks_like_jwt(token)
         {
-            return match verifier.verify(token).await {
+            let presentation = super::dpop::Presentation {
+                scheme,
+                token,
+                proof: dpop.as_deref(),
+                target: &target,
+            };
+            return match verifier.verify_presented(presentation).await {
                 Ok(identity) => Admission::Admitted(self.token_principal(&identity)),
                 Err(Refusal::InsufficientScope(scopes)) => Admission::InsufficientScope(scopes),
                 Err(Refusal::Unavailable(reason)) => Admission::Unavailable(reason),
@@ -564,10 +588,17 @@ fn held_roles<Role>(
     (!held.is_empty()).then(|| held.join(","))
 }
 
-/// The credential of `Bearer <credential>`.
-fn bearer(authorization: &str) -> Option<&str> {
+/// The token of `Bearer <token>` or `DPoP <token>`, with its scheme.
+fn token_of(authorization: &str) -> Option<(super::dpop::Scheme, &str)> {
     let (scheme, credential) = authorization.trim().split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| credential.trim())
+    let scheme = if scheme.eq_ignore_ascii_case("bearer") {
+        super::dpop::Scheme::Bearer
+    } else if scheme.eq_ignore_ascii_case("dpop") {
+        super::dpop::Scheme::Dpop
+    } else {
+        return None;
+    };
+    Some((scheme, credential.trim()))
 }
 
 #[cfg(test)]

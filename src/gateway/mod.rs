@@ -5,6 +5,7 @@
 
 mod auth;
 mod console;
+mod dpop;
 mod edge;
 mod error;
 mod forwarded;

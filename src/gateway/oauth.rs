@@ -33,6 +33,8 @@ pub(crate) struct TokenIdentity {
     pub(crate) client: Option<String>,
     pub(crate) roles: Vec<String>,
     pub(crate) scopes: Vec<String>,
+    /// The thumbprint of the DPoP key the token is bound to (`cnf.jkt`), if any.
+    pub(crate) jkt: Option<String>,
 }
 
 /// Why a bearer token was not accepted.
@@ -94,6 +96,8 @@ pub(crate) struct Verifier {
     /// with every call until it expires, so its signature is checked once. Emptied whenever the
     /// key set is fetched again.
     verified: std::sync::Mutex<HashMap<[u8; 32], Verified>>,
+    /// The DPoP proofs accepted, against their replay.
+    replays: super::dpop::Replays,
 }
 
 /// A token whose signature, issuer, audience and scopes were checked, with the times it is
@@ -132,7 +136,31 @@ impl Verifier {
             metadata: RwLock::default(),
             fetching: Mutex::default(),
             verified: std::sync::Mutex::default(),
+            replays: super::dpop::Replays::default(),
         }
+    }
+
+    /// [`verify`](Self::verify) a token as a request presents it: a DPoP-bound token only with
+    /// the `DPoP` scheme and a proof of this request (`gateway::dpop`).
+    ///
+    /// # Errors
+    ///
+    /// As `verify`; `Invalid` for a presentation the token's binding refuses.
+    pub(crate) async fn verify_presented(
+        &self,
+        presented: super::dpop::Presentation<'_>,
+    ) -> Result<TokenIdentity, Refusal> {
+        let identity = self.verify(presented.token).await?;
+        let now = jsonwebtoken::get_current_timestamp();
+        super::dpop::check(
+            presented,
+            identity.jkt.as_deref(),
+            &self.config.resource,
+            &self.replays,
+            now,
+        )
+        .map_err(Refusal::Invalid)?;
+        Ok(identity)
     }
 
     /// The client it asks the issuer with (a short timeout, no redirects followed).
@@ -279,7 +307,12 @@ impl Verifier {
             .as_deref()
             .map(|claim| words(claims.get(claim)))
             .unwrap_or_default();
-        Ok(TokenIdentity { user, client, roles, scopes })
+        let jkt = claims
+            .get("cnf")
+            .and_then(|cnf| cnf.get("jkt"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        Ok(TokenIdentity { user, client, roles, scopes, jkt })
     }
 
     /// The key for `kid`: from the cache, else from a fresh fetch of the key set (at most every
@@ -496,6 +529,7 @@ impl Verifier {
             "resource": self.config.resource,
             "authorization_servers": [self.config.issuer],
             "bearer_methods_supported": ["header"],
+            "dpop_signing_alg_values_supported": super::dpop::ALGORITHMS,
             "resource_name": "orca",
         });
         if !self.config.scopes_supported.is_empty() {
@@ -684,6 +718,7 @@ mod tests {
                     client: Some("inspector".into()),
                     roles: vec!["analyst".into(), "staff".into()],
                     scopes: vec!["orca.read".into(), "openid".into()],
+                    jkt: None,
                 },
                 "{kid}"
             );

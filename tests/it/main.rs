@@ -16,6 +16,7 @@ mod data_profile;
 mod data_query;
 mod databases;
 mod demo;
+mod dpop;
 mod edge;
 mod eval;
 mod export;

@@ -364,6 +364,7 @@ async fn tokens_from_a_real_provider_are_checked_for_audience_scope_roles_and_ro
             "resource": RESOURCE,
             "authorization_servers": [provider.issuer()],
             "bearer_methods_supported": ["header"],
+            "dpop_signing_alg_values_supported": ["ES256", "ES384", "RS256", "PS256", "EdDSA", "Ed25519"],
             "resource_name": "orca",
             "scopes_supported": ["orca.read", "orca.write"],
         })
