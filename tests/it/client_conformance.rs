@@ -1,5 +1,5 @@
 //! The MCP conformance suite's client mode against `examples/conformance_client.rs`, the thin
-//! driver over `orca::client::auth`: every client scenario of `@modelcontextprotocol/conformance`
+//! driver over `orca::client`: every client scenario of `@modelcontextprotocol/conformance`
 //! 0.1.16 and 0.2.0-alpha.12 (each installed with the Node.js 22 of the npm package `node@22`
 //! into its own directory under `target/`), each judged against a table of those that must pass
 //! and those left out, each with the evidence of why (`RELIABILITY.md`).
@@ -23,7 +23,6 @@ enum Expect {
 use Expect::{LeftOut, Pass};
 
 const DPOP: &str = "DPoP (RFC 9449, SEP-1932) is not implemented: orca sends bearer tokens";
-const SKILLS: &str = "the skills extension (SEP-2640) is a host's: the driver never lists skills, so every check is skipped";
 
 /// The client scenarios of a release that are not expected to pass; every other listed
 /// scenario must.
@@ -34,17 +33,6 @@ fn left_out(version: &str) -> Vec<(&'static str, Expect)> {
     vec![
         ("auth/dpop", LeftOut { evidence: "DPoP proof", reason: DPOP }),
         ("auth/dpop-nonce", LeftOut { evidence: "DPoP proof", reason: DPOP }),
-        (
-            "sep-2322-client-request-state",
-            LeftOut {
-                evidence: "Unexpected response type",
-                reason: "rmcp 3.9's client does not read the scenario's input_required result (multi round-trip requests)",
-            },
-        ),
-        ("sep-2640-client-no-prefetch", LeftOut { evidence: "SKIPPED", reason: SKILLS }),
-        ("sep-2640-client-verify-digest", LeftOut { evidence: "SKIPPED", reason: SKILLS }),
-        ("sep-2640-client-verify-size", LeftOut { evidence: "SKIPPED", reason: SKILLS }),
-        ("sep-2640-client-verify-frontmatter", LeftOut { evidence: "SKIPPED", reason: SKILLS }),
     ]
 }
 
