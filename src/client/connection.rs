@@ -641,8 +641,8 @@ mod tests {
     use serde_json::json;
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
+    use super::super::session::Elicitation;
     use super::*;
-    use crate::client::Elicitation;
 
     /// What the test server hands back first, echoed verbatim or not at all by a good client.
     const STATE: &str = r#"{"nonce": "n-1", "originalId": 1, "note": "é ✓ \" ,"}"#;
