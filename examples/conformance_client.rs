@@ -2,71 +2,27 @@
 //! conformance_client -- <server-url>`, with `MCP_CONFORMANCE_SCENARIO` naming the scenario and
 //! `MCP_CONFORMANCE_CONTEXT` (JSON) carrying its pre-registered credentials or keys.
 //!
-//! A thin driver: signing in is `orca::client::auth`, the same code the CLI and the proxy's
-//! HTTP upstreams use; this file only picks the grant and identity from the context, answers
-//! elicitations with the schema's defaults, and makes the calls each scenario expects.
+//! A thin driver over `orca::client`, the SDK the CLI uses: signing in is `orca::client::auth`
+//! (the same code as the CLI and the proxy's HTTP upstreams), the session is an `McpClient` that
+//! speaks the revision the suite asks for, answers elicitations with the schema's defaults and
+//! follows multi round-trip `input_required` results; skills are listed, loaded and verified by
+//! `McpClient`'s skills support. This file only picks the grant and identity from the context
+//! and makes the calls each scenario expects.
 
 #![allow(clippy::print_stderr, reason = "what happened goes to stderr for the suite's log")]
 
 use std::sync::Arc;
 
-use orca::client::auth::{
-    AuthorizedHttpClient, Authorizer, AuthorizerConfig, ClientIdentity, DEFAULT_STEP_UPS, Grant,
-    HeadlessAgent,
-};
-use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
-    ElicitationAction, Implementation, ProtocolVersion,
-};
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RequestContext, RoleClient};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientHandler, ErrorData};
+use orca::client::auth::{Authorizer, AuthorizerConfig, ClientIdentity, Grant, HeadlessAgent};
+use orca::client::{Elicitation, HttpOptions, McpClient, SessionOptions, SkillError};
+use rmcp::model::ProtocolVersion;
 use secrecy::SecretString;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 /// The Client ID Metadata Document URL the suite expects a client to present.
 const CLIENT_METADATA_URL: &str = "https://conformance-test.local/client-metadata.json";
 /// Where the headless agent says the server should send the code; never fetched.
 const REDIRECT_URI: &str = "http://127.0.0.1:3000/callback";
-
-/// Accepts every form elicitation with the defaults its schema gives; speaks the protocol
-/// revision the suite asks for (`MCP_CONFORMANCE_PROTOCOL_VERSION`, set by its 0.2 releases).
-struct Handler {
-    version: ProtocolVersion,
-}
-
-impl ClientHandler for Handler {
-    fn get_info(&self) -> ClientConfig {
-        let capabilities: ClientCapabilities =
-            serde_json::from_value(json!({ "elicitation": { "form": {} } })).unwrap_or_default();
-        ClientConfig::new(
-            capabilities,
-            Implementation::new("orca-conformance-client", env!("CARGO_PKG_VERSION")),
-        )
-        .with_protocol_version(self.version.clone())
-    }
-
-    async fn create_elicitation(
-        &self,
-        request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, ErrorData> {
-        let ElicitRequestParams::FormElicitationParams { requested_schema, .. } = request else {
-            return Ok(ElicitResult::new(ElicitationAction::Decline));
-        };
-        let schema = serde_json::to_value(&requested_schema).unwrap_or(Value::Null);
-        let mut content = Map::new();
-        if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
-            for (name, property) in properties {
-                if let Some(default) = property.get("default") {
-                    content.insert(name.clone(), default.clone());
-                }
-            }
-        }
-        Ok(ElicitResult::new(ElicitationAction::Accept).with_content(Value::Object(content)))
-    }
-}
 
 fn text(context: &Value, key: &str) -> Option<String> {
     context.get(key).and_then(Value::as_str).map(str::to_owned)
@@ -110,74 +66,98 @@ fn authorizer(url: &str, scenario: &str, context: &Value) -> Result<Authorizer, 
 
 async fn run(url: &str, scenario: &str, context: &Value) -> Result<(), String> {
     let authorizer = Arc::new(authorizer(url, scenario, context)?);
-    let http = reqwest::Client::builder().build().map_err(|e| e.to_string())?;
-    let client = AuthorizedHttpClient::new(http, authorizer, DEFAULT_STEP_UPS);
-    let config = StreamableHttpClientTransportConfig::with_uri(url);
-    let transport = StreamableHttpClientTransport::with_client(client, config);
-    let version = match std::env::var("MCP_CONFORMANCE_PROTOCOL_VERSION").as_deref() {
-        Ok("2026-07-28") => ProtocolVersion::V_2026_07_28,
-        Ok("2025-06-18") => ProtocolVersion::V_2025_06_18,
-        _ => ProtocolVersion::LATEST_WITH_INITIALIZE,
+    // The revision the suite asks for (`MCP_CONFORMANCE_PROTOCOL_VERSION`, set by its 0.2
+    // releases); elicitations are accepted with the defaults of their schemas.
+    let protocol_version = match std::env::var("MCP_CONFORMANCE_PROTOCOL_VERSION").as_deref() {
+        Ok("2026-07-28") => Some(ProtocolVersion::V_2026_07_28),
+        Ok("2025-06-18") => Some(ProtocolVersion::V_2025_06_18),
+        _ => None,
     };
-    let lifecycle = if version.has_initialize() {
-        ClientLifecycleMode::Initialize
-    } else {
-        ClientLifecycleMode::Discover { preferred_versions: vec![version.clone()] }
+    let session = SessionOptions {
+        protocol_version,
+        elicitation: Elicitation::AcceptDefaults,
+        ..SessionOptions::default()
     };
-    let service = Handler { version }
-        .serve_with_lifecycle(transport, lifecycle)
+    let options = HttpOptions { session, ..HttpOptions::default() };
+    let client = McpClient::http_authorized(url, options, authorizer)
         .await
         .map_err(|e| format!("initialize: {e}"))?;
-    let tools = service.list_all_tools().await.map_err(|e| format!("tools/list: {e}"))?;
+    if scenario.starts_with("sep-2640-client-") {
+        let outcome = skills(&client, scenario).await;
+        client.close().await;
+        return outcome;
+    }
+    let tools = client.list_tools().await.map_err(|e| format!("tools/list: {e}"))?;
     eprintln!("{} tools: {:?}", tools.len(), tools.iter().map(|t| &t.name).collect::<Vec<_>>());
-    let call = |name: &str, arguments: Value| {
-        let mut params = CallToolRequestParams::new(name.to_owned());
-        if let Value::Object(arguments) = arguments {
-            params = params.with_arguments(arguments);
-        }
-        params
-    };
     // The calls the scenario expects: those its context lists, else its own.
     let listed = context.get("toolCalls").and_then(Value::as_array);
-    let calls: Vec<CallToolRequestParams> = match (listed, scenario) {
+    let calls: Vec<(String, Value)> = match (listed, scenario) {
         (Some(listed), _) => listed
             .iter()
             .map(|entry| {
                 let name = entry.get("name").and_then(Value::as_str).unwrap_or_default();
-                call(name, entry.get("arguments").cloned().unwrap_or(Value::Null))
+                (name.to_owned(), entry.get("arguments").cloned().unwrap_or(Value::Null))
             })
             .collect(),
-        (None, "tools_call") => vec![call("add_numbers", json!({ "a": 5, "b": 3 }))],
+        (None, "tools_call") => vec![("add_numbers".to_owned(), json!({ "a": 5, "b": 3 }))],
         (None, "json-schema-2020-12-preservation") => {
             let focal = tools.iter().find(|tool| tool.name == "json_schema_2020_12_tool");
-            let schema =
-                focal.map_or(Value::Null, |tool| Value::Object((*tool.input_schema).clone()));
-            vec![call("json_schema_echo", json!({ "schema": schema }))]
+            let schema = focal.map_or(Value::Null, |tool| Value::Object(tool.input_schema.clone()));
+            vec![("json_schema_echo".to_owned(), json!({ "schema": schema }))]
         }
-        (None, "http-invalid-tool-headers") => vec![call("valid_tool", json!({}))],
+        (None, "http-invalid-tool-headers") => vec![("valid_tool".to_owned(), json!({}))],
         (None, "sep-2322-client-request-state") => {
-            tools.iter().map(|tool| call(&tool.name, json!({}))).collect()
+            tools.iter().map(|tool| (tool.name.clone(), json!({}))).collect()
         }
         (None, "initialize" | "json-schema-ref-no-deref") => Vec::new(),
-        (None, _) => tools.iter().take(1).map(|tool| call(&tool.name, json!({}))).collect(),
+        (None, _) => tools.iter().take(1).map(|tool| (tool.name.clone(), json!({}))).collect(),
     };
     // Concurrently, so that the scenarios that check requests in parallel see them.
-    let results = futures::future::join_all(calls.into_iter().map(|params| {
-        let peer = service.peer().clone();
+    let results = futures::future::join_all(calls.into_iter().map(|(name, arguments)| {
+        let client = client.clone();
         async move {
-            let name = params.name.clone();
-            peer.call_tool(params)
+            client
+                .call_tool(&name, arguments)
                 .await
                 .map(|result| (name.clone(), result))
                 .map_err(|e| format!("tools/call {name}: {e}"))
         }
     }))
     .await;
+    client.close().await;
     for result in results {
         let (name, result) = result?;
-        eprintln!("{name}: {}", serde_json::to_string(&result).unwrap_or_default());
+        eprintln!("{name}: {result:?}");
     }
-    service.cancel().await.map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// The skills scenarios: list the skills (and nothing more in `no-prefetch`); otherwise load the
+/// first one, and read its supporting files only once it loaded. A refused skill is the expected
+/// outcome of a tampered one, not a failure of the driver.
+async fn skills(client: &McpClient, scenario: &str) -> Result<(), String> {
+    let skills = client.list_skills().await.map_err(|e| format!("skills/list: {e}"))?;
+    eprintln!("{} skills: {:?}", skills.len(), skills.iter().map(|s| &s.name).collect::<Vec<_>>());
+    if scenario == "sep-2640-client-no-prefetch" {
+        return Ok(());
+    }
+    let Some(first) = skills.first() else { return Ok(()) };
+    let loaded = match client.load_skill(first).await {
+        Ok(loaded) => loaded,
+        Err(error @ SkillError::Mcp(_)) => return Err(format!("load {}: {error}", first.uri)),
+        Err(refused) => {
+            eprintln!("{refused}");
+            return Ok(());
+        }
+    };
+    let supporting = first.files.iter().flatten().filter(|file| file.uri != first.uri);
+    for file in supporting {
+        let bytes = client
+            .read_skill_file(&loaded, &file.uri)
+            .await
+            .map_err(|e| format!("read {}: {e}", file.uri))?;
+        eprintln!("{}: {} verified bytes", file.uri, bytes.len());
+    }
     Ok(())
 }
 

@@ -112,7 +112,7 @@ pub(super) async fn login(config: Config, args: LoginArgs) -> anyhow::Result<Exi
     let authorizer = Arc::new(Authorizer::new(settings)?);
     // A stale sign-in is replaced: the server's own 401 starts a fresh one.
     authorizer.sign_out().await?;
-    let options = crate::client::HttpOptions { bearer_token: None, headers };
+    let options = crate::client::HttpOptions { bearer_token: None, headers, ..Default::default() };
     let outcome = McpClient::http_authorized(url, options, authorizer).await;
     let result = match outcome {
         Ok(client) => {

@@ -8,6 +8,7 @@ mod databases;
 mod eval;
 mod login;
 mod output;
+mod skills;
 mod tools;
 
 use std::net::SocketAddr;
@@ -106,6 +107,9 @@ enum Command {
         Examples:\n  orca call list_servers\n  orca call execute_sql --args '{\"sql\": \"SELECT 1\", \"dry_run\": false}'\n  \
         orca call echo --args '{\"message\": \"hi\"}' --stdio \"npx -y @modelcontextprotocol/server-everything\"")]
     Call(tools::CallArgs),
+    /// List an MCP server's skills, or load one (verified against its listing) and print it
+    #[command(long_about = skills::LONG_ABOUT)]
+    Skills(skills::SkillsArgs),
     /// Answer a question with a model that calls an MCP server's tools
     #[command(long_about = "Answer a question with a model on the OpenAI Chat Completions API \
         (OPENAI_BASE_URL and OPENAI_API_KEY, so Ollama, vLLM or any compatible server works) that \
@@ -269,6 +273,7 @@ async fn run(cli: Cli, env: Env) -> anyhow::Result<ExitCode> {
     }
     match cli.command {
         Command::Tools(args) => return tools::tools(args, cli.config.as_deref(), &env).await,
+        Command::Skills(args) => return skills::skills(args, cli.config.as_deref(), &env).await,
         Command::Call(args) => return tools::call(args, cli.config.as_deref(), &env).await,
         Command::Ask(args) => return ask::ask(args, cli.config.as_deref(), &env).await,
         _ => {}
@@ -296,7 +301,11 @@ async fn run_command(command: Command, config: Config, env: &Env) -> anyhow::Res
         Command::Doctor => doctor(config).await,
         Command::Approve(args) => approve(config, args, env).await,
         Command::Context(command) => context::run(config, command).await,
-        Command::Key(_) | Command::Tools(_) | Command::Call(_) | Command::Ask(_) => {
+        Command::Key(_)
+        | Command::Tools(_)
+        | Command::Skills(_)
+        | Command::Call(_)
+        | Command::Ask(_) => {
             unreachable!("handled above")
         }
         Command::Eval(args) => eval::run(config, args).await,

@@ -37,6 +37,12 @@ pub(super) struct Target {
     #[arg(long = "header", value_name = "NAME: VALUE", requires = "url")]
     headers: Vec<String>,
 
+    /// The MCP revision to speak to --url: 2025-11-25 and older open the session with
+    /// `initialize` (the default, 2025-11-25); 2026-07-28 with `server/discover`, its tool calls
+    /// following the server's multi round-trip `input_required` results
+    #[arg(long, value_name = "VERSION", requires = "url")]
+    protocol: Option<String>,
+
     /// Seconds a tool call may take before it is cancelled
     #[arg(long, value_name = "SECONDS", default_value_t = 300)]
     timeout: u64,
@@ -165,7 +171,9 @@ pub(super) async fn connect(
                 .with_context(|| format!("--header `{header}`: expected NAME: VALUE"))?;
             headers.push((name.trim().to_owned(), value.trim().to_owned()));
         }
-        let options = HttpOptions { bearer_token: target.token.clone(), headers };
+        let mut options =
+            HttpOptions { bearer_token: target.token.clone(), headers, ..HttpOptions::default() };
+        options.session.protocol_version = target.protocol.as_deref().map(protocol).transpose()?;
         let client = if target.token.is_some() {
             McpClient::http(url, options).await?
         } else {
@@ -206,6 +214,15 @@ pub(super) async fn connect(
             Err(error.into())
         }
     }
+}
+
+/// A revision this client knows, by its date.
+fn protocol(version: &str) -> anyhow::Result<rmcp::model::ProtocolVersion> {
+    let known = rmcp::model::ProtocolVersion::KNOWN_VERSIONS;
+    known.iter().find(|known| known.as_str() == version).cloned().with_context(|| {
+        let names: Vec<&str> = known.iter().map(|known| known.as_str()).collect();
+        format!("--protocol {version}: not a revision this client speaks ({})", names.join(", "))
+    })
 }
 
 /// A command line split into words: whitespace separates, single or double quotes group, a

@@ -1,31 +1,38 @@
 //! `McpClient`: one MCP session with a server over stdio (a child in its own process group),
 //! Streamable HTTP (re-initialized when the server forgets the session) or any rmcp transport;
-//! the tool list cached until the server says it changed; calls with a timeout that cancels.
+//! the tool list cached until the server says it changed; calls with a timeout that cancels;
+//! tool calls and resource reads that take multi round-trip `input_required` rounds (SEP-2322)
+//! driven to their end.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
-    ContentBlock, ErrorCode, Implementation, PaginatedRequestParams, ProtocolVersion,
+    CallToolRequestParams, CallToolResult, ClientConfig, ContentBlock, ElicitRequestParams,
+    ElicitResult, ErrorCode, Implementation, PaginatedRequestParams, ReadResourceRequestParams,
+    ResourceContents, ServerCapabilities,
 };
-use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService, ServiceError};
-use rmcp::{ClientHandler, ServiceExt};
+use rmcp::service::{
+    ClientServiceExt, NotificationContext, Peer, RequestContext, RoleClient, RunningService,
+    ServiceError,
+};
+use rmcp::{ClientHandler, ErrorData};
 use serde_json::Value;
 
 use super::McpError;
 use super::convert::{self, Converted};
 use super::filter::ToolFilter;
 use super::provider::Provider;
+use super::session::SessionOptions;
 use super::tool::ToolInfo;
 
 /// How long a tool call may take unless [`McpClient::with_call_timeout`] says otherwise.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long the handshake and each page of `tools/list` may take.
-const LIST_TIMEOUT: Duration = Duration::from_secs(60);
+pub(super) const LIST_TIMEOUT: Duration = Duration::from_secs(60);
 /// A server that keeps answering with a next cursor is cut off after this many pages.
-const MAX_PAGES: usize = 1000;
+pub(super) const MAX_PAGES: usize = 1000;
 
 /// The outcome of one tool call that reached the tool.
 #[derive(Debug, Clone, PartialEq)]
@@ -110,23 +117,36 @@ pub struct HttpOptions {
     pub bearer_token: Option<String>,
     /// Extra request headers (name, value).
     pub headers: Vec<(String, String)>,
+    /// The protocol revision and the answers to requests for input.
+    pub session: SessionOptions,
 }
 
 /// The cached tool list, shared with the handler that clears it on `list_changed`.
 type ToolCache = Arc<RwLock<Option<Arc<Vec<ToolInfo>>>>>;
 
-/// rmcp's client handler: drops the cached tool list when the server says it changed.
+/// rmcp's client handler: drops the cached tool list when the server says it changed, and
+/// answers elicitations (server requests, and those of `input_required` rounds, which rmcp
+/// hands here too) as the session's options say.
 struct Handler {
     cache: ToolCache,
+    session: SessionOptions,
 }
 
 impl ClientHandler for Handler {
     fn get_info(&self) -> ClientConfig {
         ClientConfig::new(
-            ClientCapabilities::default(),
+            self.session.capabilities(),
             Implementation::new("orca-client", env!("CARGO_PKG_VERSION")),
         )
-        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+        .with_protocol_version(self.session.lifecycle().0)
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        Ok(self.session.answer(&request))
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -170,6 +190,7 @@ struct Inner {
     service: RunningService<RoleClient, Handler>,
     cache: ToolCache,
     child: Option<Mutex<ChildGuard>>,
+    max_input_rounds: usize,
 }
 
 /// One MCP session with a server; cheap to clone (clones share the session).
@@ -215,11 +236,11 @@ impl McpClient {
         };
         let mut guard = ChildGuard { child, pid };
         let transport = rmcp::transport::async_rw::AsyncRwTransport::new_client(stdout, stdin);
-        match McpClient::handshake(transport).await {
-            Ok((service, cache)) => Ok(McpClient {
-                inner: Arc::new(Inner { service, cache, child: Some(Mutex::new(guard)) }),
-                timeout: DEFAULT_CALL_TIMEOUT,
-            }),
+        match McpClient::handshake(transport, SessionOptions::default()).await {
+            Ok(mut inner) => {
+                inner.child = Some(Mutex::new(guard));
+                Ok(McpClient { inner: Arc::new(inner), timeout: DEFAULT_CALL_TIMEOUT })
+            }
             Err(error) => {
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 Err(match guard.exit() {
@@ -242,7 +263,7 @@ impl McpClient {
         let config = McpClient::http_config(url, &options)?;
         let http = McpClient::reqwest_client()?;
         let transport = rmcp::transport::StreamableHttpClientTransport::with_client(http, config);
-        McpClient::http_handshake(url, transport).await
+        McpClient::http_handshake(url, transport, options.session).await
     }
 
     /// Connect to a Streamable HTTP endpoint that asks for OAuth: `authorizer` supplies the
@@ -257,6 +278,7 @@ impl McpClient {
         options: HttpOptions,
         authorizer: Arc<super::auth::Authorizer>,
     ) -> Result<McpClient, McpError> {
+        let session = options.session.clone();
         let config = McpClient::http_config(url, &HttpOptions { bearer_token: None, ..options })?;
         let http = super::auth::AuthorizedHttpClient::new(
             McpClient::reqwest_client()?,
@@ -264,7 +286,7 @@ impl McpClient {
             super::auth::DEFAULT_STEP_UPS,
         );
         let transport = rmcp::transport::StreamableHttpClientTransport::with_client(http, config);
-        McpClient::http_handshake(url, transport).await
+        McpClient::http_handshake(url, transport, session).await
     }
 
     fn http_config(
@@ -301,20 +323,21 @@ impl McpClient {
             .map_err(|error| McpError::Transport(format!("cannot build an HTTP client: {error}")))
     }
 
-    async fn http_handshake<T, E, A>(url: &str, transport: T) -> Result<McpClient, McpError>
+    async fn http_handshake<T, E, A>(
+        url: &str,
+        transport: T,
+        session: SessionOptions,
+    ) -> Result<McpClient, McpError>
     where
         T: rmcp::transport::IntoTransport<RoleClient, E, A>,
         E: std::error::Error + Send + Sync + 'static,
     {
-        let (service, cache) = McpClient::handshake(transport).await.map_err(|error| {
+        let inner = McpClient::handshake(transport, session).await.map_err(|error| {
             // The endpoint is shown without its query string, which may carry a key.
             let shown = url.split('?').next().unwrap_or(url);
             McpError::Transport(format!("{shown}: {error}"))
         })?;
-        Ok(McpClient {
-            inner: Arc::new(Inner { service, cache, child: None }),
-            timeout: DEFAULT_CALL_TIMEOUT,
-        })
+        Ok(McpClient { inner: Arc::new(inner), timeout: DEFAULT_CALL_TIMEOUT })
     }
 
     /// Speak MCP over any rmcp client transport, such as one half of `tokio::io::duplex`
@@ -328,24 +351,39 @@ impl McpClient {
         T: rmcp::transport::IntoTransport<RoleClient, E, A>,
         E: std::error::Error + Send + Sync + 'static,
     {
-        let (service, cache) = McpClient::handshake(transport).await?;
-        Ok(McpClient {
-            inner: Arc::new(Inner { service, cache, child: None }),
-            timeout: DEFAULT_CALL_TIMEOUT,
-        })
+        McpClient::with_transport_and_session(transport, SessionOptions::default()).await
     }
 
-    async fn handshake<T, E, A>(
+    /// [`McpClient::with_transport`] with the protocol revision and the answers to requests
+    /// for input that `session` says.
+    ///
+    /// # Errors
+    ///
+    /// [`McpError::Transport`] when the handshake fails.
+    pub async fn with_transport_and_session<T, E, A>(
         transport: T,
-    ) -> Result<(RunningService<RoleClient, Handler>, ToolCache), McpError>
+        session: SessionOptions,
+    ) -> Result<McpClient, McpError>
+    where
+        T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let inner = McpClient::handshake(transport, session).await?;
+        Ok(McpClient { inner: Arc::new(inner), timeout: DEFAULT_CALL_TIMEOUT })
+    }
+
+    async fn handshake<T, E, A>(transport: T, session: SessionOptions) -> Result<Inner, McpError>
     where
         T: rmcp::transport::IntoTransport<RoleClient, E, A>,
         E: std::error::Error + Send + Sync + 'static,
     {
         let cache = ToolCache::default();
-        let handler = Handler { cache: cache.clone() };
-        match tokio::time::timeout(LIST_TIMEOUT, handler.serve(transport)).await {
-            Ok(Ok(service)) => Ok((service, cache)),
+        let max_input_rounds = session.max_input_rounds.max(1);
+        let lifecycle = session.lifecycle().1;
+        let handler = Handler { cache: cache.clone(), session };
+        let opened = handler.serve_with_lifecycle(transport, lifecycle);
+        match tokio::time::timeout(LIST_TIMEOUT, opened).await {
+            Ok(Ok(service)) => Ok(Inner { service, cache, child: None, max_input_rounds }),
             Ok(Err(error)) => {
                 Err(McpError::Transport(format!("the MCP handshake failed: {error}")))
             }
@@ -362,8 +400,13 @@ impl McpClient {
         self
     }
 
-    fn peer(&self) -> &Peer<RoleClient> {
+    pub(super) fn peer(&self) -> &Peer<RoleClient> {
         self.inner.service.peer()
+    }
+
+    /// What the server declared it offers, from the handshake.
+    pub fn server_capabilities(&self) -> Option<ServerCapabilities> {
+        Some(self.peer().peer_info()?.capabilities.clone())
     }
 
     /// The server's name and version from the handshake, when it gave them.
@@ -455,15 +498,23 @@ impl McpClient {
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
         }
-        // Dropping the request future on timeout makes rmcp send `notifications/cancelled`.
-        let answer = tokio::time::timeout(self.timeout, self.peer().call_tool_once(params)).await;
+        // rmcp drives the `input_required` rounds: each retry is a new request (a new id) that
+        // echoes that round's `requestState` verbatim with the answers to its input requests,
+        // which the handler gives; nothing carries over to another call. Dropping the request
+        // future on timeout makes rmcp send `notifications/cancelled`.
+        let rounds = self.inner.max_input_rounds;
+        let call = self.inner.service.call_tool_with_mrtr_max_rounds(params, rounds);
+        let answer = tokio::time::timeout(self.timeout, call).await;
         match answer {
             Err(_) => {
                 Err(McpError::Timeout { tool: name.to_owned(), seconds: self.timeout.as_secs() })
             }
-            Ok(Ok(CallToolResponse::Complete(result))) => Ok(ToolCallResult::from_result(result)),
-            Ok(Ok(_)) => Err(McpError::Transport(format!(
-                "`{name}` answered with a task or a request for input, which this client does not handle"
+            Ok(Ok(result)) => Ok(ToolCallResult::from_result(result)),
+            Ok(Err(ServiceError::InputRequiredRoundsExceeded { max_rounds })) => {
+                Err(McpError::InputRounds { request: name.to_owned(), rounds: max_rounds })
+            }
+            Ok(Err(ServiceError::UnexpectedResponse)) => Err(McpError::Transport(format!(
+                "`{name}` answered with a task or a result this client does not handle"
             ))),
             Ok(Err(ServiceError::McpError(error))) if error.code == ErrorCode::INVALID_PARAMS => {
                 if error.message.starts_with("unknown tool") {
@@ -481,6 +532,35 @@ impl McpClient {
                 message: format!("{} (code {})", error.message, error.code.0),
             }),
             Ok(Err(error)) => Err(self.transport_error(name, &error).await),
+        }
+    }
+
+    /// The contents of a resource, read through any `input_required` rounds as
+    /// [`McpClient::call_tool`] does.
+    ///
+    /// # Errors
+    ///
+    /// [`McpError::Timeout`], [`McpError::InputRounds`], [`McpError::Transport`] (which
+    /// includes the server's refusal, with its message).
+    pub async fn read_resource(&self, uri: &str) -> Result<Vec<ResourceContents>, McpError> {
+        let params = ReadResourceRequestParams::new(uri.to_owned());
+        let rounds = self.inner.max_input_rounds;
+        let read = self.inner.service.read_resource_with_mrtr_max_rounds(params, rounds);
+        match tokio::time::timeout(self.timeout, read).await {
+            Err(_) => {
+                Err(McpError::Timeout { tool: uri.to_owned(), seconds: self.timeout.as_secs() })
+            }
+            Ok(Ok(result)) => Ok(result.contents),
+            Ok(Err(ServiceError::InputRequiredRoundsExceeded { max_rounds })) => {
+                Err(McpError::InputRounds { request: uri.to_owned(), rounds: max_rounds })
+            }
+            Ok(Err(ServiceError::McpError(error))) => Err(McpError::Transport(format!(
+                "resources/read {uri}: {} (code {})",
+                error.message, error.code.0
+            ))),
+            Ok(Err(error)) => {
+                Err(self.transport_error(&format!("resources/read {uri}"), &error).await)
+            }
         }
     }
 
@@ -553,5 +633,157 @@ impl McpClient {
         if let Ok(inner) = Arc::try_unwrap(self.inner) {
             let _ = inner.service.cancel().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    use super::super::session::Elicitation;
+    use super::*;
+
+    /// What the test server hands back first, echoed verbatim or not at all by a good client.
+    const STATE: &str = r#"{"nonce": "n-1", "originalId": 1, "note": "é ✓ \" ,"}"#;
+
+    /// The answer of the test server to one `tools/call`, by tool: what a 2026-07-28 server
+    /// sends in each round of a multi round-trip request.
+    fn answer(params: &Value) -> Value {
+        let name = params["name"].as_str().unwrap_or_default();
+        let state = params.get("requestState");
+        let responses = params.get("inputResponses");
+        let confirm = json!({ "confirm": {
+            "method": "elicitation/create",
+            "params": {
+                "mode": "form",
+                "message": "Please confirm to continue",
+                "requestedSchema": { "type": "object", "properties": {
+                    "confirmed": { "type": "boolean", "default": true }
+                } }
+            }
+        } });
+        let text = |text: String| json!({ "resultType": "complete", "content": [{ "type": "text", "text": text }] });
+        match (name, state, responses) {
+            ("echo_state", None, _) => json!({
+                "resultType": "input_required", "inputRequests": confirm, "requestState": STATE
+            }),
+            ("no_state", _, None) => {
+                json!({ "resultType": "input_required", "inputRequests": confirm })
+            }
+            ("endless", _, _) => json!({ "resultType": "input_required", "requestState": "again" }),
+            ("no_result_type", _, _) => json!({ "content": [{ "type": "text", "text": "done" }] }),
+            // The rest say what the retry (or the plain call) carried.
+            _ => text(json!({ "state": state, "responses": responses }).to_string()),
+        }
+    }
+
+    /// A 2026-07-28 server over an in-memory pipe, speaking JSON-RPC lines; every `tools/call`
+    /// it received is kept (its id and params).
+    fn serve(server: tokio::io::DuplexStream) -> Arc<Mutex<Vec<(Value, Value)>>> {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let seen = calls.clone();
+        tokio::spawn(async move {
+            let (read, mut write) = tokio::io::split(server);
+            let mut lines = BufReader::new(read).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let request: Value = serde_json::from_str(&line).unwrap();
+                let Some(id) = request.get("id").cloned() else { continue };
+                let params = request.get("params").cloned().unwrap_or(Value::Null);
+                let result = match request["method"].as_str().unwrap_or_default() {
+                    "server/discover" => json!({
+                        "resultType": "complete", "ttlMs": 0, "cacheScope": "private",
+                        "supportedVersions": ["2026-07-28"],
+                        "capabilities": { "tools": {} },
+                        "serverInfo": { "name": "mrtr-test", "version": "1.0.0" }
+                    }),
+                    "tools/list" => {
+                        let tools: Vec<Value> = [
+                            "echo_state",
+                            "no_state",
+                            "endless",
+                            "no_result_type",
+                            "plain",
+                        ]
+                        .iter()
+                        .map(|name| json!({ "name": name, "inputSchema": { "type": "object" } }))
+                        .collect();
+                        json!({ "resultType": "complete", "ttlMs": 0, "cacheScope": "private", "tools": tools })
+                    }
+                    "tools/call" => {
+                        seen.lock().unwrap().push((id.clone(), params.clone()));
+                        answer(&params)
+                    }
+                    _ => json!({ "resultType": "complete" }),
+                };
+                let response = json!({ "jsonrpc": "2.0", "id": id, "result": result });
+                let mut bytes = serde_json::to_vec(&response).unwrap();
+                bytes.push(b'\n');
+                if write.write_all(&bytes).await.is_err() {
+                    break;
+                }
+            }
+        });
+        calls
+    }
+
+    async fn client(max_input_rounds: usize) -> (McpClient, Arc<Mutex<Vec<(Value, Value)>>>) {
+        let (client_side, server_side) = tokio::io::duplex(1 << 16);
+        let calls = serve(server_side);
+        let session = SessionOptions {
+            protocol_version: Some(rmcp::model::ProtocolVersion::V_2026_07_28),
+            elicitation: Elicitation::AcceptDefaults,
+            max_input_rounds,
+        };
+        let client = McpClient::with_transport_and_session(client_side, session).await.unwrap();
+        (client, calls)
+    }
+
+    #[tokio::test]
+    async fn input_required_rounds_are_answered_and_retried_until_the_result_is_complete() {
+        let accepted =
+            json!({ "confirm": { "action": "accept", "content": { "confirmed": true } } });
+        // (tool, the outcome's data or error, how many requests the call took)
+        let cases: [(&str, Result<Value, String>, usize); 4] = [
+            // The state comes back exactly as sent, with the answers to the input requests.
+            ("echo_state", Ok(json!({ "state": STATE, "responses": accepted })), 2),
+            // No state was given, so none is sent back.
+            ("no_state", Ok(json!({ "state": null, "responses": accepted })), 2),
+            // A result without `resultType` is complete.
+            ("no_result_type", Ok(json!("done")), 1),
+            (
+                "endless",
+                Err("`endless` still asked for input after 3 rounds (the request was abandoned)"
+                    .to_owned()),
+                3,
+            ),
+        ];
+        for (tool, expected, requests) in cases {
+            let (client, calls) = client(3).await;
+            let outcome = client.call_tool(tool, Value::Null).await;
+            let outcome = outcome.map(|result| result.data.unwrap()).map_err(|e| e.to_string());
+            assert_eq!(outcome, expected, "{tool}");
+            let calls = calls.lock().unwrap().clone();
+            assert_eq!(calls.len(), requests, "{tool}: {calls:?}");
+            // Every retry is a request of its own.
+            let ids: std::collections::HashSet<String> =
+                calls.iter().map(|(id, _)| id.to_string()).collect();
+            assert_eq!(ids.len(), calls.len(), "{tool}: {calls:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_rounds_of_one_call_never_leak_into_a_call_made_alongside() {
+        let (client, calls) = client(3).await;
+        let (rounds, plain) = tokio::join!(
+            client.call_tool("echo_state", Value::Null),
+            client.call_tool("plain", Value::Null)
+        );
+        assert_eq!(rounds.unwrap().data.unwrap()["state"], STATE);
+        assert_eq!(plain.unwrap().data.unwrap(), json!({ "state": null, "responses": null }));
+        // And a call after the rounds carries nothing of them either.
+        let after = client.call_tool("plain", Value::Null).await.unwrap();
+        assert_eq!(after.data.unwrap(), json!({ "state": null, "responses": null }));
+        assert_eq!(calls.lock().unwrap().len(), 4);
     }
 }

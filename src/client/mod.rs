@@ -1,6 +1,8 @@
 //! The client SDK: connect to any MCP server, list and filter its tools, offer them to OpenAI,
 //! Anthropic or Gemini models under provider-safe names and schemas, and execute the calls a
-//! model asks for, validated against each tool's original schema.
+//! model asks for, validated against each tool's original schema. Tool calls and resource
+//! reads follow a server's multi round-trip `input_required` results to the end; a server's
+//! skills are listed, and loaded only on demand and only once they match their listing.
 //!
 //! The module uses rmcp's client side only; it knows nothing of orca's gateway, registry or
 //! servers, so it works against any MCP server.
@@ -34,6 +36,8 @@ mod names;
 mod provider;
 mod rules;
 mod schema;
+mod session;
+mod skills;
 mod tool;
 
 pub use connection::{DEFAULT_CALL_TIMEOUT, HttpOptions, McpClient, ToolCallResult};
@@ -42,6 +46,8 @@ pub use executor::Executor;
 pub use filter::ToolFilter;
 pub use names::NameMap;
 pub use provider::Provider;
+pub use session::{DEFAULT_INPUT_ROUNDS, Elicitation, SessionOptions};
+pub use skills::{LoadedSkill, SkillError, SkillFile, SkillInfo};
 pub use tool::{ToolInfo, ToolParameter};
 
 /// Why a client operation failed.
@@ -71,6 +77,15 @@ pub enum McpError {
         tool: String,
         /// The timeout that passed.
         seconds: u64,
+    },
+    /// The server kept answering with `input_required` (multi round-trip requests) past the
+    /// session's bound; the request was abandoned.
+    #[error("`{request}` still asked for input after {rounds} rounds (the request was abandoned)")]
+    InputRounds {
+        /// The tool's original name, or the resource's URI.
+        request: String,
+        /// The rounds taken.
+        rounds: usize,
     },
     /// The arguments are not a JSON object, or do not match the tool's input schema.
     #[error("invalid arguments for `{tool}`: {message}")]

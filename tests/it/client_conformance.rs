@@ -1,49 +1,12 @@
 //! The MCP conformance suite's client mode against `examples/conformance_client.rs`, the thin
-//! driver over `orca::client::auth`: every client scenario of `@modelcontextprotocol/conformance`
+//! driver over `orca::client`: every client scenario of `@modelcontextprotocol/conformance`
 //! 0.1.16 and 0.2.0-alpha.12 (each installed with the Node.js 22 of the npm package `node@22`
-//! into its own directory under `target/`), each judged against a table of those that must pass
-//! and those left out, each with the evidence of why (`RELIABILITY.md`).
+//! into its own directory under `target/`): every one must pass (`RELIABILITY.md`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::support::orca::BINARY;
-
-/// What a scenario must show.
-#[derive(Debug, Clone, Copy)]
-enum Expect {
-    /// The suite's verdict is a pass (no failure, no warning, the client exited as expected)
-    /// with at least one successful check.
-    Pass,
-    /// Not done: `evidence` must appear in the suite's report, so that the scenario is left out
-    /// for exactly this `reason`.
-    LeftOut { evidence: &'static str, reason: &'static str },
-}
-
-use Expect::{LeftOut, Pass};
-
-const SKILLS: &str = "the skills extension (SEP-2640) is a host's: the driver never lists skills, so every check is skipped";
-
-/// The client scenarios of a release that are not expected to pass; every other listed
-/// scenario must.
-fn left_out(version: &str) -> Vec<(&'static str, Expect)> {
-    if version == "0.1.16" {
-        return Vec::new();
-    }
-    vec![
-        (
-            "sep-2322-client-request-state",
-            LeftOut {
-                evidence: "Unexpected response type",
-                reason: "rmcp 3.9's client does not read the scenario's input_required result (multi round-trip requests)",
-            },
-        ),
-        ("sep-2640-client-no-prefetch", LeftOut { evidence: "SKIPPED", reason: SKILLS }),
-        ("sep-2640-client-verify-digest", LeftOut { evidence: "SKIPPED", reason: SKILLS }),
-        ("sep-2640-client-verify-size", LeftOut { evidence: "SKIPPED", reason: SKILLS }),
-        ("sep-2640-client-verify-frontmatter", LeftOut { evidence: "SKIPPED", reason: SKILLS }),
-    ]
-}
 
 /// Node.js 22 and the suite's entry point for `version`, installed once per target directory.
 struct Suite {
@@ -129,35 +92,20 @@ fn run(suite: &Suite, driver: &Path, scenario: &str) -> (bool, String) {
     (passed, report)
 }
 
-/// Every client scenario of `version`, judged; the table of outcomes.
+/// Every client scenario of `version`, each of which must pass; the table of outcomes.
 fn judge(version: &str) -> String {
     let suite = suite(version);
     let driver = driver();
     let listed = scenarios(&suite);
     assert!(listed.len() > 20, "the suite lists too few client scenarios: {listed:?}");
-    let left_out = left_out(version);
-    let unknown: Vec<&&str> = left_out
-        .iter()
-        .map(|(name, _)| name)
-        .filter(|name| !listed.iter().any(|l| l == *name))
-        .collect();
-    assert!(unknown.is_empty(), "left out, but not listed by {version}: {unknown:?}");
     let mut table = String::new();
     let mut problems = Vec::new();
     for scenario in &listed {
-        let expect =
-            left_out.iter().find(|(name, _)| name == scenario).map_or(Pass, |(_, expect)| *expect);
         let (passed, report) = run(&suite, &driver, scenario);
-        match expect {
-            Pass if passed => table.push_str(&format!("{scenario}: pass\n")),
-            Pass => problems.push(format!("{scenario}: expected to pass:\n{report}")),
-            LeftOut { evidence, reason } if !passed && report.contains(evidence) => {
-                table.push_str(&format!("{scenario}: left out ({reason})\n"));
-            }
-            LeftOut { evidence, reason } => problems.push(format!(
-                "{scenario}: left out because {reason}, but {}:\n{report}",
-                if passed { "it passes".to_owned() } else { format!("nothing shows `{evidence}`") }
-            )),
+        if passed {
+            table.push_str(&format!("{scenario}: pass\n"));
+        } else {
+            problems.push(format!("{scenario}: expected to pass:\n{report}"));
         }
     }
     assert!(
@@ -170,7 +118,7 @@ fn judge(version: &str) -> String {
 
 #[test]
 #[allow(clippy::print_stderr, reason = "the table of outcomes is the test's own report")]
-fn every_client_scenario_of_the_conformance_suite_passes_or_is_left_out_with_its_reason() {
+fn every_client_scenario_of_the_conformance_suite_passes() {
     // One release after the other: the scenarios that time reconnections need a quiet machine.
     let tables: Vec<(&str, String)> =
         ["0.1.16", "0.2.0-alpha.12"].into_iter().map(|version| (version, judge(version))).collect();

@@ -479,6 +479,7 @@ async fn over_http_the_client_sends_its_token_and_survives_a_forgotten_session()
     let options = orca::client::HttpOptions {
         bearer_token: Some("s3cret".into()),
         headers: vec![("x-trace".into(), "t1".into())],
+        ..orca::client::HttpOptions::default()
     };
     let client = McpClient::http(&url, options).await.unwrap();
     let headers = client.call_tool("headers", json!({})).await.unwrap().data.unwrap();

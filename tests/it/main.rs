@@ -7,6 +7,7 @@ mod chaos;
 mod client_cli;
 mod client_conformance;
 mod client_sdk;
+mod client_skills;
 mod config;
 mod conformance;
 mod conformance_next;
