@@ -189,8 +189,7 @@ fn console_authorizer(
 /// `upstream`'s URL and OAuth settings, and the vault.
 fn oauth_parts(upstream: &Upstream) -> Result<(&str, &UpstreamOAuth, &TokenVault), SignInError> {
     let name = &upstream.config.key;
-    let ExternalTransport::Http { url, oauth: Some(oauth), .. } = &upstream.config.transport
-    else {
+    let ExternalTransport::Http { url, oauth: Some(oauth), .. } = &upstream.config.transport else {
         return Err(SignInError::NotOAuth(name.clone()));
     };
     let vault = upstream.vault.as_ref().ok_or_else(|| {
@@ -287,7 +286,10 @@ impl ExternalServers {
                         "the authorization server did not answer in time".to_owned(),
                     )
                 })?
-                .map_err(failed)?;
+                .map_err(|error| {
+                    tracing::warn!(server = %name, %error, "a sign-in could not start");
+                    failed(error)
+                })?;
         let browser_binding = crate::client::auth::random_token();
         keep_pending(vault, name, &subject, &browser_binding, &pending).await?;
         Ok(Started { authorization_url: authorization_url.to_string(), browser_binding })
@@ -328,9 +330,8 @@ impl ExternalServers {
                     "the waiting sign-in does not open with this replica's ORCA_SECRET".to_owned(),
                 )
             })?;
-        let pending: PendingSignIn = serde_json::from_slice(&plain).map_err(|_| {
-            SignInError::Failed("the waiting sign-in is not readable".to_owned())
-        })?;
+        let pending: PendingSignIn = serde_json::from_slice(&plain)
+            .map_err(|_| SignInError::Failed("the waiting sign-in is not readable".to_owned()))?;
         let authorizer = console_authorizer(vault, upstream, url, oauth, &row.subject)?;
         tokio::time::timeout(SERVER_WAIT, authorizer.finish_sign_in(&pending, &redirected))
             .await

@@ -700,7 +700,10 @@ async fn a_sign_in_started_on_one_replica_finishes_on_another_and_serves_both() 
             || async { status_of(client, "up").await == "running" },
         )
         .await;
-        assert_needs_sign_in(&call(client, "up_list_servers", json!({}), None).await.unwrap(), "alice");
+        assert_needs_sign_in(
+            &call(client, "up_list_servers", json!({}), None).await.unwrap(),
+            "alice",
+        );
     }
 
     // alice starts on the first replica; her browser comes back to the second.
@@ -749,10 +752,12 @@ async fn a_sign_in_started_on_one_replica_finishes_on_another_and_serves_both() 
     assert_eq!((upstream.as_str(), subject.as_str()), ("up", "principal:alice"));
     let sealed = String::from_utf8_lossy(sealed);
     assert!(!sealed.contains("verifier") && !sealed.contains(&state), "{sealed}");
-    sqlx::query("UPDATE orca.upstream_sign_ins_pending SET expires_at = now() - interval '1 second'")
-        .execute(&pool)
-        .await
-        .unwrap();
+    sqlx::query(
+        "UPDATE orca.upstream_sign_ins_pending SET expires_at = now() - interval '1 second'",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
     let late = browser
         .get(second.url(&format!("/oauth/upstream/callback?code=c&state={state}")))
         .header("cookie", &cookie)
