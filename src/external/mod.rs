@@ -171,8 +171,8 @@ pub(crate) struct ExternalServers {
     directory: Directory,
     shutdown: CancellationToken,
     tasks: Mutex<Vec<JoinHandle<()>>>,
-    /// People's sign-ins started here and waiting for their browser.
-    sign_ins: Arc<sign_in::SignIns>,
+    /// The sealed sign-ins, and those waiting for their browser (on any replica).
+    vault: Option<TokenVault>,
 }
 
 impl ExternalServers {
@@ -224,7 +224,7 @@ impl ExternalServers {
             directory,
             shutdown: CancellationToken::new(),
             tasks: Mutex::new(Vec::new()),
-            sign_ins: Arc::default(),
+            vault,
         });
         let mut tasks = Vec::new();
         for upstream in &set.upstreams {

@@ -1,34 +1,34 @@
 //! People signing in to OAuth upstreams through orca's HTTP face (the console's "Sign in"): the
-//! authorization code flow with PKCE runs on orca's side through `client::auth::Authorizer`
-//! (discovery, registration, `state`, `iss`, the code exchange), with a `UserAgent` that hands
-//! the authorization URL to the person's browser and waits for the browser to come back to
-//! `/oauth/upstream/callback`. What waits is kept here, in this replica's memory, under the
-//! request's `state`: single-use, expiring after [`EXPIRY`], bound to the orca user who started
-//! it and to that person's browser (the SHA-256 of a random value sent as an HttpOnly cookie),
-//! at most [`MAX_PENDING`] at once. The new sign-in is sealed into the vault as that user's
-//! (`per_user`) or as the shared one (`shared`, for an administrator). No token, code or
-//! verifier leaves this module except into the vault.
+//! authorization code flow with PKCE runs on orca's side through `client::auth::Authorizer` in
+//! two halves. `start_sign_in` begins it (discovery, registration, PKCE, `state`) and keeps
+//! what the second half needs in `orca.upstream_sign_ins_pending`, sealed with the vault's key
+//! (bound to the upstream and the state's digest), under the SHA-256 of the request's `state`;
+//! `finish_sign_in`, on whichever replica the browser comes back to at
+//! `/oauth/upstream/callback`, takes that row once, checks it, and exchanges the code. A waiting
+//! sign-in is single-use, expires after [`EXPIRY`], is bound to the orca user who started it
+//! and to that person's browser (the SHA-256 of a random value sent as an HttpOnly cookie), and
+//! at most [`MAX_PENDING`] wait at once in all. The new sign-in is sealed into the vault as that
+//! user's (`per_user`) or as the shared one (`shared`, for an administrator). No token, code,
+//! verifier or key leaves this module except sealed.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
-use futures::future::BoxFuture;
 use sha2::{Digest, Sha256};
-use tokio::sync::oneshot;
 use url::Url;
 
 use super::ExternalServers;
+use super::tokens::TokenVault;
 use super::upstream::Upstream;
-use crate::client::auth::{AuthError, Authorizer, AuthorizerConfig, Grant, UserAgent};
-use crate::config::{ExternalTransport, SignInMode};
+use crate::client::auth::{Authorizer, AuthorizerConfig, Grant, PendingSignIn};
+use crate::config::{ExternalTransport, SignInMode, UpstreamOAuth};
 
 /// How long a started sign-in waits for the browser to come back.
 pub(crate) const EXPIRY: Duration = Duration::from_secs(600);
-/// Sign-ins waiting at once, per replica.
-const MAX_PENDING: usize = 1000;
-/// How long the way back waits for the code exchange.
-const EXCHANGE_WAIT: Duration = Duration::from_secs(60);
+/// Sign-ins waiting at once, in all (every replica and upstream).
+const MAX_PENDING: i64 = 1000;
+/// How long each half waits for the authorization server.
+const SERVER_WAIT: Duration = Duration::from_secs(60);
 
 /// Why a sign-in cannot start or finish; the messages name no token, code or verifier.
 #[derive(Debug, thiserror::Error)]
@@ -74,104 +74,128 @@ pub(crate) struct UpstreamSignIn {
     pub(crate) may_sign_in: bool,
 }
 
-/// The browser's way back, delivered to the waiting agent.
-struct Delivery {
-    redirected: Url,
-    done: oneshot::Sender<Result<(), String>>,
-}
-
-struct Pending {
-    upstream: usize,
-    binding: [u8; 32],
-    expires: Instant,
-    deliver: oneshot::Sender<Delivery>,
-}
-
-/// The sign-ins waiting for their browser, by `state`.
-#[derive(Default)]
-pub(crate) struct SignIns {
-    pending: Mutex<HashMap<String, Pending>>,
-}
-
-impl std::fmt::Debug for SignIns {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.debug_struct("SignIns").finish_non_exhaustive()
-    }
-}
-
-impl SignIns {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pending>> {
-        self.pending.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Take the sign-in waiting under `state`, if it has not expired (it is gone either way).
-    fn take(&self, state: &str) -> Option<Pending> {
-        let mut pending = self.lock();
-        let now = Instant::now();
-        pending.retain(|_, waiting| waiting.expires > now);
-        pending.remove(state)
-    }
-}
-
 fn digest(value: &str) -> [u8; 32] {
     Sha256::digest(value.as_bytes()).into()
 }
 
-/// orca's side of the person's browser: the authorization URL goes out to the caller of
-/// `POST .../sign-in`, and the way back comes in from the callback route.
-struct ServerAgent {
-    redirect_uri: String,
-    sign_ins: Arc<SignIns>,
-    upstream: usize,
-    binding: [u8; 32],
-    url_out: Slot<Result<String, String>>,
-    done: Slot<Result<(), String>>,
+/// The vault subject a waiting sign-in is sealed under: never a user's, so that a sealed
+/// waiting sign-in cannot open as anyone's tokens, nor under another `state`.
+fn pending_subject(state_digest: &[u8]) -> String {
+    format!("pending:{}", hex::encode(state_digest))
 }
 
-/// A one-time answer, shared between the agent and the task that runs the sign-in.
-type Slot<T> = Arc<Mutex<Option<oneshot::Sender<T>>>>;
+fn failed(error: impl std::fmt::Display) -> SignInError {
+    SignInError::Failed(error.to_string())
+}
 
-impl UserAgent for ServerAgent {
-    fn redirect_uri(&self) -> String {
-        self.redirect_uri.clone()
-    }
+/// A waiting sign-in as its row keeps it.
+#[derive(sqlx::FromRow)]
+struct PendingRow {
+    upstream: String,
+    subject: String,
+    binding_sha256: Vec<u8>,
+    nonce: Vec<u8>,
+    sealed: Vec<u8>,
+    fresh: bool,
+}
 
-    fn authorize(&self, url: Url) -> BoxFuture<'_, Result<Url, AuthError>> {
-        Box::pin(async move {
-            let state = url
-                .query_pairs()
-                .find(|(name, _)| name == "state")
-                .map(|(_, value)| value.into_owned())
-                .ok_or_else(|| AuthError::Authorization("no state in the request".to_owned()))?;
-            let (deliver, delivered) = oneshot::channel();
-            {
-                let mut pending = self.sign_ins.lock();
-                if pending.len() >= MAX_PENDING {
-                    return Err(AuthError::Authorization(SignInError::Busy.to_string()));
-                }
-                let expires = Instant::now() + EXPIRY;
-                let waiting =
-                    Pending { upstream: self.upstream, binding: self.binding, expires, deliver };
-                pending.insert(state.clone(), waiting);
-            }
-            let sender = self.url_out.lock().unwrap_or_else(|e| e.into_inner()).take();
-            if let Some(sender) = sender {
-                let _ = sender.send(Ok(url.to_string()));
-            }
-            match tokio::time::timeout(EXPIRY, delivered).await {
-                Ok(Ok(delivery)) => {
-                    *self.done.lock().unwrap_or_else(|e| e.into_inner()) = Some(delivery.done);
-                    Ok(delivery.redirected)
-                }
-                _ => {
-                    self.sign_ins.lock().remove(&state);
-                    Err(AuthError::Authorization(
-                        "the browser did not come back in time".to_owned(),
-                    ))
-                }
-            }
-        })
+/// Keep `pending` (sealed) for the browser's way back, unless [`MAX_PENDING`] are waiting.
+async fn keep_pending(
+    vault: &TokenVault,
+    upstream: &str,
+    subject: &str,
+    binding: &str,
+    pending: &PendingSignIn,
+) -> Result<(), SignInError> {
+    let state_digest = digest(pending.state());
+    let plain = serde_json::to_vec(pending).map_err(failed)?;
+    let (nonce, sealed) =
+        vault.seal(upstream, &pending_subject(&state_digest), &plain).map_err(failed)?;
+    let inserted = sqlx::query(
+        "INSERT INTO orca.upstream_sign_ins_pending \
+         (state_sha256, upstream, subject, binding_sha256, nonce, sealed, expires_at) \
+         SELECT $1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7) \
+         WHERE (SELECT count(*) FROM orca.upstream_sign_ins_pending) < $8",
+    )
+    .bind(state_digest.as_slice())
+    .bind(upstream)
+    .bind(subject)
+    .bind(digest(binding).as_slice())
+    .bind(nonce.as_slice())
+    .bind(sealed)
+    .bind(EXPIRY.as_secs_f64())
+    .bind(MAX_PENDING)
+    .execute(vault.pool())
+    .await
+    .map_err(failed)?;
+    if inserted.rows_affected() == 0 {
+        return Err(SignInError::Busy);
     }
+    Ok(())
+}
+
+/// Forget the waiting sign-ins whose browser did not come back in time.
+async fn clean_expired(vault: &TokenVault) -> Result<(), SignInError> {
+    sqlx::query("DELETE FROM orca.upstream_sign_ins_pending WHERE expires_at <= now()")
+        .execute(vault.pool())
+        .await
+        .map_err(failed)?;
+    Ok(())
+}
+
+/// How many sign-ins wait, expired ones forgotten first.
+async fn waiting(vault: &TokenVault) -> Result<i64, SignInError> {
+    clean_expired(vault).await?;
+    sqlx::query_scalar("SELECT count(*) FROM orca.upstream_sign_ins_pending")
+        .fetch_one(vault.pool())
+        .await
+        .map_err(failed)
+}
+
+/// Take the sign-in waiting under `state` (it is gone either way), if it has not expired.
+async fn take_pending(vault: &TokenVault, state: &str) -> Result<PendingRow, SignInError> {
+    let row: Option<PendingRow> = sqlx::query_as(
+        "DELETE FROM orca.upstream_sign_ins_pending WHERE state_sha256 = $1 \
+         RETURNING upstream, subject, binding_sha256, nonce, sealed, expires_at > now() AS fresh",
+    )
+    .bind(digest(state).as_slice())
+    .fetch_optional(vault.pool())
+    .await
+    .map_err(failed)?;
+    match row {
+        Some(row) if row.fresh => Ok(row),
+        Some(_) => {
+            clean_expired(vault).await?;
+            Err(SignInError::Expired)
+        }
+        None => Err(SignInError::Expired),
+    }
+}
+
+/// An authorizer for `upstream`'s sign-in as `subject`, its store the vault.
+fn console_authorizer(
+    vault: &TokenVault,
+    upstream: &Upstream,
+    url: &str,
+    oauth: &UpstreamOAuth,
+    subject: &str,
+) -> Result<Authorizer, SignInError> {
+    let mut settings = AuthorizerConfig::new(url, Grant::StoredOnly);
+    settings.store = Arc::new(vault.store(&upstream.config.key, subject));
+    settings.identity = super::identity_of(oauth);
+    Authorizer::new(settings).map_err(failed)
+}
+
+/// `upstream`'s URL and OAuth settings, and the vault.
+fn oauth_parts(upstream: &Upstream) -> Result<(&str, &UpstreamOAuth, &TokenVault), SignInError> {
+    let name = &upstream.config.key;
+    let ExternalTransport::Http { url, oauth: Some(oauth), .. } = &upstream.config.transport else {
+        return Err(SignInError::NotOAuth(name.clone()));
+    };
+    let vault = upstream.vault.as_ref().ok_or_else(|| {
+        SignInError::Failed("signing in needs orca's database, and there is none".to_owned())
+    })?;
+    Ok((url, oauth, vault))
 }
 
 impl ExternalServers {
@@ -237,7 +261,8 @@ impl ExternalServers {
         Ok(out)
     }
 
-    /// Start signing `user` in to `name`, the browser to come back to `redirect_uri`.
+    /// Start signing `user` in to `name`, the browser to come back to `redirect_uri` (on this
+    /// replica or any other sharing the database and `ORCA_SECRET`).
     pub(crate) async fn start_sign_in(
         &self,
         name: &str,
@@ -247,81 +272,74 @@ impl ExternalServers {
     ) -> Result<Started, SignInError> {
         let (upstream, mode) = self.oauth_upstream(name)?;
         let subject = Self::sign_in_subject(name, mode, user, administrator)?;
-        let ExternalTransport::Http { url, oauth: Some(oauth), .. } = &upstream.config.transport
-        else {
-            return Err(SignInError::NotOAuth(name.to_owned()));
-        };
-        let vault = upstream.vault.as_ref().ok_or_else(|| {
-            SignInError::Failed("signing in needs orca's database, and there is none".to_owned())
-        })?;
-        let browser_binding = crate::client::auth::random_token();
-        let (url_sender, url_receiver) = oneshot::channel();
-        let url_out = Arc::new(Mutex::new(Some(url_sender)));
-        let done = Arc::new(Mutex::new(None));
-        let agent = ServerAgent {
-            redirect_uri,
-            sign_ins: self.sign_ins.clone(),
-            upstream: upstream.index,
-            binding: digest(&browser_binding),
-            url_out: url_out.clone(),
-            done: done.clone(),
-        };
-        let mut settings = AuthorizerConfig::new(url, Grant::AuthorizationCode(Arc::new(agent)));
-        settings.store = Arc::new(vault.store(name, &subject));
-        settings.identity = super::identity_of(oauth);
-        let authorizer =
-            Authorizer::new(settings).map_err(|error| SignInError::Failed(error.to_string()))?;
-        let upstream = upstream.clone();
-        tokio::spawn(async move {
-            let outcome = authorizer.sign_in_now().await.map_err(|error| error.to_string());
-            match &outcome {
-                Ok(()) => {
-                    tracing::info!(server = %upstream.config.key, "signed in through orca's console");
-                    upstream.sign_in_changed(&subject);
-                }
-                Err(error) => {
-                    tracing::warn!(server = %upstream.config.key, %error, "a sign-in failed");
-                }
-            }
-            let sender = url_out.lock().unwrap_or_else(|e| e.into_inner()).take();
-            if let (Some(sender), Err(error)) = (sender, &outcome) {
-                let _ = sender.send(Err(error.clone()));
-            }
-            let done = done.lock().unwrap_or_else(|e| e.into_inner()).take();
-            if let Some(done) = done {
-                let _ = done.send(outcome);
-            }
-        });
-        match tokio::time::timeout(Duration::from_secs(60), url_receiver).await {
-            Ok(Ok(Ok(authorization_url))) => Ok(Started { authorization_url, browser_binding }),
-            Ok(Ok(Err(error))) => Err(SignInError::Failed(error)),
-            _ => Err(SignInError::Failed(
-                "the authorization server did not answer in time".to_owned(),
-            )),
+        let (url, oauth, vault) = oauth_parts(upstream)?;
+        // Refused before the authorization server sees a registration.
+        if waiting(vault).await? >= MAX_PENDING {
+            return Err(SignInError::Busy);
         }
+        let authorizer = console_authorizer(vault, upstream, url, oauth, &subject)?;
+        let (authorization_url, pending) =
+            tokio::time::timeout(SERVER_WAIT, authorizer.begin_sign_in(&redirect_uri))
+                .await
+                .map_err(|_| {
+                    SignInError::Failed(
+                        "the authorization server did not answer in time".to_owned(),
+                    )
+                })?
+                .map_err(|error| {
+                    tracing::warn!(server = %name, %error, "a sign-in could not start");
+                    failed(error)
+                })?;
+        let browser_binding = crate::client::auth::random_token();
+        keep_pending(vault, name, &subject, &browser_binding, &pending).await?;
+        Ok(Started { authorization_url: authorization_url.to_string(), browser_binding })
     }
 
     /// The browser came back to `redirected` (the callback URL with its query) under `state`,
-    /// holding `binding`: hand it to the waiting sign-in and wait for the code exchange; the
-    /// upstream's key when the sign-in is stored.
+    /// holding `binding`: take the sign-in waiting under `state` (started on any replica),
+    /// check it, and exchange the code; the upstream's key when the sign-in is stored.
     pub(crate) async fn finish_sign_in(
         &self,
         redirected: Url,
         state: &str,
         binding: Option<&str>,
     ) -> Result<String, SignInError> {
-        let pending = self.sign_ins.take(state).ok_or(SignInError::Expired)?;
-        if binding.map(digest) != Some(pending.binding) {
+        let vault = self.vault.as_ref().ok_or(SignInError::Expired)?;
+        let row = take_pending(vault, state).await?;
+        if binding.map(digest).as_ref().map(<[u8; 32]>::as_slice)
+            != Some(row.binding_sha256.as_slice())
+        {
             return Err(SignInError::OtherBrowser);
         }
-        let name = self.upstreams[pending.upstream].config.key.clone();
-        let (done, finished) = oneshot::channel();
-        pending.deliver.send(Delivery { redirected, done }).map_err(|_| SignInError::Expired)?;
-        match tokio::time::timeout(EXCHANGE_WAIT, finished).await {
-            Ok(Ok(Ok(()))) => Ok(name),
-            Ok(Ok(Err(error))) => Err(SignInError::Failed(error)),
-            _ => Err(SignInError::Failed("the code exchange did not finish".to_owned())),
+        let name = row.upstream;
+        // The upstream is still declared, and still signs in the way it did.
+        let (upstream, mode) = self.oauth_upstream(&name).map_err(|_| SignInError::Expired)?;
+        let still = match mode {
+            SignInMode::Service => false,
+            SignInMode::Shared => row.subject.is_empty(),
+            SignInMode::PerUser => !row.subject.is_empty(),
+        };
+        if !still {
+            return Err(SignInError::Expired);
         }
+        let (url, oauth, vault) = oauth_parts(upstream)?;
+        let plain = vault
+            .open(&name, &pending_subject(&digest(state)), &row.nonce, &row.sealed)
+            .map_err(|_| {
+                SignInError::Failed(
+                    "the waiting sign-in does not open with this replica's ORCA_SECRET".to_owned(),
+                )
+            })?;
+        let pending: PendingSignIn = serde_json::from_slice(&plain)
+            .map_err(|_| SignInError::Failed("the waiting sign-in is not readable".to_owned()))?;
+        let authorizer = console_authorizer(vault, upstream, url, oauth, &row.subject)?;
+        tokio::time::timeout(SERVER_WAIT, authorizer.finish_sign_in(&pending, &redirected))
+            .await
+            .map_err(|_| SignInError::Failed("the code exchange did not finish".to_owned()))?
+            .map_err(failed)?;
+        tracing::info!(server = %name, "signed in through orca's console");
+        upstream.sign_in_changed(&row.subject);
+        Ok(name)
     }
 
     /// Forget `user`'s sign-in to `name` (the shared one, for an administrator of a shared
@@ -346,24 +364,13 @@ impl ExternalServers {
 
 #[cfg(test)]
 mod tests {
-    use super::{Pending, SignIns, digest};
-    use std::time::{Duration, Instant};
-
-    fn waiting(expires: Instant) -> Pending {
-        let (deliver, _) = tokio::sync::oneshot::channel();
-        Pending { upstream: 0, binding: digest("cookie"), expires, deliver }
-    }
+    use super::{digest, pending_subject};
 
     #[test]
-    fn a_waiting_sign_in_is_taken_once_and_never_after_it_expires() {
-        let sign_ins = SignIns::default();
-        let later = Instant::now() + Duration::from_secs(60);
-        sign_ins.lock().insert("fresh".to_owned(), waiting(later));
-        sign_ins.lock().insert("stale".to_owned(), waiting(Instant::now()));
-        assert!(sign_ins.take("stale").is_none(), "an expired sign-in is gone");
-        let taken = sign_ins.take("fresh").expect("a waiting sign-in");
-        assert_eq!(taken.binding, digest("cookie"));
-        assert!(sign_ins.take("fresh").is_none(), "a sign-in is taken once");
-        assert!(sign_ins.lock().is_empty());
+    fn a_waiting_sign_in_is_sealed_under_its_state_and_never_under_a_user() {
+        let one = pending_subject(&digest("state-one"));
+        assert!(one.starts_with("pending:") && one.len() == "pending:".len() + 64, "{one}");
+        assert!(!one.contains("state-one"));
+        assert_ne!(one, pending_subject(&digest("state-two")));
     }
 }

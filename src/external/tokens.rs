@@ -64,7 +64,13 @@ impl TokenVault {
         }
     }
 
-    fn seal(
+    /// The database, for the other tables of sealed values (`sign_in.rs`'s pending sign-ins).
+    pub(super) fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// `plain` sealed for the row of `upstream` and `subject`: the nonce and the ciphertext.
+    pub(super) fn seal(
         &self,
         upstream: &str,
         subject: &str,
@@ -82,7 +88,8 @@ impl TokenVault {
         Ok((nonce, data))
     }
 
-    fn open(
+    /// What [`seal`](Self::seal) sealed for the same `upstream` and `subject`.
+    pub(super) fn open(
         &self,
         upstream: &str,
         subject: &str,

@@ -284,8 +284,24 @@ async fn sign_in_over_http(
     person: &str,
     with_cookie: bool,
 ) -> (String, String) {
+    let (location, delivered, _) =
+        sign_in_across(proxy, proxy, upstream, key, person, with_cookie).await;
+    (location, delivered)
+}
+
+/// [`sign_in_over_http`] started on `start` with the browser's way back delivered to `back`
+/// (another replica, as a load balancer that is not sticky would send it); the binding cookie
+/// too.
+async fn sign_in_across(
+    start: &crate::support::orca::HttpServer,
+    back: &crate::support::orca::HttpServer,
+    upstream: &str,
+    key: &str,
+    person: &str,
+    with_cookie: bool,
+) -> (String, String, String) {
     let response = reqwest::Client::new()
-        .post(proxy.url(&format!("/console/api/upstreams/{upstream}/sign-in")))
+        .post(start.url(&format!("/console/api/upstreams/{upstream}/sign-in")))
         .bearer_auth(key)
         .send()
         .await
@@ -301,7 +317,7 @@ async fn sign_in_over_http(
     assert!(address.contains("code_challenge="), "{address}");
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oauth/sign_in.mjs");
     let mut command = tokio::process::Command::new("node");
-    command.arg(script).arg(&address).env("LOGIN", person);
+    command.arg(script).arg(&address).env("LOGIN", person).env("DELIVER_TO", back.url(""));
     if with_cookie {
         command.env("DELIVER_COOKIE", &cookie);
     }
@@ -315,7 +331,7 @@ async fn sign_in_over_http(
     let line = stdout.lines().find(|line| line.starts_with("delivered ")).unwrap_or_default();
     let parts: Vec<&str> = line.split(' ').collect();
     assert_eq!(parts.get(1), Some(&"303"), "{stdout}");
-    (parts[2].to_owned(), parts[3].to_owned())
+    (parts[2].to_owned(), parts[3].to_owned(), cookie)
 }
 
 /// The principals the upstream orca recorded for its `list_servers` calls through the per-user
@@ -641,4 +657,144 @@ async fn in_a_browser_the_console_signs_a_user_in_to_a_per_user_upstream_and_out
     );
     let log = proxy.log_text();
     assert!(!log.contains("eyJ"), "a token in the proxy's log:\n{log}");
+}
+
+#[tokio::test]
+async fn a_sign_in_started_on_one_replica_finishes_on_another_and_serves_both() {
+    let provider = Provider::start_with("key-1", "RS256", 300, Some("http://127.0.0.1:9/".into()));
+    let database = TestDatabase::create().await;
+    let port = free_port();
+    let upstream_url = format!("http://127.0.0.1:{port}/mcp");
+    let upstream_setup = setup_for(
+        &database,
+        &provider.issuer(),
+        &upstream_url,
+        "    analyst:\n      verbs: [read]\n",
+        "verbs: [read]",
+    );
+    let _upstream = upstream_setup.http_command(&["serve", "--http", &format!("127.0.0.1:{port}")]);
+    // Two replicas: one database, one ORCA_SECRET, each its own home.
+    let proxy_database = TestDatabase::create().await;
+    let hash = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(ALICE_KEY.as_bytes()));
+    let replica_setup = || {
+        OrcaSetup::new(&proxy_database.url)
+            .with_env("ORCA_SECRET", "a shared secret of at least thirty-two characters")
+            .with_config(&format!(
+                "auth:\n  api_keys:\n    - name: alice\n      sha256: {hash}\n      verbs: [read]\n"
+            ))
+            .with_external(&format!(
+                "mcps:\n  up:\n    url: {upstream_url}\n    timeout: 10s\n    oauth:\n      mode: per_user\n"
+            ))
+    };
+    let (first_setup, second_setup) = (replica_setup(), replica_setup());
+    // Someone has signed in before, so that the upstream's tools are known on both.
+    login(&first_setup, "up", "carol");
+    let first = first_setup.http_server(&[]);
+    let second = second_setup.http_server(&[]);
+    let on_first = first.client(Some(ALICE_KEY)).await;
+    let on_second = second.client(Some(ALICE_KEY)).await;
+    for client in [&on_first, &on_second] {
+        crate::support::eventually(
+            "the upstream listed its tools",
+            std::time::Duration::from_secs(30),
+            || async { status_of(client, "up").await == "running" },
+        )
+        .await;
+        assert_needs_sign_in(
+            &call(client, "up_list_servers", json!({}), None).await.unwrap(),
+            "alice",
+        );
+    }
+
+    // alice starts on the first replica; her browser comes back to the second.
+    let (location, delivered, cookie) =
+        sign_in_across(&first, &second, "up", ALICE_KEY, "alice", true).await;
+    assert_eq!(location, "/?upstream=up&signed_in=1");
+    assert!(delivered.starts_with(&second.url("/oauth/upstream/callback?")), "{delivered}");
+    for (client, which) in [(&on_first, "first"), (&on_second, "second")] {
+        let result = call(client, "up_list_servers", json!({}), None).await.unwrap();
+        assert_ne!(result.is_error, Some(true), "on the {which}: {}", text_of(&result));
+        assert!(text_of(&result).contains(r#""principal":"alice""#), "{}", text_of(&result));
+    }
+
+    // The way back is single-use on every replica, the browser's cookie notwithstanding.
+    let browser =
+        reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    for replayed in [delivered.replacen(&second.url(""), &first.url(""), 1), delivered.clone()] {
+        let answer = browser.get(&replayed).header("cookie", &cookie).send().await.unwrap();
+        assert_eq!(answer.status(), 303, "{replayed}");
+        assert_eq!(answer.headers()["location"], "/?sign_in_error=expired", "{replayed}");
+    }
+
+    // A waiting sign-in is a row keyed by its state's digest, sealed, and refused once expired.
+    let pool = sqlx::PgPool::connect(&proxy_database.url).await.unwrap();
+    let started = browser
+        .post(first.url("/console/api/upstreams/up/sign-in"))
+        .bearer_auth(ALICE_KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(started.status(), 200);
+    let cookie = started.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap();
+    let cookie = cookie.to_owned();
+    let body: Value = started.json().await.unwrap();
+    let address = url::Url::parse(body["authorization_url"].as_str().unwrap()).unwrap();
+    let state = address.query_pairs().find(|(name, _)| name == "state").unwrap().1.into_owned();
+    let rows: Vec<(Vec<u8>, String, String, Vec<u8>)> = sqlx::query_as(
+        "SELECT state_sha256, upstream, subject, sealed FROM orca.upstream_sign_ins_pending",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(rows.len(), 1, "only the waiting sign-in is kept");
+    let (key, upstream, subject, sealed) = &rows[0];
+    assert_eq!(*key, <sha2::Sha256 as sha2::Digest>::digest(state.as_bytes()).to_vec());
+    assert_eq!((upstream.as_str(), subject.as_str()), ("up", "principal:alice"));
+    let sealed = String::from_utf8_lossy(sealed);
+    assert!(!sealed.contains("verifier") && !sealed.contains(&state), "{sealed}");
+    sqlx::query(
+        "UPDATE orca.upstream_sign_ins_pending SET expires_at = now() - interval '1 second'",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let late = browser
+        .get(second.url(&format!("/oauth/upstream/callback?code=c&state={state}")))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(late.headers()["location"], "/?sign_in_error=expired");
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM orca.upstream_sign_ins_pending")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(left, 0, "an expired sign-in is forgotten");
+
+    // At most 1000 sign-ins wait at once, across the replicas.
+    sqlx::query(
+        "INSERT INTO orca.upstream_sign_ins_pending \
+         SELECT sha256(i::text::bytea), 'up', 'principal:x', '\\x00', '\\x00', '\\x00', now() + interval '1 minute' \
+         FROM generate_series(1, 1000) AS i",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let busy = browser
+        .post(second.url("/console/api/upstreams/up/sign-in"))
+        .bearer_auth(ALICE_KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(busy.status(), 429);
+    pool.close().await;
+
+    on_first.cancel().await.unwrap();
+    on_second.cancel().await.unwrap();
+    for replica in [&first, &second] {
+        let log = replica.log_text();
+        assert!(!log.contains("eyJ"), "a token in a replica's log:\n{log}");
+        assert!(!log.contains("code_verifier"), "a verifier in a replica's log:\n{log}");
+        assert!(!log.contains(&state), "a state in a replica's log:\n{log}");
+    }
 }

@@ -3,8 +3,9 @@
 // the consent page, and delivers the final redirect (the code) to its redirect URI, which is
 // `orca login`'s loopback listener or orca's `/oauth/upstream/callback`. Cookies are kept by
 // hand; fetch never follows redirects. LOGIN names the person (alice by default); DELIVER_COOKIE
-// is the Cookie header of the delivery (the browser's binding cookie that orca set); the
-// delivery's status, its Location and the delivered URL are printed.
+// is the Cookie header of the delivery (the browser's binding cookie that orca set); DELIVER_TO
+// (an origin) sends the delivery there instead, as a load balancer would send it to another
+// replica; the delivery's status, its Location and the delivered URL are printed.
 const start = process.argv[2];
 const redirect = new URL(start).searchParams.get("redirect_uri");
 const cookies = new Map();
@@ -22,6 +23,13 @@ let url = start;
 let body;
 for (let step = 0; step < 20; step += 1) {
   if (url.startsWith(redirect)) {
+    if (process.env.DELIVER_TO) {
+      const target = new URL(url);
+      const to = new URL(process.env.DELIVER_TO);
+      target.protocol = to.protocol;
+      target.host = to.host;
+      url = target.toString();
+    }
     const headers = process.env.DELIVER_COOKIE ? { cookie: process.env.DELIVER_COOKIE } : {};
     const delivered = await fetch(url, { redirect: "manual", headers });
     console.log(`delivered ${delivered.status} ${delivered.headers.get("location") || "-"} ${url}`);

@@ -2,7 +2,10 @@
 //! [`TokenStore`]), refreshes them before they expire and when the server refuses them (one
 //! refresh at a time, whatever the number of concurrent calls), and signs in again from a 401
 //! or a 403 `insufficient_scope`: discovery, scopes, the client's identity (pre-registered,
-//! Client ID Metadata Document, dynamic registration), then the grant.
+//! Client ID Metadata Document, dynamic registration), then the grant. A person's sign-in
+//! (the authorization code grant) runs in two halves, `begin_sign_in` and `finish_sign_in`,
+//! with nothing in memory between them but a [`PendingSignIn`], so that the browser may come
+//! back to another process than the one that sent it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -96,6 +99,61 @@ impl std::fmt::Debug for SignIn {
             .field("tokens", &self.tokens)
             .field("dpop", &self.dpop_key.is_some())
             .finish_non_exhaustive()
+    }
+}
+
+/// An authorization code sign-in between its two halves: what
+/// [`Authorizer::begin_sign_in`] prepared and [`Authorizer::finish_sign_in`] needs once the
+/// person's browser comes back, so that the two may run in different processes (the person
+/// starts on one replica and comes back to another). It holds the PKCE verifier, the client's
+/// secret and the DPoP key: keep it sealed (serialized, it is a secret), once, and not long.
+/// `Debug` shows no secret.
+#[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PendingSignIn {
+    /// The PKCE code verifier.
+    verifier: String,
+    /// The request's `state`.
+    state: String,
+    /// The redirect URI the request named, sent again with the code.
+    redirect_uri: String,
+    /// The authorization server's issuer.
+    issuer: String,
+    /// Whether it promises `iss` in its responses (RFC 9207), which is then required.
+    iss_required: bool,
+    /// Its token endpoint.
+    token_endpoint: String,
+    /// The resource indicator.
+    resource: String,
+    /// The scopes asked for.
+    scopes: Vec<String>,
+    /// The client id.
+    client_id: String,
+    /// The client secret, for a confidential client.
+    client_secret: Option<String>,
+    /// How the client authenticates at the token endpoint.
+    auth_method: String,
+    /// The DPoP key ([`DpopKey::stored`]), when the tokens are to be bound to one.
+    dpop_key: Option<String>,
+}
+
+impl std::fmt::Debug for PendingSignIn {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("PendingSignIn")
+            .field("issuer", &self.issuer)
+            .field("resource", &self.resource)
+            .field("scopes", &self.scopes)
+            .field("client_id", &self.client_id)
+            .field("auth_method", &self.auth_method)
+            .field("dpop", &self.dpop_key.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PendingSignIn {
+    /// The request's `state`, which the browser brings back.
+    pub fn state(&self) -> &str {
+        &self.state
     }
 }
 
@@ -311,12 +369,13 @@ pub(crate) fn select_scopes(
 }
 
 /// Check the authorization response `redirected` against the request's `state` and the
-/// server's issuer (RFC 9207: `iss` compared as an exact string when present, and required when
-/// the server advertises it) and take its code.
+/// server's `issuer` (RFC 9207: `iss` compared as an exact string when present, and required
+/// when the server advertises it, `iss_required`) and take its code.
 pub(crate) fn authorization_code(
     redirected: &Url,
     state: &str,
-    server: &ServerMetadata,
+    issuer: &str,
+    iss_required: bool,
 ) -> Result<String, AuthError> {
     let query: HashMap<String, String> = redirected.query_pairs().into_owned().collect();
     if let Some(error) = query.get("error") {
@@ -329,11 +388,11 @@ pub(crate) fn authorization_code(
         return Err(AuthError::StateMismatch);
     }
     match query.get("iss") {
-        Some(iss) if *iss != server.issuer => {
-            return Err(AuthError::IssMismatch { expected: server.issuer.clone() });
+        Some(iss) if iss != issuer => {
+            return Err(AuthError::IssMismatch { expected: issuer.to_owned() });
         }
-        None if server.authorization_response_iss_parameter_supported => {
-            return Err(AuthError::IssMismatch { expected: server.issuer.clone() });
+        None if iss_required => {
+            return Err(AuthError::IssMismatch { expected: issuer.to_owned() });
         }
         _ => {}
     }
@@ -505,6 +564,45 @@ impl Authorizer {
         self.sign_in(&mut state, &Challenge::default(), &[]).await
     }
 
+    /// The first half of a person's sign-in (the authorization code grant with PKCE), for when
+    /// the browser comes back elsewhere than where the sign-in started (another replica):
+    /// discovery through the well-known paths, the scopes (with `offline_access` where the
+    /// authorization server lists it), the client's identity (a dynamic registration naming
+    /// `redirect_uri` if need be), a DPoP key when the server takes DPoP, PKCE and `state`.
+    /// Answers the authorization URL to send the person to, and what
+    /// [`finish_sign_in`](Self::finish_sign_in) needs, on this authorizer or on another one
+    /// configured alike. Whatever the configured grant, nothing is stored yet.
+    ///
+    /// # Errors
+    ///
+    /// Discovery, registration, an authorization server without an authorization endpoint or
+    /// PKCE with S256, a DPoP key that cannot be made.
+    pub async fn begin_sign_in(
+        &self,
+        redirect_uri: &str,
+    ) -> Result<(Url, PendingSignIn), AuthError> {
+        let mut state = self.state.lock().await;
+        self.begin(&mut state, &Challenge::default(), &[], redirect_uri).await
+    }
+
+    /// The second half of a person's sign-in: `redirected` (the URL the browser came back to)
+    /// is checked against `pending`'s `state` and issuer (`iss`), its code exchanged (with the
+    /// DPoP key, when there is one), and the new sign-in stored. A `private_key_jwt` client is
+    /// rebuilt from this authorizer's own identity.
+    ///
+    /// # Errors
+    ///
+    /// [`AuthError::StateMismatch`], [`AuthError::IssMismatch`], the authorization server's
+    /// refusal, the token endpoint's, the store.
+    pub async fn finish_sign_in(
+        &self,
+        pending: &PendingSignIn,
+        redirected: &Url,
+    ) -> Result<(), AuthError> {
+        let mut state = self.state.lock().await;
+        self.finish(&mut state, pending, redirected).await
+    }
+
     async fn refresh(&self, state: &mut State, sign_in: &SignIn) -> Result<String, AuthError> {
         let Some(refresh_token) = sign_in.tokens.refresh_token.clone() else {
             return Err(AuthError::SignInAgain { hint: self.config.sign_in_hint.clone() });
@@ -559,13 +657,19 @@ impl Authorizer {
     }
 
     fn stored_client(&self, sign_in: &SignIn) -> Result<Client, AuthError> {
-        let auth = match sign_in.auth_method.as_str() {
+        self.client_of(&sign_in.client_id, &sign_in.auth_method, sign_in.client_secret.as_deref())
+    }
+
+    /// The client `id` authenticating with `method`: with `secret`, or for `private_key_jwt`
+    /// with the configured private key (which is kept nowhere else).
+    fn client_of(&self, id: &str, method: &str, secret: Option<&str>) -> Result<Client, AuthError> {
+        let auth = match method {
             "private_key_jwt" => self.private_key_auth()?.ok_or_else(|| {
                 AuthError::Key("the sign-in needs a private key, and none is configured".to_owned())
             })?,
-            method => auth_named(Some(method), sign_in.client_secret.as_deref(), None),
+            method => auth_named(Some(method), secret, None),
         };
-        Ok(Client { id: sign_in.client_id.clone(), auth })
+        Ok(Client { id: id.to_owned(), auth })
     }
 
     fn private_key_auth(&self) -> Result<Option<ClientAuth>, AuthError> {
@@ -606,11 +710,15 @@ impl Authorizer {
                 AuthError::SignInRequired { hint: self.config.sign_in_hint.clone() }
             });
         }
+        if let Grant::AuthorizationCode(agent) = &self.config.grant {
+            let (url, pending) = self.begin(state, challenge, held, &agent.redirect_uri()).await?;
+            let redirected = agent.authorize(url).await?;
+            return self.finish(state, &pending, &redirected).await;
+        }
         let discovered =
             discovery::discover(&self.http, &self.config.server_url, challenge).await?;
-        let interactive = matches!(self.config.grant, Grant::AuthorizationCode(_));
-        let scopes = select_scopes(challenge, &discovered, interactive, held);
-        let registration = self.registration(state, &discovered).await?;
+        let scopes = select_scopes(challenge, &discovered, false, held);
+        let registration = self.registration(state, &discovered, None).await?;
         let key = if dpop::wanted(challenge, &discovered) {
             Some(Arc::new(DpopKey::generate()?))
         } else {
@@ -618,16 +726,6 @@ impl Authorizer {
         };
         let dpop = key.as_deref();
         let tokens = match &self.config.grant {
-            Grant::AuthorizationCode(agent) => {
-                self.authorization_code_grant(
-                    agent.as_ref(),
-                    &discovered,
-                    &registration,
-                    &scopes,
-                    dpop,
-                )
-                .await?
-            }
             Grant::ClientCredentials => {
                 let mut params = vec![
                     ("grant_type", "client_credentials".to_owned()),
@@ -663,7 +761,7 @@ impl Authorizer {
                     .await?;
                 self.jwt_bearer(&discovered, &registration, &grant, &scopes, dpop).await?
             }
-            Grant::StoredOnly => unreachable!("refused above"),
+            Grant::AuthorizationCode(_) | Grant::StoredOnly => unreachable!("handled above"),
         };
         let sign_in = SignIn {
             issuer: discovered.server.issuer.clone(),
@@ -734,14 +832,24 @@ impl Authorizer {
         Ok(answer.access_token)
     }
 
-    async fn authorization_code_grant(
+    /// The first half of the authorization code grant: discovery, scopes, identity, DPoP key,
+    /// PKCE and `state`; the authorization URL and what [`finish`](Self::finish) needs.
+    async fn begin(
         &self,
-        agent: &dyn UserAgent,
-        discovered: &Discovered,
-        registration: &Registration,
-        scopes: &[String],
-        dpop: Option<&DpopKey>,
-    ) -> Result<Tokens, AuthError> {
+        state: &mut State,
+        challenge: &Challenge,
+        held: &[String],
+        redirect_uri: &str,
+    ) -> Result<(Url, PendingSignIn), AuthError> {
+        let discovered =
+            discovery::discover(&self.http, &self.config.server_url, challenge).await?;
+        let scopes = select_scopes(challenge, &discovered, true, held);
+        let registration = self.registration(state, &discovered, Some(redirect_uri)).await?;
+        let dpop_key = if dpop::wanted(challenge, &discovered) {
+            Some(DpopKey::generate()?.stored())
+        } else {
+            None
+        };
         let server = &discovered.server;
         let endpoint =
             server.authorization_endpoint.as_deref().ok_or_else(|| AuthError::Metadata {
@@ -756,18 +864,17 @@ impl Authorizer {
             ));
         }
         let pkce = Pkce::new();
-        let state = random_token();
-        let redirect_uri = agent.redirect_uri();
+        let request_state = random_token();
         let mut url = discovery::secure_url(endpoint)?;
         {
             let mut query = url.query_pairs_mut();
             query
                 .append_pair("response_type", "code")
                 .append_pair("client_id", &registration.client.id)
-                .append_pair("redirect_uri", &redirect_uri)
+                .append_pair("redirect_uri", redirect_uri)
                 .append_pair("code_challenge", &pkce.challenge)
                 .append_pair("code_challenge_method", "S256")
-                .append_pair("state", &state)
+                .append_pair("state", &request_state)
                 .append_pair("resource", &discovered.resource);
             if !scopes.is_empty() {
                 query.append_pair("scope", &scopes.join(" "));
@@ -777,33 +884,84 @@ impl Authorizer {
                 query.append_pair("prompt", "consent");
             }
         }
-        let redirected = agent.authorize(url).await?;
-        let code = authorization_code(&redirected, &state, server)?;
+        let pending = PendingSignIn {
+            verifier: pkce.verifier,
+            state: request_state,
+            redirect_uri: redirect_uri.to_owned(),
+            issuer: server.issuer.clone(),
+            iss_required: server.authorization_response_iss_parameter_supported,
+            token_endpoint: server.token_endpoint.clone(),
+            resource: discovered.resource.clone(),
+            scopes,
+            client_id: registration.client.id.clone(),
+            client_secret: registration.secret.clone(),
+            auth_method: registration.method.to_owned(),
+            dpop_key,
+        };
+        Ok((url, pending))
+    }
+
+    /// The second half of the authorization code grant: the response checked, the code
+    /// exchanged, the new sign-in stored.
+    async fn finish(
+        &self,
+        state: &mut State,
+        pending: &PendingSignIn,
+        redirected: &Url,
+    ) -> Result<(), AuthError> {
+        let code =
+            authorization_code(redirected, &pending.state, &pending.issuer, pending.iss_required)?;
+        let client = self.client_of(
+            &pending.client_id,
+            &pending.auth_method,
+            pending.client_secret.as_deref(),
+        )?;
+        let key = match &pending.dpop_key {
+            Some(stored) => Some(Arc::new(DpopKey::from_stored(stored)?)),
+            None => None,
+        };
         let params = vec![
             ("grant_type", "authorization_code".to_owned()),
             ("code", code),
-            ("redirect_uri", redirect_uri),
-            ("code_verifier", pkce.verifier),
-            ("resource", discovered.resource.clone()),
+            ("redirect_uri", pending.redirect_uri.clone()),
+            ("code_verifier", pending.verifier.clone()),
+            ("resource", pending.resource.clone()),
         ];
-        token::request(
+        let tokens = token::request(
             &self.http,
-            &server.token_endpoint,
-            &server.issuer,
-            &registration.client,
+            &pending.token_endpoint,
+            &pending.issuer,
+            &client,
             params,
-            scopes,
-            dpop,
+            &pending.scopes,
+            key.as_deref(),
         )
-        .await
+        .await?;
+        let sign_in = SignIn {
+            issuer: pending.issuer.clone(),
+            token_endpoint: pending.token_endpoint.clone(),
+            resource: pending.resource.clone(),
+            client_id: pending.client_id.clone(),
+            client_secret: pending.client_secret.clone(),
+            auth_method: pending.auth_method.clone(),
+            tokens,
+            dpop_key: pending.dpop_key.clone(),
+        };
+        self.config.store.save(&sign_in).await?;
+        state.sign_in = Some(sign_in);
+        state.loaded = true;
+        state.dpop = key;
+        Ok(())
     }
 
     /// The client for this authorization server: one registered with it before, else the
     /// configured one, else the metadata document's URL, else a dynamic registration.
+    /// `redirect_uri` is where a person's sign-in comes back to (none for the other grants).
     async fn registration(
         &self,
         state: &mut State,
         discovered: &Discovered,
+        redirect_uri: Option<&str>,
     ) -> Result<Registration, AuthError> {
         let server = &discovered.server;
         if let Some(registration) = state.registrations.get(&server.issuer) {
@@ -838,7 +996,7 @@ impl Authorizer {
                 method: "none",
             }
         } else if let Some(endpoint) = &server.registration_endpoint {
-            self.register(endpoint, server).await?
+            self.register(endpoint, server, redirect_uri).await?
         } else {
             return Err(AuthError::NoClientIdentity { issuer: server.issuer.clone() });
         };
@@ -851,6 +1009,7 @@ impl Authorizer {
         &self,
         endpoint: &str,
         server: &ServerMetadata,
+        redirect_uri: Option<&str>,
     ) -> Result<Registration, AuthError> {
         discovery::secure_url(endpoint)?;
         let supported = server.token_endpoint_auth_methods_supported.as_deref();
@@ -864,11 +1023,9 @@ impl Authorizer {
             }
             _ => "client_secret_basic",
         };
-        let (grant_types, redirect_uris) = match &self.config.grant {
-            Grant::AuthorizationCode(agent) => {
-                (vec!["authorization_code", "refresh_token"], vec![agent.redirect_uri()])
-            }
-            _ => (vec!["client_credentials"], Vec::new()),
+        let (grant_types, redirect_uris) = match redirect_uri {
+            Some(uri) => (vec!["authorization_code", "refresh_token"], vec![uri.to_owned()]),
+            None => (vec!["client_credentials"], Vec::new()),
         };
         // SEP-837: a client on this machine (a loopback redirect) is native, any other web.
         let native = redirect_uris.iter().all(|uri| {
@@ -937,7 +1094,7 @@ mod tests {
 
     use super::super::challenge::Challenge;
     use super::super::discovery::{Discovered, ServerMetadata};
-    use super::{AuthError, authorization_code, select_scopes};
+    use super::{AuthError, PendingSignIn, authorization_code, select_scopes};
 
     fn server(iss_supported: bool, scopes: Option<&[&str]>) -> ServerMetadata {
         ServerMetadata {
@@ -1013,6 +1170,33 @@ mod tests {
     }
 
     #[test]
+    fn a_pending_sign_in_survives_serialization_and_its_debug_shows_no_secret() {
+        let pending = PendingSignIn {
+            verifier: "the-verifier".to_owned(),
+            state: "the-state".to_owned(),
+            redirect_uri: "https://orca.example.com/oauth/upstream/callback".to_owned(),
+            issuer: "https://as.example.com".to_owned(),
+            iss_required: true,
+            token_endpoint: "https://as.example.com/token".to_owned(),
+            resource: "https://mcp.example.com/mcp".to_owned(),
+            scopes: vec!["read".to_owned()],
+            client_id: "orca-client".to_owned(),
+            client_secret: Some("the-secret".to_owned()),
+            auth_method: "client_secret_basic".to_owned(),
+            dpop_key: Some("the-key".to_owned()),
+        };
+        let kept = serde_json::to_vec(&pending).unwrap();
+        let back: PendingSignIn = serde_json::from_slice(&kept).unwrap();
+        assert_eq!(back, pending);
+        assert_eq!(back.state(), "the-state");
+        let shown = format!("{pending:?}");
+        assert!(shown.contains("orca-client") && shown.contains("dpop: true"), "{shown}");
+        for secret in ["the-verifier", "the-state", "the-secret", "the-key"] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+    }
+
+    #[test]
     fn the_authorization_response_is_checked_for_state_and_issuer() {
         let ok = "https://as.example.com";
         for (query, iss_supported, expected) in [
@@ -1028,7 +1212,13 @@ mod tests {
             ("state=s".to_owned(), false, Err("code")),
         ] {
             let url = Url::parse(&format!("http://127.0.0.1:1/callback?{query}")).unwrap();
-            let result = authorization_code(&url, "s", &server(iss_supported, None));
+            let server = server(iss_supported, None);
+            let result = authorization_code(
+                &url,
+                "s",
+                &server.issuer,
+                server.authorization_response_iss_parameter_supported,
+            );
             match (result, expected) {
                 (Ok(code), Ok(expected)) => assert_eq!(code, expected, "{query}"),
                 (Err(AuthError::IssMismatch { .. }), Err("iss"))

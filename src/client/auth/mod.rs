@@ -27,8 +27,8 @@ mod transport;
 
 pub use agent::{Announce, HeadlessAgent, LoopbackBrowser};
 pub use authorizer::{
-    Authorizer, AuthorizerConfig, ClientIdentity, Credential, Grant, MemoryTokenStore, SignIn,
-    TokenStore, UserAgent,
+    Authorizer, AuthorizerConfig, ClientIdentity, Credential, Grant, MemoryTokenStore,
+    PendingSignIn, SignIn, TokenStore, UserAgent,
 };
 pub use challenge::Challenge;
 pub use discovery::ServerMetadata;
