@@ -15,16 +15,19 @@ use std::sync::{Arc, Mutex};
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
-    ClientResult, CreateMessageRequest, CreateMessageRequestParams, CreateMessageResult,
-    ElicitRequest, ElicitRequestParams, ElicitResult, GetExtensions as _, ListRootsRequest,
+    ClientRequest, ClientResult, CreateMessageRequest, CreateMessageRequestParams, CreateMessageResult,
+    ElicitRequest, ElicitRequestParams, ElicitResult, GetExtensions as _, InputRequest, ListRootsRequest,
     ListRootsResult, LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam,
-    ProgressToken, RequestId, ServerRequest,
+    ProgressToken, RequestId, ServerRequest, ServerResult,
 };
 use rmcp::service::{
-    InboundStreamOrigin, OriginatingRequestId, Peer, RequestContext, RoleClient, RoleServer,
-    ServiceError,
+    InboundStreamOrigin, OriginatingRequestId, Peer, PeerRequestOptions, RequestContext,
+    RoleClient, RoleServer, ServiceError,
 };
 use tokio_util::sync::CancellationToken;
+
+use super::exchange::{Exchange, INPUT_KEY, Kind};
+use super::handler::CancelOnDrop;
 
 /// Whether a client admits a log message of a level (its `logging/setLevel`).
 pub(crate) type LogFilter = Arc<dyn Fn(LoggingLevel) -> bool + Send + Sync>;
@@ -40,6 +43,18 @@ pub(crate) struct Caller {
     /// Cancelled when the client cancels its call.
     pub(crate) cancelled: CancellationToken,
     pub(crate) admits: LogFilter,
+    /// For a client that cannot be asked during its call (2026-07-28), where the server's
+    /// requests wait for the client to answer them by retrying its request.
+    pub(crate) exchange: Option<Arc<Exchange>>,
+}
+
+impl Caller {
+    /// Whether the call still has a client: one that answers by retrying its request needs no
+    /// open transport between rounds.
+    fn is_live(&self) -> bool {
+        !self.cancelled.is_cancelled()
+            && (self.exchange.is_some() || !self.peer.is_transport_closed())
+    }
 }
 
 impl std::fmt::Debug for Caller {
@@ -173,9 +188,7 @@ impl Calls {
     /// A call whose client has cancelled it or gone away no longer counts.
     fn sole_relaying(&self) -> Option<(Arc<Caller>, Relaying)> {
         let calls = self.lock();
-        let mut live = calls.iter().filter(|call| {
-            !call.caller.cancelled.is_cancelled() && !call.caller.peer.is_transport_closed()
-        });
+        let mut live = calls.iter().filter(|call| call.caller.is_live());
         match (live.next(), live.next()) {
             (Some(only), None) => Some((only.caller.clone(), Relaying::start(&only.relaying))),
             _ => None,
@@ -235,6 +248,12 @@ impl Calls {
         context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, McpError> {
         let caller = self.caller_of(server, &context)?;
+        if let Some(exchange) = &caller.exchange {
+            let named = named_key(&params, &context);
+            let request = InputRequest::CreateMessage(CreateMessageRequest::new(params));
+            let answer = exchange.ask(Kind::Sampling, named.as_deref(), request).await?;
+            return from_answer(answer);
+        }
         let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
         match ask(&caller, request, &context).await? {
             ClientResult::CreateMessageResult(result) => Ok(*result),
@@ -249,6 +268,12 @@ impl Calls {
         context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, McpError> {
         let caller = self.caller_of(server, &context)?;
+        if let Some(exchange) = &caller.exchange {
+            let named = named_key(&params, &context);
+            let request = InputRequest::Elicitation(ElicitRequest::new(params));
+            let answer = exchange.ask(Kind::Elicitation, named.as_deref(), request).await?;
+            return from_answer(answer);
+        }
         let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
         match ask(&caller, request, &context).await? {
             ClientResult::ElicitResult(result) => Ok(result),
@@ -262,12 +287,58 @@ impl Calls {
         context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, McpError> {
         let caller = self.caller_of(server, &context)?;
+        if let Some(exchange) = &caller.exchange {
+            let named = named_key(&(), &context);
+            let request = InputRequest::ListRoots(ListRootsRequest::default());
+            let answer = exchange.ask(Kind::Roots, named.as_deref(), request).await?;
+            return from_answer(answer);
+        }
         let request = ServerRequest::ListRootsRequest(ListRootsRequest::default());
         match ask(&caller, request, &context).await? {
             ClientResult::ListRootsResult(result) => Ok(result),
             other => Err(unexpected(&other)),
         }
     }
+}
+
+/// The key a server named for its request (`_meta["orca/inputKey"]`), if it named one.
+fn named_key(params: &impl serde::Serialize, context: &RequestContext<RoleClient>) -> Option<String> {
+    let params = serde_json::to_value(params).ok();
+    let in_params = params.as_ref().and_then(|params| params.get("_meta")?.get(INPUT_KEY));
+    in_params
+        .or_else(|| context.meta.get(INPUT_KEY))
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_owned)
+}
+
+/// A client's answer, given as JSON in its retry, as the result the server asked for (the
+/// exchange has checked its kind).
+fn from_answer<T: serde::de::DeserializeOwned>(answer: serde_json::Value) -> Result<T, McpError> {
+    serde_json::from_value(answer)
+        .map_err(|error| McpError::invalid_params(format!("the client's answer: {error}"), None))
+}
+
+/// Send `request` to the server on `peer`, noted in flight for `caller` (so that what the server
+/// sends during it reaches that client) from before it is handed to the connection; dropped
+/// before its answer, it is cancelled at the server.
+pub(super) async fn send_for(
+    peer: &Peer<RoleClient>,
+    calls: &Arc<Calls>,
+    request: ClientRequest,
+    caller: Option<&Arc<Caller>>,
+) -> Result<ServerResult, ServiceError> {
+    let registered = caller.map(|caller| calls.register(caller.clone()));
+    let handle = peer.send_cancellable_request(request, PeerRequestOptions::no_options()).await?;
+    if let Some(registered) = &registered {
+        registered.sent(handle.id.clone(), handle.progress_token.clone());
+    }
+    let mut cancel = CancelOnDrop { peer: Some(peer.clone()), id: handle.id.clone() };
+    let answer = handle.await_response().await;
+    cancel.peer = None;
+    if let Some(registered) = &registered {
+        registered.settle().await;
+    }
+    answer
 }
 
 /// Send `request` to the caller on its call's stream; its answer, or its error as it gave it.

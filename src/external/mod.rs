@@ -6,6 +6,7 @@
 mod batched;
 mod calls;
 mod child;
+mod exchange;
 mod frame;
 mod handler;
 mod logs;
@@ -40,6 +41,7 @@ use crate::servers::orca::{Directory, ServerCapabilitiesSummary, ServerSummary};
 use crate::tool::{ToolError, Verb};
 pub(crate) use batched::BatchedTransport;
 pub(crate) use calls::{Caller, LogFilter};
+pub(crate) use exchange::Exchange;
 pub(crate) use logs::{ExternalLog, severity};
 pub(crate) use subscriptions::Subscriber;
 pub(crate) use upstream::Attempts;
@@ -485,11 +487,13 @@ impl ExternalServers {
         &self,
         name: &str,
         arguments: Option<Map<String, Value>>,
+        caller: Option<Caller>,
     ) -> Option<Result<GetPromptResult, ToolError>> {
         for upstream in &self.upstreams {
             let upstream_name = upstream.catalog().prompt_names.get(name).cloned();
             if let Some(upstream_name) = upstream_name {
-                return Some(upstream.get_prompt(&upstream_name, arguments).await);
+                let caller = caller.map(Arc::new);
+                return Some(upstream.get_prompt(&upstream_name, arguments, caller).await);
             }
         }
         None

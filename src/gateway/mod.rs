@@ -9,6 +9,7 @@ mod edge;
 mod error;
 mod forwarded;
 pub(crate) mod http;
+mod input_required;
 mod listen;
 mod logging;
 mod metrics;
@@ -70,6 +71,8 @@ pub(crate) struct AppState {
     pub(crate) metrics: Arc<Metrics>,
     /// The tool-search indexes, one per set of visible tools.
     search: Arc<search::Indexes>,
+    /// Calls waiting for a 2026-07-28 client to come back with the input they asked for.
+    pending: Arc<input_required::PendingCalls>,
     /// The `initialize` instructions, written once: they name the internal servers and the
     /// external ones configured to run, neither of which changes while orca runs (whether an
     /// upstream is up, and its tools, are `list_servers`' and `tools/list`' business).
@@ -86,7 +89,8 @@ impl AppState {
     ) -> AppState {
         let instructions = instructions(&registry).into();
         let search = Arc::new(search::Indexes::new(&config));
-        AppState { config, registry, tracker, state_pool, metrics, search, instructions }
+        let pending = Arc::new(input_required::PendingCalls::new());
+        AppState { config, registry, tracker, state_pool, metrics, search, instructions, pending }
     }
 }
 
@@ -226,6 +230,7 @@ impl Gateway {
             progress_token: context.meta.get_progress_token(),
             cancelled: context.ct.clone(),
             admits,
+            exchange: None,
         }
     }
 
@@ -733,7 +738,7 @@ impl ServerHandler for Gateway {
 
     async fn get_prompt(
         &self,
-        request: GetPromptRequestParams,
+        mut request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
         let unknown =
@@ -758,13 +763,25 @@ impl ServerHandler for Gateway {
         {
             return Err(unknown());
         }
-        match external.get_prompt(&request.name, request.arguments.clone()).await {
-            None => Err(unknown()),
-            Some(Ok(result)) => Ok(GetPromptResponse::Complete(result)),
-            Some(Err(tool_error)) => {
-                Err(error::protocol_error(&tool_error, &Uuid::new_v4().simple().to_string()))
-            }
+        input_required::check_responses(request.input_responses.as_ref())?;
+        let bound_to = input_required::binding(&principal, "prompts/get", &request.name);
+        let pending = &self.state.pending;
+        let client_gone = context.ct.clone();
+        if let Some(state) = request.request_state.take() {
+            let responses = request.input_responses.take();
+            let round = pending.resume(&state, responses, &bound_to, &client_gone, Result::is_err);
+            return round.await.map(prompt_round);
         }
+        if input_required::translates(&context) {
+            let offered = request.input_responses.take().unwrap_or_default();
+            let exchange = crate::external::Exchange::new(context.client_capabilities(), offered);
+            let gateway = self.clone();
+            let asks = exchange.clone();
+            let prompt = async move { gateway.external_prompt(request, &context, Some(asks)).await };
+            let round = pending.begin(prompt, exchange, &bound_to, &client_gone, Result::is_err);
+            return round.await.map(prompt_round);
+        }
+        self.external_prompt(request, &context, None).await.map(GetPromptResponse::Complete)
     }
 
     async fn list_resources(
@@ -956,6 +973,90 @@ impl ServerHandler for Gateway {
                 }
             }
         }
+        input_required::check_responses(request.input_responses.as_ref())?;
+        let bound_to = input_required::binding(&principal, "tools/call", &request.name);
+        if let Some(state) = request.request_state.take() {
+            let responses = request.input_responses.take();
+            let pending = &self.state.pending;
+            let round = pending.resume(&state, responses, &bound_to, &context.ct, tool_failed).await?;
+            return Ok(tool_round(round));
+        }
+        let external = matches!(self.state.registry.route(&request.name), Some(Route::External(_)));
+        if external && input_required::translates(&context) {
+            // The call runs on a task of its own, so that it outlives this request while the
+            // client comes back with the input its server asks for; it is recorded once, when
+            // it ends.
+            let offered = request.input_responses.take().unwrap_or_default();
+            let exchange = crate::external::Exchange::new(context.client_capabilities(), offered);
+            let client_gone = context.ct.clone();
+            let gateway = self.clone();
+            let asks = exchange.clone();
+            let call = async move {
+                gateway.run_call(request, context, started, principal, Some(asks)).await
+            };
+            let pending = &self.state.pending;
+            let round = pending.begin(call, exchange, &bound_to, &client_gone, tool_failed).await?;
+            return Ok(tool_round(round));
+        }
+        self.run_call(request, context, started, principal, None).await.map(CallToolResponse::Complete)
+    }
+}
+
+/// Whether a call's answer is a failure (for `-32021` after a refused request).
+fn tool_failed(outcome: &Result<CallToolResult, McpError>) -> bool {
+    outcome.as_ref().map_or(true, |result| result.is_error == Some(true))
+}
+
+fn prompt_round(round: input_required::Round<rmcp::model::GetPromptResult>) -> GetPromptResponse {
+    match round {
+        input_required::Round::Done(result) => GetPromptResponse::Complete(result),
+        input_required::Round::Input(input) => GetPromptResponse::InputRequired(input),
+    }
+}
+
+fn tool_round(round: input_required::Round<CallToolResult>) -> CallToolResponse {
+    match round {
+        input_required::Round::Done(result) => CallToolResponse::Complete(result),
+        input_required::Round::Input(input) => CallToolResponse::InputRequired(input),
+    }
+}
+
+impl Gateway {
+    /// An external server's prompt, what the server asks during it relayed to the client (or
+    /// held in `exchange` for a client that answers by retrying).
+    async fn external_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: &RequestContext<RoleServer>,
+        exchange: Option<Arc<crate::external::Exchange>>,
+    ) -> Result<rmcp::model::GetPromptResult, McpError> {
+        let unknown =
+            || McpError::invalid_params(format!("unknown prompt: {}", shown(&request.name)), None);
+        let Some(external) = self.readable_external(context)? else { return Err(unknown()) };
+        let mut caller = self.caller(context);
+        if let Some(exchange) = exchange {
+            caller.cancelled = exchange.cancelled.clone();
+            caller.exchange = Some(exchange);
+        }
+        match external.get_prompt(&request.name, request.arguments, Some(caller)).await {
+            None => Err(unknown()),
+            Some(Ok(result)) => Ok(result),
+            Some(Err(tool_error)) => {
+                Err(error::protocol_error(&tool_error, &Uuid::new_v4().simple().to_string()))
+            }
+        }
+    }
+
+    /// Route, check, run and record one tool call; `exchange` holds what its external server
+    /// asks of a client that answers by retrying.
+    async fn run_call(
+        &self,
+        mut request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+        started: Instant,
+        principal: Principal,
+        exchange: Option<Arc<crate::external::Exchange>>,
+    ) -> Result<CallToolResult, McpError> {
         let Some(route) = self.state.registry.route(&request.name) else {
             self.state.metrics.unknown_tool();
             return Err(error::unknown_tool(&request.name));
@@ -1028,7 +1129,11 @@ impl ServerHandler for Gateway {
         let Dispatched { mut result, status, llm, error, retried, upstream_error, spliced } =
             match refusal {
                 None => {
-                    let caller = self.caller(&context);
+                    let mut caller = self.caller(&context);
+                    if let Some(exchange) = exchange {
+                        caller.cancelled = exchange.cancelled.clone();
+                        caller.exchange = Some(exchange);
+                    }
                     let call = self.dispatch(
                         &route,
                         arguments,
@@ -1127,7 +1232,7 @@ impl ServerHandler for Gateway {
                 span: span.parent(),
             });
         }
-        Ok(CallToolResponse::Complete(result))
+        Ok(result)
     }
 }
 
