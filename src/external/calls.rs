@@ -182,13 +182,14 @@ impl Calls {
 
     /// The one call in flight, if there is exactly one.
     fn sole(&self) -> Option<Arc<Caller>> {
-        self.sole_relaying().map(|(caller, _)| caller)
+        self.sole_relaying(Caller::is_live).map(|(caller, _)| caller)
     }
 
-    /// A call whose client has cancelled it or gone away no longer counts.
-    fn sole_relaying(&self) -> Option<(Arc<Caller>, Relaying)> {
+    /// The one call in flight among those `counts` admits: a call whose client has cancelled it
+    /// or gone away no longer counts.
+    fn sole_relaying(&self, counts: fn(&Caller) -> bool) -> Option<(Arc<Caller>, Relaying)> {
         let calls = self.lock();
-        let mut live = calls.iter().filter(|call| call.caller.is_live());
+        let mut live = calls.iter().filter(|call| counts(&call.caller));
         match (live.next(), live.next()) {
             (Some(only), None) => Some((only.caller.clone(), Relaying::start(&only.relaying))),
             _ => None,
@@ -234,7 +235,9 @@ impl Calls {
     /// A log message during the one call in flight goes to its caller (at the caller's level);
     /// `false` when there is no such call and the message is everyone's.
     pub(crate) async fn log(&self, message: &LoggingMessageNotificationParam) -> bool {
-        let Some((caller, _relaying)) = self.sole_relaying() else { return false };
+        // Between rounds a client that answers by retrying has no stream to hear it on.
+        let listening = |caller: &Caller| caller.is_live() && !caller.peer.is_transport_closed();
+        let Some((caller, _relaying)) = self.sole_relaying(listening) else { return false };
         if (caller.admits)(message.level) {
             let _ = caller.peer.notify_logging_message(message.clone()).await;
         }

@@ -15,6 +15,7 @@ mod logging;
 mod metrics;
 mod oauth;
 mod respond;
+mod rounds;
 mod search;
 mod sign_in;
 pub(crate) mod stdio;
@@ -738,7 +739,7 @@ impl ServerHandler for Gateway {
 
     async fn get_prompt(
         &self,
-        mut request: GetPromptRequestParams,
+        request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
         let unknown =
@@ -763,25 +764,7 @@ impl ServerHandler for Gateway {
         {
             return Err(unknown());
         }
-        input_required::check_responses(request.input_responses.as_ref())?;
-        let bound_to = input_required::binding(&principal, "prompts/get", &request.name);
-        let pending = &self.state.pending;
-        let client_gone = context.ct.clone();
-        if let Some(state) = request.request_state.take() {
-            let responses = request.input_responses.take();
-            let round = pending.resume(&state, responses, &bound_to, &client_gone, Result::is_err);
-            return round.await.map(prompt_round);
-        }
-        if input_required::translates(&context) {
-            let offered = request.input_responses.take().unwrap_or_default();
-            let exchange = crate::external::Exchange::new(context.client_capabilities(), offered);
-            let gateway = self.clone();
-            let asks = exchange.clone();
-            let prompt = async move { gateway.external_prompt(request, &context, Some(asks)).await };
-            let round = pending.begin(prompt, exchange, &bound_to, &client_gone, Result::is_err);
-            return round.await.map(prompt_round);
-        }
-        self.external_prompt(request, &context, None).await.map(GetPromptResponse::Complete)
+        self.prompt_in_rounds(request, context, &principal).await
     }
 
     async fn list_resources(
@@ -969,87 +952,20 @@ impl ServerHandler for Gateway {
                         self.answer_search(&principal, &visible, &request, &context, started),
                     )
                     .await?;
+                    let mut answer = answer;
+                    answer.result_type = Some(rmcp::model::ResultType::COMPLETE);
                     return Ok(CallToolResponse::Complete(answer));
                 }
             }
         }
-        input_required::check_responses(request.input_responses.as_ref())?;
-        let bound_to = input_required::binding(&principal, "tools/call", &request.name);
-        if let Some(state) = request.request_state.take() {
-            let responses = request.input_responses.take();
-            let pending = &self.state.pending;
-            let round = pending.resume(&state, responses, &bound_to, &context.ct, tool_failed).await?;
-            return Ok(tool_round(round));
-        }
-        let external = matches!(self.state.registry.route(&request.name), Some(Route::External(_)));
-        if external && input_required::translates(&context) {
-            // The call runs on a task of its own, so that it outlives this request while the
-            // client comes back with the input its server asks for; it is recorded once, when
-            // it ends.
-            let offered = request.input_responses.take().unwrap_or_default();
-            let exchange = crate::external::Exchange::new(context.client_capabilities(), offered);
-            let client_gone = context.ct.clone();
-            let gateway = self.clone();
-            let asks = exchange.clone();
-            let call = async move {
-                gateway.run_call(request, context, started, principal, Some(asks)).await
-            };
-            let pending = &self.state.pending;
-            let round = pending.begin(call, exchange, &bound_to, &client_gone, tool_failed).await?;
-            return Ok(tool_round(round));
-        }
-        self.run_call(request, context, started, principal, None).await.map(CallToolResponse::Complete)
-    }
-}
-
-/// Whether a call's answer is a failure (for `-32021` after a refused request).
-fn tool_failed(outcome: &Result<CallToolResult, McpError>) -> bool {
-    outcome.as_ref().map_or(true, |result| result.is_error == Some(true))
-}
-
-fn prompt_round(round: input_required::Round<rmcp::model::GetPromptResult>) -> GetPromptResponse {
-    match round {
-        input_required::Round::Done(result) => GetPromptResponse::Complete(result),
-        input_required::Round::Input(input) => GetPromptResponse::InputRequired(input),
-    }
-}
-
-fn tool_round(round: input_required::Round<CallToolResult>) -> CallToolResponse {
-    match round {
-        input_required::Round::Done(result) => CallToolResponse::Complete(result),
-        input_required::Round::Input(input) => CallToolResponse::InputRequired(input),
+        self.call_in_rounds(request, context, started, principal).await
     }
 }
 
 impl Gateway {
-    /// An external server's prompt, what the server asks during it relayed to the client (or
-    /// held in `exchange` for a client that answers by retrying).
-    async fn external_prompt(
-        &self,
-        request: GetPromptRequestParams,
-        context: &RequestContext<RoleServer>,
-        exchange: Option<Arc<crate::external::Exchange>>,
-    ) -> Result<rmcp::model::GetPromptResult, McpError> {
-        let unknown =
-            || McpError::invalid_params(format!("unknown prompt: {}", shown(&request.name)), None);
-        let Some(external) = self.readable_external(context)? else { return Err(unknown()) };
-        let mut caller = self.caller(context);
-        if let Some(exchange) = exchange {
-            caller.cancelled = exchange.cancelled.clone();
-            caller.exchange = Some(exchange);
-        }
-        match external.get_prompt(&request.name, request.arguments, Some(caller)).await {
-            None => Err(unknown()),
-            Some(Ok(result)) => Ok(result),
-            Some(Err(tool_error)) => {
-                Err(error::protocol_error(&tool_error, &Uuid::new_v4().simple().to_string()))
-            }
-        }
-    }
-
     /// Route, check, run and record one tool call; `exchange` holds what its external server
     /// asks of a client that answers by retrying.
-    async fn run_call(
+    pub(super) async fn run_call(
         &self,
         mut request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
@@ -1232,6 +1148,8 @@ impl Gateway {
                 span: span.parent(),
             });
         }
+        // 2026-07-28 wants `resultType` on every result (rmcp takes it off for older clients).
+        result.result_type = Some(rmcp::model::ResultType::COMPLETE);
         Ok(result)
     }
 }

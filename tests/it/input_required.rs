@@ -5,7 +5,7 @@
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, Implementation,
-    InputRequiredResult, InputResponses, ProtocolVersion,
+    InputRequiredResult, InputResponses, ProtocolVersion, ResultType,
 };
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _, RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -135,6 +135,8 @@ async fn a_modern_client_answers_an_upstreams_questions_round_by_round_and_nobod
         panic!("expected the call's result");
     };
     assert_eq!(text_of(&result), "Alice likes blue");
+    // 2026-07-28 names every result's type, a relayed 2025 result's too.
+    assert_eq!(result.result_type, Some(ResultType::COMPLETE), "{result:?}");
 
     // The whole conversation is one call in tracking, under the tool's real name.
     let execution_id: uuid::Uuid =
