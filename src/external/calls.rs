@@ -15,10 +15,10 @@ use std::sync::{Arc, Mutex};
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
-    ClientRequest, ClientResult, CreateMessageRequest, CreateMessageRequestParams, CreateMessageResult,
-    ElicitRequest, ElicitRequestParams, ElicitResult, GetExtensions as _, InputRequest, ListRootsRequest,
-    ListRootsResult, LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam,
-    ProgressToken, RequestId, ServerRequest, ServerResult,
+    ClientRequest, ClientResult, CreateMessageRequest, CreateMessageRequestParams,
+    CreateMessageResult, ElicitRequest, ElicitRequestParams, ElicitResult, GetExtensions as _,
+    InputRequest, ListRootsRequest, ListRootsResult, LoggingLevel, LoggingMessageNotificationParam,
+    ProgressNotificationParam, ProgressToken, RequestId, ServerRequest, ServerResult,
 };
 use rmcp::service::{
     InboundStreamOrigin, OriginatingRequestId, Peer, PeerRequestOptions, RequestContext,
@@ -305,7 +305,10 @@ impl Calls {
 }
 
 /// The key a server named for its request (`_meta["orca/inputKey"]`), if it named one.
-fn named_key(params: &impl serde::Serialize, context: &RequestContext<RoleClient>) -> Option<String> {
+fn named_key(
+    params: &impl serde::Serialize,
+    context: &RequestContext<RoleClient>,
+) -> Option<String> {
     let params = serde_json::to_value(params).ok();
     let in_params = params.as_ref().and_then(|params| params.get("_meta")?.get(INPUT_KEY));
     in_params

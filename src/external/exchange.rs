@@ -130,8 +130,8 @@ impl Exchange {
         capabilities: Option<ClientCapabilities>,
         offered: InputResponses,
     ) -> Arc<Exchange> {
-        let mut state = State::default();
-        state.offered = offered.into_iter().take(MAX_WAITING).collect();
+        let state =
+            State { offered: offered.into_iter().take(MAX_WAITING).collect(), ..State::default() };
         Arc::new(Exchange {
             state: Mutex::new(state),
             arrivals: watch::channel(0).0,
@@ -308,8 +308,7 @@ mod tests {
     async fn an_answer_given_ahead_answers_the_request_without_a_round() {
         let offered = InputResponses::from([("user_name".to_owned(), accepted())]);
         let exchange = Exchange::new(None, offered);
-        let answer =
-            exchange.ask(Kind::Elicitation, Some("user_name"), elicitation("name?")).await;
+        let answer = exchange.ask(Kind::Elicitation, Some("user_name"), elicitation("name?")).await;
         assert_eq!(answer.unwrap(), accepted());
     }
 
@@ -318,7 +317,9 @@ mod tests {
         let exchange = Exchange::new(None, InputResponses::new());
         let asking = {
             let exchange = exchange.clone();
-            tokio::spawn(async move { exchange.ask(Kind::Elicitation, None, elicitation("?")).await })
+            tokio::spawn(
+                async move { exchange.ask(Kind::Elicitation, None, elicitation("?")).await },
+            )
         };
         let key = exchange.requested().await.into_keys().next().unwrap();
         assert_eq!(key, "elicitation-1");

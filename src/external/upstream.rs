@@ -12,11 +12,10 @@ use std::time::{Duration, Instant};
 use rmcp::ServiceExt;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest,
-    CompleteRequestParams, CompleteResult, CompletionInfo, GetPromptRequest, GetPromptRequestParams,
-    GetPromptResult,
-    Implementation, Prompt, ReadResourceRequestParams, ReadResourceResult, Resource,
-    ResourceTemplate, ServerCapabilities, ServerResult, SubscribeRequestParams, Tool,
-    UnsubscribeRequestParams,
+    CompleteRequestParams, CompleteResult, CompletionInfo, GetPromptRequest,
+    GetPromptRequestParams, GetPromptResult, Implementation, Prompt, ReadResourceRequestParams,
+    ReadResourceResult, Resource, ResourceTemplate, ServerCapabilities, ServerResult,
+    SubscribeRequestParams, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{Peer, RoleClient, RunningService, ServiceError};
 use secrecy::ExposeSecret;

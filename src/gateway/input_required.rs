@@ -115,7 +115,8 @@ impl PendingCalls {
     /// No calls, and a sealing key of this process's own.
     pub(crate) fn new() -> PendingCalls {
         let key: [u8; 32] = rand::random();
-        let codec = RequestStateCodec::try_new(key.to_vec()).expect("32 bytes make a long enough key");
+        let codec =
+            RequestStateCodec::try_new(key.to_vec()).expect("32 bytes make a long enough key");
         PendingCalls { codec, calls: Mutex::default() }
     }
 
@@ -175,9 +176,10 @@ impl PendingCalls {
         client_gone: &CancellationToken,
         failed: fn(&Result<T, McpError>) -> bool,
     ) -> Result<Round<T>, McpError> {
-        let sealed: Sealed = self.codec.open_json_with(state, bound_to.as_bytes()).map_err(|_| {
-            refused("it is not one orca issued for this caller and this request, or it expired")
-        })?;
+        let sealed: Sealed =
+            self.codec.open_json_with(state, bound_to.as_bytes()).map_err(|_| {
+                refused("it is not one orca issued for this caller and this request, or it expired")
+            })?;
         let (exchange, outcome) = {
             let mut calls = self.lock();
             let Some(entry) = calls.get_mut(&sealed.call) else {

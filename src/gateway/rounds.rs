@@ -78,7 +78,8 @@ impl Gateway {
             let exchange = Exchange::new(context.client_capabilities(), offered);
             let gateway = self.clone();
             let asks = exchange.clone();
-            let prompt = async move { gateway.external_prompt(request, &context, Some(asks)).await };
+            let prompt =
+                async move { gateway.external_prompt(request, &context, Some(asks)).await };
             let round = pending.begin(prompt, exchange, &bound_to, &client_gone, Result::is_err);
             return round.await.map(prompt_round);
         }
