@@ -42,6 +42,8 @@ use crate::tool::{ToolError, Verb};
 pub(crate) use batched::BatchedTransport;
 pub(crate) use calls::{Caller, LogFilter};
 pub(crate) use exchange::Exchange;
+#[cfg(test)]
+pub(crate) use exchange::Kind;
 pub(crate) use logs::{ExternalLog, severity};
 pub(crate) use subscriptions::Subscriber;
 pub(crate) use upstream::Attempts;

@@ -30,8 +30,10 @@ use crate::external::Exchange;
 
 /// How long a call waits for its client to come back with the input it asked for.
 const RESUME_WITHIN: Duration = Duration::from_secs(300);
-/// At most this many calls wait for their clients at once.
+/// At most this many calls wait for their clients' input at once, and this many of one
+/// principal's.
 const MAX_PENDING: usize = 1024;
+const MAX_PENDING_PER_PRINCIPAL: usize = 64;
 
 /// What one round of a call ends with.
 pub(crate) enum Round<T> {
@@ -52,6 +54,8 @@ struct Sealed {
 type Outcome<T> = tokio::sync::Mutex<oneshot::Receiver<Result<T, McpError>>>;
 
 struct Entry {
+    /// The principal whose call it is.
+    owner: String,
     exchange: Arc<Exchange>,
     /// Bumped by each retry, so that a state is good for one retry only.
     round: u64,
@@ -97,14 +101,19 @@ pub(crate) fn check_responses(responses: Option<&InputResponses>) -> Result<(), 
     }
 }
 
-/// Who may resume a call, and which request it answers: a state sealed with this context opens
-/// only with the same.
-pub(crate) fn binding(principal: &Principal, method: &str, name: &str) -> String {
-    format!(
-        "{}\u{1f}{}\u{1f}{method}\u{1f}{name}",
-        principal.name,
-        principal.client.as_deref().unwrap_or_default()
-    )
+/// Who may resume a call, and which request it answers.
+pub(crate) struct Binding {
+    owner: String,
+    /// A state sealed with this opens only with the same.
+    sealed_with: String,
+}
+
+pub(crate) fn binding(principal: &Principal, method: &str, name: &str) -> Binding {
+    let client = principal.client.as_deref().unwrap_or_default();
+    Binding {
+        owner: principal.name.clone(),
+        sealed_with: format!("{}\u{1f}{client}\u{1f}{method}\u{1f}{name}", principal.name),
+    }
 }
 
 fn refused(why: &str) -> McpError {
@@ -130,12 +139,12 @@ impl PendingCalls {
     ///
     /// # Errors
     ///
-    /// The call's own error, `-32021`, or too many calls waiting.
+    /// The call's own error, `-32021`, or too many calls waiting for input.
     pub(crate) async fn begin<T, F>(
         self: &Arc<Self>,
         call: F,
         exchange: Arc<Exchange>,
-        bound_to: &str,
+        bound_to: &Binding,
         client_gone: &CancellationToken,
         failed: fn(&Result<T, McpError>) -> bool,
     ) -> Result<Round<T>, McpError>
@@ -143,21 +152,13 @@ impl PendingCalls {
         T: Send + 'static,
         F: Future<Output = Result<T, McpError>> + Send + 'static,
     {
-        if self.lock().len() >= MAX_PENDING {
-            return Err(McpError::internal_error(
-                "too many calls are waiting for their clients' input; try again later",
-                None,
-            ));
-        }
         let (sender, receiver) = oneshot::channel();
         tokio::spawn(async move {
             let _ = sender.send(call.await);
         });
         let outcome: Arc<Outcome<T>> = Arc::new(tokio::sync::Mutex::new(receiver));
-        let id = Uuid::new_v4();
-        let entry = Entry { exchange: exchange.clone(), round: 0, outcome: outcome.clone() };
-        self.lock().insert(id, entry);
-        self.drive(id, &exchange, &outcome, bound_to, client_gone, failed).await
+        // The call is kept only once it waits for input (`keep`).
+        self.drive(Uuid::new_v4(), &exchange, &outcome, bound_to, client_gone, failed).await
     }
 
     /// A client's retry: open its `requestState`, hand its `responses` to the server's waiting
@@ -172,12 +173,12 @@ impl PendingCalls {
         self: &Arc<Self>,
         state: &str,
         responses: Option<InputResponses>,
-        bound_to: &str,
+        bound_to: &Binding,
         client_gone: &CancellationToken,
         failed: fn(&Result<T, McpError>) -> bool,
     ) -> Result<Round<T>, McpError> {
         let sealed: Sealed =
-            self.codec.open_json_with(state, bound_to.as_bytes()).map_err(|_| {
+            self.codec.open_json_with(state, bound_to.sealed_with.as_bytes()).map_err(|_| {
                 refused("it is not one orca issued for this caller and this request, or it expired")
             })?;
         let (exchange, outcome) = {
@@ -185,7 +186,7 @@ impl PendingCalls {
             let Some(entry) = calls.get_mut(&sealed.call) else {
                 return Err(refused("the call it names has ended or was abandoned"));
             };
-            if entry.round != sealed.round {
+            if entry.round != sealed.round || entry.owner != bound_to.owner {
                 return Err(refused("it is from an earlier round of the call"));
             }
             let Ok(outcome) = entry.outcome.clone().downcast::<Outcome<T>>() else {
@@ -204,8 +205,8 @@ impl PendingCalls {
         self: &Arc<Self>,
         id: Uuid,
         exchange: &Arc<Exchange>,
-        outcome: &Outcome<T>,
-        bound_to: &str,
+        outcome: &Arc<Outcome<T>>,
+        bound_to: &Binding,
         client_gone: &CancellationToken,
         failed: fn(&Result<T, McpError>) -> bool,
     ) -> Result<Round<T>, McpError> {
@@ -229,12 +230,10 @@ impl PendingCalls {
                     if requests.is_empty() {
                         continue;
                     }
-                    let round = match self.lock().get(&id) {
-                        Some(entry) => entry.round,
-                        None => return Err(refused("the call it names has ended or was abandoned")),
-                    };
-                    let options =
-                        SealOptions::new().associated_data(bound_to.as_bytes()).ttl(RESUME_WITHIN);
+                    let round = self.keep(id, exchange, outcome, &bound_to.owner)?;
+                    let options = SealOptions::new()
+                        .associated_data(bound_to.sealed_with.as_bytes())
+                        .ttl(RESUME_WITHIN);
                     let state = self
                         .codec
                         .seal_json_with(&Sealed { call: id, round }, &options)
@@ -244,10 +243,39 @@ impl PendingCalls {
                 }
                 () = client_gone.cancelled() => {
                     self.abandon(id);
+                    exchange.cancelled.cancel();
                     return Err(McpError::invalid_request("the client cancelled its call", None));
                 }
             }
         }
+    }
+
+    /// The round of a call about to wait for its client's input, kept from its first round on.
+    fn keep<T: Send + 'static>(
+        &self,
+        id: Uuid,
+        exchange: &Arc<Exchange>,
+        outcome: &Arc<Outcome<T>>,
+        owner: &str,
+    ) -> Result<u64, McpError> {
+        let mut calls = self.lock();
+        if let Some(entry) = calls.get(&id) {
+            return Ok(entry.round);
+        }
+        let owners = calls.values().filter(|entry| entry.owner == owner).count();
+        if calls.len() >= MAX_PENDING || owners >= MAX_PENDING_PER_PRINCIPAL {
+            drop(calls);
+            exchange.cancelled.cancel();
+            return Err(McpError::internal_error(
+                "too many calls are waiting for their clients' input; try again later",
+                None,
+            ));
+        }
+        let outcome: Arc<dyn Any + Send + Sync> = outcome.clone();
+        let entry =
+            Entry { owner: owner.to_owned(), exchange: exchange.clone(), round: 0, outcome };
+        calls.insert(id, entry);
+        Ok(0)
     }
 
     /// Abandon the call if round `round` is not resumed in time.
@@ -269,5 +297,55 @@ impl PendingCalls {
         if let Some(entry) = self.lock().remove(&id) {
             entry.exchange.cancelled.cancel();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use rmcp::model::InputRequest;
+
+    use super::*;
+    use crate::external::Kind;
+
+    /// Begin a call for `who` whose server asks one elicitation and then answers its answer.
+    async fn asking(pending: &Arc<PendingCalls>, who: &str) -> Result<Round<String>, McpError> {
+        let exchange = Exchange::new(None, InputResponses::new());
+        let asks = exchange.clone();
+        let call = async move {
+            let request: InputRequest = serde_json::from_value(serde_json::json!({
+                "method": "elicitation/create",
+                "params": {"message": "name?", "requestedSchema": {"type": "object", "properties": {}}},
+            }))
+            .unwrap();
+            let answer = asks.ask(Kind::Elicitation, Some("name"), request).await?;
+            Ok(answer.to_string())
+        };
+        let bound_to = binding(&Principal::new(who, BTreeSet::new()), "tools/call", "ask");
+        pending.begin(call, exchange, &bound_to, &CancellationToken::new(), Result::is_err).await
+    }
+
+    #[tokio::test]
+    async fn one_principal_may_keep_only_so_many_calls_waiting_for_input_and_others_still_may() {
+        let pending = Arc::new(PendingCalls::new());
+        for _ in 0..MAX_PENDING_PER_PRINCIPAL {
+            assert!(matches!(asking(&pending, "alice").await, Ok(Round::Input(_))));
+        }
+        let refused = asking(&pending, "alice").await.err().expect("one call too many");
+        assert!(refused.message.contains("too many calls"), "{refused:?}");
+        assert!(matches!(asking(&pending, "bob").await, Ok(Round::Input(_))));
+    }
+
+    #[tokio::test]
+    async fn a_call_that_never_asks_is_answered_and_not_kept() {
+        let pending = Arc::new(PendingCalls::new());
+        let exchange = Exchange::new(None, InputResponses::new());
+        let bound_to = binding(&Principal::new("alice", BTreeSet::new()), "tools/call", "quick");
+        let call = async { Ok::<_, McpError>("done".to_owned()) };
+        let client_gone = CancellationToken::new();
+        let round = pending.begin(call, exchange, &bound_to, &client_gone, Result::is_err);
+        assert!(matches!(round.await, Ok(Round::Done(answer)) if answer == "done"));
+        assert!(pending.lock().is_empty());
     }
 }
