@@ -522,9 +522,10 @@ impl ExternalServers {
     pub(crate) async fn read_resource(
         &self,
         uri: &str,
+        caller: Option<Caller>,
     ) -> Option<Result<ReadResourceResult, ToolError>> {
         let (upstream, upstream_uri) = self.resource_owner(uri)?;
-        Some(upstream.read_resource(upstream_uri).await)
+        Some(upstream.read_resource(upstream_uri, caller.map(Arc::new)).await)
     }
 
     /// Subscribe a client session to an external resource; `None` when the URI is no

@@ -13,9 +13,9 @@ use rmcp::ServiceExt;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest,
     CompleteRequestParams, CompleteResult, CompletionInfo, GetPromptRequest,
-    GetPromptRequestParams, GetPromptResult, Implementation, Prompt, ReadResourceRequestParams,
-    ReadResourceResult, Resource, ResourceTemplate, ServerCapabilities, ServerResult,
-    SubscribeRequestParams, Tool, UnsubscribeRequestParams,
+    GetPromptRequestParams, GetPromptResult, Implementation, Prompt, ReadResourceRequest,
+    ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate, ServerCapabilities,
+    ServerResult, SubscribeRequestParams, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{Peer, RoleClient, RunningService, ServiceError};
 use secrecy::ExposeSecret;
@@ -1039,14 +1039,21 @@ impl Upstream {
         }
     }
 
-    pub(crate) async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, ToolError> {
-        self.shared_session_only()?;
-        let connection = self.connection(self.config.timeout, None).await?;
-        let mut result = self
-            .bounded(connection.peer.read_resource(ReadResourceRequestParams::new(uri)))
-            .await?;
+    /// A resource, noted in flight for `caller` as a prompt is.
+    pub(crate) async fn read_resource(
+        &self,
+        uri: &str,
+        caller: Option<Arc<Caller>>,
+    ) -> Result<ReadResourceResult, ToolError> {
+        let params = ReadResourceRequestParams::new(uri);
+        let request = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params));
+        let ServerResult::ReadResourceResult(mut result) =
+            self.request_for(request, caller).await?
+        else {
+            return Err(self.unexpected("resources/read"));
+        };
         for content in &mut result.contents {
-            rewrite_content_uri(content, &self.config.prefix);
+            names::rewrite_content_uri(content, &self.config.prefix);
         }
         Ok(result)
     }
@@ -1099,13 +1106,26 @@ impl Upstream {
         arguments: Option<Map<String, Value>>,
         caller: Option<Arc<Caller>>,
     ) -> Result<GetPromptResult, ToolError> {
-        self.shared_session_only()?;
-        let connection = self.connection(self.config.timeout, None).await?;
         let mut params = GetPromptRequestParams::new(name);
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
         }
         let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(params));
+        match self.request_for(request, caller).await? {
+            ServerResult::GetPromptResult(result) => Ok(result),
+            _ => Err(self.unexpected("prompts/get")),
+        }
+    }
+
+    /// A request to the server within its timeout, noted in flight for `caller` so that what the
+    /// server asks during it reaches that client, and ended by the client's cancellation.
+    async fn request_for(
+        &self,
+        request: ClientRequest,
+        caller: Option<Arc<Caller>>,
+    ) -> Result<ServerResult, ToolError> {
+        self.shared_session_only()?;
+        let connection = self.connection(self.config.timeout, None).await?;
         let sent = calls::send_for(&connection.peer, &connection.calls, request, caller.as_ref());
         let cancelled = async {
             match &caller {
@@ -1113,19 +1133,19 @@ impl Upstream {
                 None => std::future::pending().await,
             }
         };
-        let answer = tokio::select! {
-            answer = self.bounded(sent) => answer?,
+        tokio::select! {
+            answer = self.bounded(sent) => answer,
             () = cancelled => {
-                return Err(ToolError::new(ErrorCode::InvalidInput, "the client cancelled its request"));
+                Err(ToolError::new(ErrorCode::InvalidInput, "the client cancelled its request"))
             }
-        };
-        match answer {
-            ServerResult::GetPromptResult(result) => Ok(result),
-            _ => Err(ToolError::upstream_unavailable(format!(
-                "external server `{}` answered prompts/get with something else than a prompt",
-                self.config.key
-            ))),
         }
+    }
+
+    fn unexpected(&self, method: &str) -> ToolError {
+        ToolError::upstream_unavailable(format!(
+            "external server `{}` answered {method} with something else",
+            self.config.key
+        ))
     }
 
     /// Completions for a prompt or resource-template argument (names already upstream's); a
@@ -1172,16 +1192,6 @@ impl Upstream {
             ),
         )
         .with_hint("the server's `timeout` in external-mcps.yaml sets this limit")
-    }
-}
-
-fn rewrite_content_uri(content: &mut rmcp::model::ResourceContents, prefix: &str) {
-    match content {
-        rmcp::model::ResourceContents::TextResourceContents { uri, .. }
-        | rmcp::model::ResourceContents::BlobResourceContents { uri, .. } => {
-            *uri = names::exposed_uri(prefix, uri);
-        }
-        _ => {}
     }
 }
 

@@ -5,7 +5,8 @@
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, Implementation,
-    InputRequiredResult, InputResponses, ProtocolVersion, ResultType,
+    InputRequiredResult, InputResponses, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ResultType,
 };
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _, RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -188,6 +189,43 @@ async fn an_upstream_asking_for_a_capability_the_client_lacks_fails_the_call_wit
     assert_eq!(body["id"], 7, "{body}");
     assert_eq!(body["error"]["code"], -32021, "{body}");
     assert_eq!(body["error"]["data"]["requiredCapabilities"], json!({"sampling": {}}), "{body}");
+    let status = server.stop();
+    assert!(status.success(), "orca exited with {status}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_modern_client_answers_what_an_upstream_asks_while_a_resource_is_read() {
+    let database = TestDatabase::create().await;
+    let fixture = DirectFixture::start();
+    let setup = OrcaSetup::new(&database.url).with_external(&format!(
+        "mcps:\n  conformance:\n    url: {}\n    prefix: \"\"\n    timeout: 30s\n",
+        fixture.url
+    ));
+    let server = setup.http_server(&[]);
+    let config = StreamableHttpClientTransportConfig::with_uri(server.url("/mcp"));
+    let lifecycle =
+        ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
+    let client = Elicits
+        .serve_with_lifecycle(StreamableHttpClientTransport::from_config(config), lifecycle)
+        .await
+        .unwrap();
+    let uri = "test://input-required-resource";
+    let first = client.read_resource_once(ReadResourceRequestParams::new(uri)).await.unwrap();
+    let ReadResourceResponse::InputRequired(input) = first else {
+        panic!("expected an InputRequiredResult, got {first:?}");
+    };
+    assert_eq!(input.input_requests.as_ref().unwrap().keys().collect::<Vec<_>>(), ["reader"]);
+    let answers = InputResponses::from([("reader".to_owned(), accept(json!({"name": "Ada"})))]);
+    let retry = ReadResourceRequestParams::new(uri)
+        .with_input_responses(answers)
+        .with_request_state(input.request_state.unwrap());
+    let ReadResourceResponse::Complete(result) = client.read_resource_once(retry).await.unwrap()
+    else {
+        panic!("expected the resource");
+    };
+    let text = serde_json::to_value(&result.contents[0]).unwrap();
+    assert_eq!(text["text"], "Read for Ada", "{text}");
+    client.cancel().await.unwrap();
     let status = server.stop();
     assert!(status.success(), "orca exited with {status}");
 }
