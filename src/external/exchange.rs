@@ -9,7 +9,7 @@
     reason = "sampling and roots are deprecated by SEP-2577, but the protocol versions servers speak today have them"
 )]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -206,10 +206,20 @@ impl Exchange {
     /// The requests waiting for the client, once there are any: requests arriving together
     /// (within `GATHER` of one another) are asked together.
     pub(crate) async fn requested(&self) -> InputRequests {
+        self.requested_beyond(&mut HashSet::new(), false).await
+    }
+
+    /// The requests waiting that are not in `seen` (which they join), once there are any, as
+    /// `requested` gathers them: for a task, whose requests are asked one by one.
+    pub(crate) async fn newly_requested(&self, seen: &mut HashSet<String>) -> InputRequests {
+        self.requested_beyond(seen, true).await
+    }
+
+    async fn requested_beyond(&self, seen: &mut HashSet<String>, remember: bool) -> InputRequests {
         let mut arrivals = self.arrivals.subscribe();
         loop {
             arrivals.borrow_and_update();
-            if !self.lock().waiting.is_empty() {
+            if self.lock().waiting.keys().any(|key| !seen.contains(key)) {
                 break;
             }
             if arrivals.changed().await.is_err() {
@@ -224,7 +234,16 @@ impl Exchange {
             }
         }
         let state = self.lock();
-        state.waiting.iter().map(|(key, waiting)| (key.clone(), waiting.request.clone())).collect()
+        let requests: InputRequests = state
+            .waiting
+            .iter()
+            .filter(|(key, _)| !seen.contains(*key))
+            .map(|(key, waiting)| (key.clone(), waiting.request.clone()))
+            .collect();
+        if remember {
+            seen.extend(requests.keys().cloned());
+        }
+        requests
     }
 
     /// Hand the client's `responses` to the requests waiting under their keys; the others are

@@ -20,6 +20,7 @@ mod rounds;
 mod search;
 mod sign_in;
 pub(crate) mod stdio;
+mod tasks;
 mod upstream_sign_in;
 
 use std::sync::Arc;
@@ -75,6 +76,8 @@ pub(crate) struct AppState {
     search: Arc<search::Indexes>,
     /// Calls waiting for a 2026-07-28 client to come back with the input they asked for.
     pending: Arc<input_required::PendingCalls>,
+    /// Calls become tasks for the clients that take them.
+    tasks: Arc<tasks::Tasks>,
     /// The `initialize` instructions, written once: they name the internal servers and the
     /// external ones configured to run, neither of which changes while orca runs (whether an
     /// upstream is up, and its tools, are `list_servers`' and `tools/list`' business).
@@ -92,7 +95,18 @@ impl AppState {
         let instructions = instructions(&registry).into();
         let search = Arc::new(search::Indexes::new(&config));
         let pending = Arc::new(input_required::PendingCalls::new());
-        AppState { config, registry, tracker, state_pool, metrics, search, instructions, pending }
+        let tasks = Arc::new(tasks::Tasks::default());
+        AppState {
+            config,
+            registry,
+            tracker,
+            state_pool,
+            metrics,
+            search,
+            instructions,
+            pending,
+            tasks,
+        }
     }
 }
 
@@ -528,6 +542,7 @@ impl ServerHandler for Gateway {
         let prompts =
             external || self.state.registry.has_prompts() || self.state.registry.has_resources();
         let capabilities = match (external, prompts) {
+            // A proxied call may become a task (`tasks.rs`).
             (true, _) => ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
@@ -536,6 +551,7 @@ impl ServerHandler for Gateway {
                 .enable_resources()
                 .enable_resources_subscribe()
                 .enable_resources_list_changed()
+                .enable_tasks()
                 .build(),
             (false, true) => ServerCapabilities::builder()
                 .enable_tools()
@@ -640,6 +656,31 @@ impl ServerHandler for Gateway {
         let routed = self.state.registry.external()?.resolve(name)?;
         let tool = routed.definition();
         mirrors_arguments(&tool.input_schema).then(|| tool.clone())
+    }
+
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, McpError> {
+        self.state.tasks.get(&request.task_id, &self.principal(&context)?)
+    }
+
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let principal = self.principal(&context)?;
+        self.state.tasks.update(&request.task_id, request.input_responses, &principal)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.state.tasks.cancel(&request.task_id, &self.principal(&context)?)
     }
 
     async fn list_prompts(

@@ -38,6 +38,9 @@ impl Gateway {
             return round.await.map(tool_round);
         }
         let external = matches!(self.state.registry.route(&request.name), Some(Route::External(_)));
+        if external && input_required::translates(&context) && super::tasks::declared(&context) {
+            return self.call_as_task(request, context, started, principal).await;
+        }
         if external && input_required::translates(&context) {
             // The call runs on a task of its own, so that it outlives this request while the
             // client comes back with the input its server asks for; it is recorded once, when

@@ -4,9 +4,9 @@
 //! nobody else can use; a request for a capability the client did not declare becomes `-32021`.
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, Implementation,
-    InputRequiredResult, InputResponses, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ResultType,
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, GetTaskParams,
+    Implementation, InputRequiredResult, InputResponses, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, ResultType, UpdateTaskParams,
 };
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _, RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -226,6 +226,113 @@ async fn a_modern_client_answers_what_an_upstream_asks_while_a_resource_is_read(
     let text = serde_json::to_value(&result.contents[0]).unwrap();
     assert_eq!(text["text"], "Read for Ada", "{text}");
     client.cancel().await.unwrap();
+    let status = server.stop();
+    assert!(status.success(), "orca exited with {status}");
+}
+
+/// A 2026-07-28 client that takes tasks and answers elicitation.
+#[derive(Clone)]
+struct TakesTasks;
+
+impl rmcp::ClientHandler for TakesTasks {
+    fn get_info(&self) -> ClientConfig {
+        let capabilities: ClientCapabilities = serde_json::from_value(json!({
+            "elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}},
+        }))
+        .unwrap();
+        ClientConfig::new(capabilities, Implementation::new("tasks", "1"))
+            .with_protocol_version(ProtocolVersion::V_2026_07_28)
+    }
+}
+
+/// `tasks/get` until the task reaches `status`, as JSON.
+async fn task_until(
+    client: &RunningService<RoleClient, TakesTasks>,
+    id: &str,
+    status: &str,
+) -> Value {
+    let mut last = Value::Null;
+    for _ in 0..100 {
+        let task = client.get_task(GetTaskParams::new(id)).await.unwrap();
+        last = serde_json::to_value(&task).unwrap();
+        if last["status"] == status {
+            return last;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("the task never reached {status}: {last}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slow_call_becomes_its_callers_task_whose_questions_tasks_update_answers() {
+    let database = TestDatabase::create().await;
+    let fixture = DirectFixture::start();
+    let hash = |key: &str| hex::encode(Sha256::digest(key.as_bytes()));
+    let setup = OrcaSetup::new(&database.url)
+        .with_config(&format!(
+            "auth:\n  api_keys:\n    - name: alice\n      sha256: {}\n      verbs: [read, create, update, delete]\n    - name: bob\n      sha256: {}\n      verbs: [read, create, update, delete]\n",
+            hash(ALICE),
+            hash(BOB)
+        ))
+        .with_external(&format!(
+            "mcps:\n  conformance:\n    url: {}\n    prefix: \"\"\n    timeout: 30s\n",
+            fixture.url
+        ));
+    let server = setup.http_server(&[]);
+    let connect = |key: &'static str| {
+        let config =
+            StreamableHttpClientTransportConfig::with_uri(server.url("/mcp")).auth_header(key);
+        let lifecycle = ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        };
+        TakesTasks
+            .serve_with_lifecycle(StreamableHttpClientTransport::from_config(config), lifecycle)
+    };
+    let alice = connect(ALICE).await.unwrap();
+    let bob = connect(BOB).await.unwrap();
+
+    // A quick call is answered at once; one that asks the user becomes a task.
+    let quick = alice.call_tool_once(CallToolRequestParams::new("greet")).await.unwrap();
+    assert!(matches!(quick, CallToolResponse::Complete(_)), "{quick:?}");
+    let mut params = CallToolRequestParams::new("confirm_delete");
+    params = params.with_arguments(json!({"filename": "a.txt"}).as_object().unwrap().clone());
+    let CallToolResponse::Task(created) = alice.call_tool_once(params).await.unwrap() else {
+        panic!("expected a task");
+    };
+    let id = created.task.task_id.clone();
+
+    // The task is alice's: bob finds no such task, to read or to answer.
+    let unknown = bob.get_task(GetTaskParams::new(&id)).await.unwrap_err();
+    assert!(unknown.to_string().contains("unknown task"), "{unknown}");
+    let answers = InputResponses::from([("confirm".to_owned(), accept(json!({"confirm": true})))]);
+    assert!(bob.update_task(UpdateTaskParams::new(&id, answers.clone())).await.is_err());
+
+    // The server's question is the task's input request; tasks/update answers it.
+    let waiting = task_until(&alice, &id, "input_required").await;
+    assert_eq!(waiting["inputRequests"]["confirm"]["method"], "elicitation/create", "{waiting}");
+    alice.update_task(UpdateTaskParams::new(&id, answers)).await.unwrap();
+    let done = task_until(&alice, &id, "completed").await;
+    assert_eq!(done["result"]["content"][0]["text"], "Deleted", "{done}");
+
+    // One call in tracking, alice's.
+    let pool = database.connect().await;
+    let recorded = || async {
+        sqlx::query_as::<_, (String,)>(
+            "SELECT principal FROM orca.mcp_executions WHERE tool_name = 'confirm_delete'",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap()
+    };
+    crate::support::eventually(
+        "the task's call in tracking",
+        std::time::Duration::from_secs(20),
+        || async { !recorded().await.is_empty() },
+    )
+    .await;
+    assert_eq!(recorded().await, [("alice".to_owned(),)]);
+    alice.cancel().await.unwrap();
+    bob.cancel().await.unwrap();
     let status = server.stop();
     assert!(status.success(), "orca exited with {status}");
 }
