@@ -15,16 +15,19 @@ use std::sync::{Arc, Mutex};
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
-    ClientResult, CreateMessageRequest, CreateMessageRequestParams, CreateMessageResult,
-    ElicitRequest, ElicitRequestParams, ElicitResult, GetExtensions as _, ListRootsRequest,
-    ListRootsResult, LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam,
-    ProgressToken, RequestId, ServerRequest,
+    ClientRequest, ClientResult, CreateMessageRequest, CreateMessageRequestParams,
+    CreateMessageResult, ElicitRequest, ElicitRequestParams, ElicitResult, GetExtensions as _,
+    InputRequest, ListRootsRequest, ListRootsResult, LoggingLevel, LoggingMessageNotificationParam,
+    ProgressNotificationParam, ProgressToken, RequestId, ServerRequest, ServerResult,
 };
 use rmcp::service::{
-    InboundStreamOrigin, OriginatingRequestId, Peer, RequestContext, RoleClient, RoleServer,
-    ServiceError,
+    InboundStreamOrigin, OriginatingRequestId, Peer, PeerRequestOptions, RequestContext,
+    RoleClient, RoleServer, ServiceError,
 };
 use tokio_util::sync::CancellationToken;
+
+use super::exchange::{Exchange, INPUT_KEY, Kind};
+use super::handler::CancelOnDrop;
 
 /// Whether a client admits a log message of a level (its `logging/setLevel`).
 pub(crate) type LogFilter = Arc<dyn Fn(LoggingLevel) -> bool + Send + Sync>;
@@ -40,6 +43,18 @@ pub(crate) struct Caller {
     /// Cancelled when the client cancels its call.
     pub(crate) cancelled: CancellationToken,
     pub(crate) admits: LogFilter,
+    /// For a client that cannot be asked during its call (2026-07-28), where the server's
+    /// requests wait for the client to answer them by retrying its request.
+    pub(crate) exchange: Option<Arc<Exchange>>,
+}
+
+impl Caller {
+    /// Whether the call still has a client: one that answers by retrying its request needs no
+    /// open transport between rounds.
+    fn is_live(&self) -> bool {
+        !self.cancelled.is_cancelled()
+            && (self.exchange.is_some() || !self.peer.is_transport_closed())
+    }
 }
 
 impl std::fmt::Debug for Caller {
@@ -167,15 +182,14 @@ impl Calls {
 
     /// The one call in flight, if there is exactly one.
     fn sole(&self) -> Option<Arc<Caller>> {
-        self.sole_relaying().map(|(caller, _)| caller)
+        self.sole_relaying(Caller::is_live).map(|(caller, _)| caller)
     }
 
-    /// A call whose client has cancelled it or gone away no longer counts.
-    fn sole_relaying(&self) -> Option<(Arc<Caller>, Relaying)> {
+    /// The one call in flight among those `counts` admits: a call whose client has cancelled it
+    /// or gone away no longer counts.
+    fn sole_relaying(&self, counts: fn(&Caller) -> bool) -> Option<(Arc<Caller>, Relaying)> {
         let calls = self.lock();
-        let mut live = calls.iter().filter(|call| {
-            !call.caller.cancelled.is_cancelled() && !call.caller.peer.is_transport_closed()
-        });
+        let mut live = calls.iter().filter(|call| counts(&call.caller));
         match (live.next(), live.next()) {
             (Some(only), None) => Some((only.caller.clone(), Relaying::start(&only.relaying))),
             _ => None,
@@ -221,7 +235,9 @@ impl Calls {
     /// A log message during the one call in flight goes to its caller (at the caller's level);
     /// `false` when there is no such call and the message is everyone's.
     pub(crate) async fn log(&self, message: &LoggingMessageNotificationParam) -> bool {
-        let Some((caller, _relaying)) = self.sole_relaying() else { return false };
+        // Between rounds a client that answers by retrying has no stream to hear it on.
+        let listening = |caller: &Caller| caller.is_live() && !caller.peer.is_transport_closed();
+        let Some((caller, _relaying)) = self.sole_relaying(listening) else { return false };
         if (caller.admits)(message.level) {
             let _ = caller.peer.notify_logging_message(message.clone()).await;
         }
@@ -235,6 +251,12 @@ impl Calls {
         context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, McpError> {
         let caller = self.caller_of(server, &context)?;
+        if let Some(exchange) = &caller.exchange {
+            let named = named_key(&params, &context);
+            let request = InputRequest::CreateMessage(CreateMessageRequest::new(params));
+            let answer = exchange.ask(Kind::Sampling, named.as_deref(), request).await?;
+            return from_answer(answer);
+        }
         let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
         match ask(&caller, request, &context).await? {
             ClientResult::CreateMessageResult(result) => Ok(*result),
@@ -249,6 +271,12 @@ impl Calls {
         context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, McpError> {
         let caller = self.caller_of(server, &context)?;
+        if let Some(exchange) = &caller.exchange {
+            let named = named_key(&params, &context);
+            let request = InputRequest::Elicitation(ElicitRequest::new(params));
+            let answer = exchange.ask(Kind::Elicitation, named.as_deref(), request).await?;
+            return from_answer(answer);
+        }
         let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
         match ask(&caller, request, &context).await? {
             ClientResult::ElicitResult(result) => Ok(result),
@@ -262,12 +290,61 @@ impl Calls {
         context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, McpError> {
         let caller = self.caller_of(server, &context)?;
+        if let Some(exchange) = &caller.exchange {
+            let named = named_key(&(), &context);
+            let request = InputRequest::ListRoots(ListRootsRequest::default());
+            let answer = exchange.ask(Kind::Roots, named.as_deref(), request).await?;
+            return from_answer(answer);
+        }
         let request = ServerRequest::ListRootsRequest(ListRootsRequest::default());
         match ask(&caller, request, &context).await? {
             ClientResult::ListRootsResult(result) => Ok(result),
             other => Err(unexpected(&other)),
         }
     }
+}
+
+/// The key a server named for its request (`_meta["orca/inputKey"]`), if it named one.
+fn named_key(
+    params: &impl serde::Serialize,
+    context: &RequestContext<RoleClient>,
+) -> Option<String> {
+    let params = serde_json::to_value(params).ok();
+    let in_params = params.as_ref().and_then(|params| params.get("_meta")?.get(INPUT_KEY));
+    in_params
+        .or_else(|| context.meta.get(INPUT_KEY))
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_owned)
+}
+
+/// A client's answer, given as JSON in its retry, as the result the server asked for (the
+/// exchange has checked its kind).
+fn from_answer<T: serde::de::DeserializeOwned>(answer: serde_json::Value) -> Result<T, McpError> {
+    serde_json::from_value(answer)
+        .map_err(|error| McpError::invalid_params(format!("the client's answer: {error}"), None))
+}
+
+/// Send `request` to the server on `peer`, noted in flight for `caller` (so that what the server
+/// sends during it reaches that client) from before it is handed to the connection; dropped
+/// before its answer, it is cancelled at the server.
+pub(super) async fn send_for(
+    peer: &Peer<RoleClient>,
+    calls: &Arc<Calls>,
+    request: ClientRequest,
+    caller: Option<&Arc<Caller>>,
+) -> Result<ServerResult, ServiceError> {
+    let registered = caller.map(|caller| calls.register(caller.clone()));
+    let handle = peer.send_cancellable_request(request, PeerRequestOptions::no_options()).await?;
+    if let Some(registered) = &registered {
+        registered.sent(handle.id.clone(), handle.progress_token.clone());
+    }
+    let mut cancel = CancelOnDrop { peer: Some(peer.clone()), id: handle.id.clone() };
+    let answer = handle.await_response().await;
+    cancel.peer = None;
+    if let Some(registered) = &registered {
+        registered.settle().await;
+    }
+    answer
 }
 
 /// Send `request` to the caller on its call's stream; its answer, or its error as it gave it.

@@ -6,6 +6,7 @@
 mod batched;
 mod calls;
 mod child;
+mod exchange;
 mod frame;
 mod handler;
 mod logs;
@@ -40,6 +41,9 @@ use crate::servers::orca::{Directory, ServerCapabilitiesSummary, ServerSummary};
 use crate::tool::{ToolError, Verb};
 pub(crate) use batched::BatchedTransport;
 pub(crate) use calls::{Caller, LogFilter};
+pub(crate) use exchange::Exchange;
+#[cfg(test)]
+pub(crate) use exchange::Kind;
 pub(crate) use logs::{ExternalLog, severity};
 pub(crate) use subscriptions::Subscriber;
 pub(crate) use upstream::Attempts;
@@ -485,11 +489,13 @@ impl ExternalServers {
         &self,
         name: &str,
         arguments: Option<Map<String, Value>>,
+        caller: Option<Caller>,
     ) -> Option<Result<GetPromptResult, ToolError>> {
         for upstream in &self.upstreams {
             let upstream_name = upstream.catalog().prompt_names.get(name).cloned();
             if let Some(upstream_name) = upstream_name {
-                return Some(upstream.get_prompt(&upstream_name, arguments).await);
+                let caller = caller.map(Arc::new);
+                return Some(upstream.get_prompt(&upstream_name, arguments, caller).await);
             }
         }
         None
@@ -516,9 +522,10 @@ impl ExternalServers {
     pub(crate) async fn read_resource(
         &self,
         uri: &str,
+        caller: Option<Caller>,
     ) -> Option<Result<ReadResourceResult, ToolError>> {
         let (upstream, upstream_uri) = self.resource_owner(uri)?;
-        Some(upstream.read_resource(upstream_uri).await)
+        Some(upstream.read_resource(upstream_uri, caller.map(Arc::new)).await)
     }
 
     /// Subscribe a client session to an external resource; `None` when the URI is no

@@ -40,6 +40,17 @@ pub(crate) fn exposed_uri(prefix: &str, upstream: &str) -> String {
     format!("{RESOURCE_SCHEME}{prefix}/{upstream}")
 }
 
+/// A resource's contents with its URI as orca exposes it.
+pub(crate) fn rewrite_content_uri(content: &mut rmcp::model::ResourceContents, prefix: &str) {
+    match content {
+        rmcp::model::ResourceContents::TextResourceContents { uri, .. }
+        | rmcp::model::ResourceContents::BlobResourceContents { uri, .. } => {
+            *uri = exposed_uri(prefix, uri);
+        }
+        _ => {}
+    }
+}
+
 /// The prefix and upstream URI of an exposed resource URI.
 pub(crate) fn split_uri(exposed: &str) -> Option<(&str, &str)> {
     let rest = exposed.strip_prefix(RESOURCE_SCHEME)?;

@@ -12,21 +12,21 @@ use std::time::{Duration, Instant};
 use rmcp::ServiceExt;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest,
-    CompleteRequestParams, CompleteResult, CompletionInfo, GetPromptRequestParams, GetPromptResult,
-    Implementation, Prompt, ReadResourceRequestParams, ReadResourceResult, Resource,
-    ResourceTemplate, ServerCapabilities, ServerResult, SubscribeRequestParams, Tool,
-    UnsubscribeRequestParams,
+    CompleteRequestParams, CompleteResult, CompletionInfo, GetPromptRequest,
+    GetPromptRequestParams, GetPromptResult, Implementation, Prompt, ReadResourceRequest,
+    ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate, ServerCapabilities,
+    ServerResult, SubscribeRequestParams, Tool, UnsubscribeRequestParams,
 };
-use rmcp::service::{Peer, PeerRequestOptions, RoleClient, RunningService, ServiceError};
+use rmcp::service::{Peer, RoleClient, RunningService, ServiceError};
 use secrecy::ExposeSecret;
 use serde_json::{Map, Value};
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::calls::{Caller, Calls};
+use super::calls::{self, Caller, Calls};
 use super::child::{Child, describe_exit, inherited, log_stderr};
 use super::frame::{LineLimit, OVERSIZED_CODE, StreamStats};
-use super::handler::{CancelOnDrop, Lists, UpstreamClient};
+use super::handler::{Lists, UpstreamClient};
 use super::logs::ExternalLog;
 use super::names;
 use super::per_user::{self, UserConnections};
@@ -967,20 +967,8 @@ impl Upstream {
         params: CallToolRequestParams,
         caller: Option<&Arc<Caller>>,
     ) -> Result<CallToolResponse, ServiceError> {
-        let peer = &connection.peer;
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let registered = caller.map(|caller| connection.calls.register(caller.clone()));
-        let handle =
-            peer.send_cancellable_request(request, PeerRequestOptions::no_options()).await?;
-        if let Some(registered) = &registered {
-            registered.sent(handle.id.clone(), handle.progress_token.clone());
-        }
-        let mut cancel = CancelOnDrop { peer: Some(peer.clone()), id: handle.id.clone() };
-        let answer = handle.await_response().await;
-        cancel.peer = None;
-        if let Some(registered) = &registered {
-            registered.settle().await;
-        }
+        let answer = calls::send_for(&connection.peer, &connection.calls, request, caller).await;
         match answer? {
             ServerResult::CallToolResult(result) => Ok(CallToolResponse::Complete(result)),
             ServerResult::InputRequiredResult(result) => {
@@ -1051,14 +1039,21 @@ impl Upstream {
         }
     }
 
-    pub(crate) async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, ToolError> {
-        self.shared_session_only()?;
-        let connection = self.connection(self.config.timeout, None).await?;
-        let mut result = self
-            .bounded(connection.peer.read_resource(ReadResourceRequestParams::new(uri)))
-            .await?;
+    /// A resource, noted in flight for `caller` as a prompt is.
+    pub(crate) async fn read_resource(
+        &self,
+        uri: &str,
+        caller: Option<Arc<Caller>>,
+    ) -> Result<ReadResourceResult, ToolError> {
+        let params = ReadResourceRequestParams::new(uri);
+        let request = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params));
+        let ServerResult::ReadResourceResult(mut result) =
+            self.request_for(request, caller).await?
+        else {
+            return Err(self.unexpected("resources/read"));
+        };
         for content in &mut result.contents {
-            rewrite_content_uri(content, &self.config.prefix);
+            names::rewrite_content_uri(content, &self.config.prefix);
         }
         Ok(result)
     }
@@ -1103,18 +1098,54 @@ impl Upstream {
         Ok(())
     }
 
+    /// A prompt, noted in flight for `caller` so that what the server asks during it reaches
+    /// that client.
     pub(crate) async fn get_prompt(
         &self,
         name: &str,
         arguments: Option<Map<String, Value>>,
+        caller: Option<Arc<Caller>>,
     ) -> Result<GetPromptResult, ToolError> {
-        self.shared_session_only()?;
-        let connection = self.connection(self.config.timeout, None).await?;
         let mut params = GetPromptRequestParams::new(name);
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
         }
-        self.bounded(connection.peer.get_prompt(params)).await
+        let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(params));
+        match self.request_for(request, caller).await? {
+            ServerResult::GetPromptResult(result) => Ok(result),
+            _ => Err(self.unexpected("prompts/get")),
+        }
+    }
+
+    /// A request to the server within its timeout, noted in flight for `caller` so that what the
+    /// server asks during it reaches that client, and ended by the client's cancellation.
+    async fn request_for(
+        &self,
+        request: ClientRequest,
+        caller: Option<Arc<Caller>>,
+    ) -> Result<ServerResult, ToolError> {
+        self.shared_session_only()?;
+        let connection = self.connection(self.config.timeout, None).await?;
+        let sent = calls::send_for(&connection.peer, &connection.calls, request, caller.as_ref());
+        let cancelled = async {
+            match &caller {
+                Some(caller) => caller.cancelled.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            answer = self.bounded(sent) => answer,
+            () = cancelled => {
+                Err(ToolError::new(ErrorCode::InvalidInput, "the client cancelled its request"))
+            }
+        }
+    }
+
+    fn unexpected(&self, method: &str) -> ToolError {
+        ToolError::upstream_unavailable(format!(
+            "external server `{}` answered {method} with something else",
+            self.config.key
+        ))
     }
 
     /// Completions for a prompt or resource-template argument (names already upstream's); a
@@ -1161,16 +1192,6 @@ impl Upstream {
             ),
         )
         .with_hint("the server's `timeout` in external-mcps.yaml sets this limit")
-    }
-}
-
-fn rewrite_content_uri(content: &mut rmcp::model::ResourceContents, prefix: &str) {
-    match content {
-        rmcp::model::ResourceContents::TextResourceContents { uri, .. }
-        | rmcp::model::ResourceContents::BlobResourceContents { uri, .. } => {
-            *uri = names::exposed_uri(prefix, uri);
-        }
-        _ => {}
     }
 }
 

@@ -10,14 +10,18 @@ mod edge;
 mod error;
 mod forwarded;
 pub(crate) mod http;
+mod input_required;
 mod listen;
 mod logging;
 mod metrics;
 mod oauth;
+mod reads;
 mod respond;
+mod rounds;
 mod search;
 mod sign_in;
 pub(crate) mod stdio;
+mod tasks;
 mod upstream_sign_in;
 
 use std::sync::Arc;
@@ -32,8 +36,8 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
     GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, RequestMetaObject,
-    ResourceContents, ServerCapabilities, ServerConfig, Tool,
+    ReadResourceRequestParams, ReadResourceResponse, RequestMetaObject, ServerCapabilities,
+    ServerConfig, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use serde_json::{Map, Value};
@@ -71,6 +75,10 @@ pub(crate) struct AppState {
     pub(crate) metrics: Arc<Metrics>,
     /// The tool-search indexes, one per set of visible tools.
     search: Arc<search::Indexes>,
+    /// Calls waiting for a 2026-07-28 client to come back with the input they asked for.
+    pending: Arc<input_required::PendingCalls>,
+    /// Calls become tasks for the clients that take them.
+    tasks: Arc<tasks::Tasks>,
     /// The `initialize` instructions, written once: they name the internal servers and the
     /// external ones configured to run, neither of which changes while orca runs (whether an
     /// upstream is up, and its tools, are `list_servers`' and `tools/list`' business).
@@ -87,7 +95,19 @@ impl AppState {
     ) -> AppState {
         let instructions = instructions(&registry).into();
         let search = Arc::new(search::Indexes::new(&config));
-        AppState { config, registry, tracker, state_pool, metrics, search, instructions }
+        let pending = Arc::new(input_required::PendingCalls::new());
+        let tasks = Arc::new(tasks::Tasks::default());
+        AppState {
+            config,
+            registry,
+            tracker,
+            state_pool,
+            metrics,
+            search,
+            instructions,
+            pending,
+            tasks,
+        }
     }
 }
 
@@ -227,6 +247,7 @@ impl Gateway {
             progress_token: context.meta.get_progress_token(),
             cancelled: context.ct.clone(),
             admits,
+            exchange: None,
         }
     }
 
@@ -466,80 +487,6 @@ fn status_of(error: &ToolError) -> ExecutionStatus {
     if error.code == ErrorCode::Timeout { ExecutionStatus::Timeout } else { ExecutionStatus::Error }
 }
 
-/// A resource read, recorded like a tool call under the tool name `resources/read`.
-struct ResourceRead {
-    server: String,
-    /// The target database a `res://` URI named.
-    database: Option<String>,
-    uri: String,
-    trace_id: String,
-    execution_id: Uuid,
-    feedback_token: Uuid,
-}
-
-impl Gateway {
-    /// Hand a resource read to tracking: its URI as the arguments, the result (or the error) as
-    /// the response.
-    fn record_read(
-        &self,
-        read: ResourceRead,
-        principal: &Principal,
-        request: &ReadResourceRequestParams,
-        context: &RequestContext<RoleServer>,
-        started: Instant,
-        outcome: Result<String, ToolError>,
-    ) {
-        let now = Utc::now();
-        let max_bytes = self.state.config.tracking.max_response_bytes;
-        let (response_data, response_bytes, status, error) = match outcome {
-            Ok(text) => {
-                let (payload, bytes) = cut_text(text, max_bytes);
-                (payload, bytes, ExecutionStatus::Success, None)
-            }
-            Err(tool_error) => {
-                let text =
-                    serde_json::to_string(&tool_error.to_json(&read.trace_id)).unwrap_or_default();
-                let (payload, bytes) = cut_text(text, max_bytes);
-                (payload, bytes, status_of(&tool_error), Some(tool_error))
-            }
-        };
-        let failures = Failure::for_attempts(&[], error.as_ref(), &read.trace_id, now);
-        self.state.tracker.record(Execution {
-            id: read.execution_id,
-            server: read.server,
-            tool: "resources/read".to_owned(),
-            upstream_tool: None,
-            principal: principal.name.clone(),
-            user_id: meta_string(request.meta.as_ref(), context, "user_id"),
-            agent_id: meta_string(request.meta.as_ref(), context, "agent_id")
-                .or_else(|| header_string(context, "x-agent-id")),
-            session_id: header_string(context, "mcp-session-id"),
-            transport: self.transport.as_str().to_owned(),
-            trace_id: read.trace_id,
-            request_data: serde_json::json!({ "uri": read.uri }),
-            response_data: Some(response_data),
-            response_bytes,
-            llm_provider: None,
-            llm_model: None,
-            llm_prompt_tokens: None,
-            llm_completion_tokens: None,
-            llm_latency_ms: None,
-            execution_time_ms: i32::try_from(started.elapsed().as_millis()).unwrap_or(i32::MAX),
-            status,
-            error_code: error.as_ref().map(|tool_error| tool_error.code.as_str().to_owned()),
-            error_message: error.map(|tool_error| tool_error.message),
-            feedback_token: read.feedback_token,
-            created_at: now,
-            failures,
-            source: crate::tracking::Source::Mcp,
-            client_id: principal.client.clone(),
-            role: principal.role.clone(),
-            database: read.database,
-            span: None,
-        });
-    }
-}
-
 /// Hand a request whose bearer token was refused to tracking, as a call of `tool` (the tool a
 /// `tools/call` names, else the JSON-RPC method) by `unauthenticated` with `UNAUTHORIZED`, so the
 /// nightly review sees refused tokens next to the calls; nothing ran.
@@ -596,6 +543,7 @@ impl ServerHandler for Gateway {
         let prompts =
             external || self.state.registry.has_prompts() || self.state.registry.has_resources();
         let capabilities = match (external, prompts) {
+            // A proxied call may become a task (`tasks.rs`).
             (true, _) => ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
@@ -604,6 +552,7 @@ impl ServerHandler for Gateway {
                 .enable_resources()
                 .enable_resources_subscribe()
                 .enable_resources_list_changed()
+                .enable_tasks()
                 .build(),
             (false, true) => ServerCapabilities::builder()
                 .enable_tools()
@@ -710,6 +659,31 @@ impl ServerHandler for Gateway {
         mirrors_arguments(&tool.input_schema).then(|| tool.clone())
     }
 
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, McpError> {
+        self.state.tasks.get(&request.task_id, &self.principal(&context)?)
+    }
+
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let principal = self.principal(&context)?;
+        self.state.tasks.update(&request.task_id, request.input_responses, &principal)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.state.tasks.cancel(&request.task_id, &self.principal(&context)?)
+    }
+
     async fn list_prompts(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -759,13 +733,7 @@ impl ServerHandler for Gateway {
         {
             return Err(unknown());
         }
-        match external.get_prompt(&request.name, request.arguments.clone()).await {
-            None => Err(unknown()),
-            Some(Ok(result)) => Ok(GetPromptResponse::Complete(result)),
-            Some(Err(tool_error)) => {
-                Err(error::protocol_error(&tool_error, &Uuid::new_v4().simple().to_string()))
-            }
-        }
+        self.prompt_in_rounds(request, context, &principal).await
     }
 
     async fn list_resources(
@@ -853,85 +821,7 @@ impl ServerHandler for Gateway {
     ) -> Result<ReadResourceResponse, McpError> {
         let started = Instant::now();
         let principal = self.principal(&context)?;
-        let uri = request.uri.as_str();
-        let unknown =
-            || McpError::resource_not_found(format!("unknown resource: {}", shown(uri)), None);
-        let reach = self.servers_in_reach(&principal);
-        let (server, outcome, database) = match self.state.registry.resource_server(uri) {
-            Some(server) if principal.may(Verb::Read) => {
-                if !in_reach(reach.as_ref(), server) {
-                    return Err(unknown());
-                }
-                let call_context = CallContext::new(principal.clone());
-                let Some(outcome) = self.state.registry.read_resource(uri, &call_context).await
-                else {
-                    return Err(unknown());
-                };
-                let outcome = outcome.map(|value| {
-                    ReadResourceResult::new(vec![
-                        ResourceContents::text(value.to_string(), uri.to_owned())
-                            .with_mime_type("application/json"),
-                    ])
-                });
-                (server.to_owned(), outcome, call_context.database())
-            }
-            _ => {
-                let Some(external) = self.readable_external(&context)? else {
-                    return Err(unknown());
-                };
-                let Some(server) = external.resource_server(uri) else { return Err(unknown()) };
-                if !in_reach(reach.as_ref(), &server) {
-                    return Err(unknown());
-                }
-                let Some(outcome) = external.read_resource(uri).await else {
-                    return Err(unknown());
-                };
-                (server, outcome, None)
-            }
-        };
-        let read = ResourceRead {
-            server,
-            database,
-            uri: request.uri.clone(),
-            trace_id: trace_id(
-                &crate::telemetry::Span::default(),
-                incoming_traceparent(request.meta.as_ref(), &context).as_deref(),
-            ),
-            execution_id: Uuid::now_v7(),
-            feedback_token: Uuid::new_v4(),
-        };
-        self.state.metrics.observe(
-            "resources/read",
-            if outcome.is_ok() { "success" } else { "error" },
-            started.elapsed(),
-        );
-        match outcome {
-            Ok(mut result) => {
-                let meta = result.meta.get_or_insert_with(Default::default);
-                meta.insert("execution_id".into(), Value::from(read.execution_id.to_string()));
-                meta.insert("feedback_token".into(), Value::from(read.feedback_token.to_string()));
-                meta.insert("trace_id".into(), Value::from(read.trace_id.clone()));
-                if self.state.tracker.is_enabled() {
-                    let text = serde_json::to_string(&result).unwrap_or_default();
-                    self.record_read(read, &principal, &request, &context, started, Ok(text));
-                }
-                Ok(ReadResourceResponse::Complete(result))
-            }
-            Err(tool_error) => {
-                let protocol = error::protocol_error(&tool_error, &read.trace_id);
-                if self.state.tracker.is_enabled() {
-                    self.record_read(
-                        read,
-                        &principal,
-                        &request,
-                        &context,
-                        started,
-                        Err(tool_error),
-                    );
-                }
-                Err(protocol)
-            }
-        }
+        self.read_in_rounds(request, context, started, principal).await
     }
 
     async fn call_tool(
@@ -953,10 +843,27 @@ impl ServerHandler for Gateway {
                         self.answer_search(&principal, &visible, &request, &context, started),
                     )
                     .await?;
+                    let mut answer = answer;
+                    answer.result_type = Some(rmcp::model::ResultType::COMPLETE);
                     return Ok(CallToolResponse::Complete(answer));
                 }
             }
         }
+        self.call_in_rounds(request, context, started, principal).await
+    }
+}
+
+impl Gateway {
+    /// Route, check, run and record one tool call; `exchange` holds what its external server
+    /// asks of a client that answers by retrying.
+    pub(super) async fn run_call(
+        &self,
+        mut request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+        started: Instant,
+        principal: Principal,
+        exchange: Option<Arc<crate::external::Exchange>>,
+    ) -> Result<CallToolResult, McpError> {
         let Some(route) = self.state.registry.route(&request.name) else {
             self.state.metrics.unknown_tool();
             return Err(error::unknown_tool(&request.name));
@@ -1029,7 +936,11 @@ impl ServerHandler for Gateway {
         let Dispatched { mut result, status, llm, error, retried, upstream_error, spliced } =
             match refusal {
                 None => {
-                    let caller = self.caller(&context);
+                    let mut caller = self.caller(&context);
+                    if let Some(exchange) = exchange {
+                        caller.cancelled = exchange.cancelled.clone();
+                        caller.exchange = Some(exchange);
+                    }
                     let call = self.dispatch(
                         &route,
                         arguments,
@@ -1128,7 +1039,9 @@ impl ServerHandler for Gateway {
                 span: span.parent(),
             });
         }
-        Ok(CallToolResponse::Complete(result))
+        // 2026-07-28 wants `resultType` on every result (rmcp takes it off for older clients).
+        result.result_type = Some(rmcp::model::ResultType::COMPLETE);
+        Ok(result)
     }
 }
 

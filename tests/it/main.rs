@@ -27,6 +27,7 @@ mod forwarding;
 mod fuzz_replay;
 mod gateway_http;
 mod gateway_stdio;
+mod input_required;
 mod llm_fake_wire;
 mod llm_generate;
 mod metabase;

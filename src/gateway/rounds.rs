@@ -1,0 +1,138 @@
+//! How a proxied `tools/call` or `prompts/get` is served in rounds to a client that answers its
+//! external server's requests by retrying (2026-07-28, `input_required.rs`), and directly to
+//! every other client.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use rmcp::ErrorData as McpError;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, GetPromptRequestParams,
+    GetPromptResponse, GetPromptResult, ResultType,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use uuid::Uuid;
+
+use super::input_required::{self, Round};
+use super::{Gateway, error, shown};
+use crate::config::Principal;
+use crate::external::Exchange;
+use crate::registry::Route;
+
+impl Gateway {
+    /// A tool call: resumed from its `requestState`, started in rounds for a 2026-07-28 client
+    /// of an external tool, or run directly.
+    pub(super) async fn call_in_rounds(
+        &self,
+        mut request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+        started: Instant,
+        principal: Principal,
+    ) -> Result<CallToolResponse, McpError> {
+        input_required::check_responses(request.input_responses.as_ref())?;
+        let bound_to = input_required::binding(&principal, "tools/call", &request.name);
+        let pending = &self.state.pending;
+        if let Some(state) = request.request_state.take() {
+            let responses = request.input_responses.take();
+            let round = pending.resume(&state, responses, &bound_to, &context.ct, tool_failed);
+            return round.await.map(tool_round);
+        }
+        let external = matches!(self.state.registry.route(&request.name), Some(Route::External(_)));
+        if external && input_required::translates(&context) && super::tasks::declared(&context) {
+            return self.call_as_task(request, context, started, principal).await;
+        }
+        if external && input_required::translates(&context) {
+            // The call runs on a task of its own, so that it outlives this request while the
+            // client comes back with the input its server asks for; it is recorded once, when
+            // it ends.
+            let offered = request.input_responses.take().unwrap_or_default();
+            let exchange = Exchange::new(context.client_capabilities(), offered);
+            let client_gone = context.ct.clone();
+            let gateway = self.clone();
+            let asks = exchange.clone();
+            let call = async move {
+                gateway.run_call(request, context, started, principal, Some(asks)).await
+            };
+            let round = pending.begin(call, exchange, &bound_to, &client_gone, tool_failed);
+            return round.await.map(tool_round);
+        }
+        let result = self.run_call(request, context, started, principal, None).await;
+        result.map(CallToolResponse::Complete)
+    }
+
+    /// An external prompt, in rounds as a tool call is.
+    pub(super) async fn prompt_in_rounds(
+        &self,
+        mut request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+        principal: &Principal,
+    ) -> Result<GetPromptResponse, McpError> {
+        input_required::check_responses(request.input_responses.as_ref())?;
+        let bound_to = input_required::binding(principal, "prompts/get", &request.name);
+        let pending = &self.state.pending;
+        let client_gone = context.ct.clone();
+        if let Some(state) = request.request_state.take() {
+            let responses = request.input_responses.take();
+            let round = pending.resume(&state, responses, &bound_to, &client_gone, Result::is_err);
+            return round.await.map(prompt_round);
+        }
+        if input_required::translates(&context) {
+            let offered = request.input_responses.take().unwrap_or_default();
+            let exchange = Exchange::new(context.client_capabilities(), offered);
+            let gateway = self.clone();
+            let asks = exchange.clone();
+            let prompt =
+                async move { gateway.external_prompt(request, &context, Some(asks)).await };
+            let round = pending.begin(prompt, exchange, &bound_to, &client_gone, Result::is_err);
+            return round.await.map(prompt_round);
+        }
+        self.external_prompt(request, &context, None).await.map(GetPromptResponse::Complete)
+    }
+
+    /// An external server's prompt, what the server asks during it relayed to the client (or
+    /// held in `exchange` for a client that answers by retrying).
+    async fn external_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: &RequestContext<RoleServer>,
+        exchange: Option<Arc<Exchange>>,
+    ) -> Result<GetPromptResult, McpError> {
+        let unknown =
+            || McpError::invalid_params(format!("unknown prompt: {}", shown(&request.name)), None);
+        let Some(external) = self.readable_external(context)? else { return Err(unknown()) };
+        let mut caller = self.caller(context);
+        if let Some(exchange) = exchange {
+            caller.cancelled = exchange.cancelled.clone();
+            caller.exchange = Some(exchange);
+        }
+        match external.get_prompt(&request.name, request.arguments, Some(caller)).await {
+            None => Err(unknown()),
+            Some(Ok(mut result)) => {
+                result.result_type = Some(ResultType::COMPLETE);
+                Ok(result)
+            }
+            Some(Err(tool_error)) => {
+                Err(error::protocol_error(&tool_error, &Uuid::new_v4().simple().to_string()))
+            }
+        }
+    }
+}
+
+/// Whether a call's answer is a failure (for `-32021` after a refused request).
+fn tool_failed(outcome: &Result<CallToolResult, McpError>) -> bool {
+    outcome.as_ref().map_or(true, |result| result.is_error == Some(true))
+}
+
+fn tool_round(round: Round<CallToolResult>) -> CallToolResponse {
+    match round {
+        Round::Done(result) => CallToolResponse::Complete(result),
+        Round::Input(input) => CallToolResponse::InputRequired(input),
+    }
+}
+
+fn prompt_round(round: Round<GetPromptResult>) -> GetPromptResponse {
+    match round {
+        Round::Done(result) => GetPromptResponse::Complete(result),
+        Round::Input(input) => GetPromptResponse::InputRequired(input),
+    }
+}
