@@ -12,10 +12,8 @@ use std::time::{Duration, Instant};
 use rmcp::ServiceExt;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest,
-    CompleteRequestParams, CompleteResult, CompletionInfo, GetPromptRequest,
-    GetPromptRequestParams, GetPromptResult, Implementation, Prompt, ReadResourceRequest,
-    ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate, ServerCapabilities,
-    ServerResult, SubscribeRequestParams, Tool, UnsubscribeRequestParams,
+    Implementation, Prompt, Resource, ResourceTemplate, ServerCapabilities, ServerResult,
+    SubscribeRequestParams, Tool,
 };
 use rmcp::service::{Peer, RoleClient, RunningService, ServiceError};
 use secrecy::ExposeSecret;
@@ -30,13 +28,15 @@ use super::handler::{Lists, UpstreamClient};
 use super::logs::ExternalLog;
 use super::names;
 use super::per_user::{self, UserConnections};
-use super::subscriptions::{self, Subscriber, Subscriptions};
+use super::subscriptions::Subscriptions;
 use super::tokens::TokenVault;
 use crate::client::auth::{
     self, AuthorizedHttpClient, Authorizer, AuthorizerConfig, ClientIdentity, Grant,
 };
 use crate::config::{ExternalServerConfig, ExternalTransport, SignInMode, UpstreamOAuth};
 use crate::tool::{ErrorCode, ToolError, Verb};
+
+mod relay;
 
 /// Failures in a row, each within [`STABLE_AFTER`] of its start, that make a crash loop.
 const CRASH_LOOP_AFTER: u32 = 5;
@@ -1037,136 +1037,6 @@ impl Upstream {
                 true,
             ),
         }
-    }
-
-    /// A resource, noted in flight for `caller` as a prompt is.
-    pub(crate) async fn read_resource(
-        &self,
-        uri: &str,
-        caller: Option<Arc<Caller>>,
-    ) -> Result<ReadResourceResult, ToolError> {
-        let params = ReadResourceRequestParams::new(uri);
-        let request = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params));
-        let ServerResult::ReadResourceResult(mut result) =
-            self.request_for(request, caller).await?
-        else {
-            return Err(self.unexpected("resources/read"));
-        };
-        for content in &mut result.contents {
-            names::rewrite_content_uri(content, &self.config.prefix);
-        }
-        Ok(result)
-    }
-
-    /// Subscribe a client session to `uri` (the server's own); the server itself is subscribed
-    /// while any session is.
-    #[expect(deprecated, reason = "resources/subscribe is what the 2025 revisions speak")]
-    pub(crate) async fn subscribe(
-        &self,
-        uri: &str,
-        subscriber: Subscriber,
-    ) -> Result<(), ToolError> {
-        self.shared_session_only()?;
-        let connection = self.connection(self.config.timeout, None).await?;
-        let resources = connection.capabilities.resources.as_ref();
-        if resources.and_then(|resources| resources.subscribe) != Some(true) {
-            return Err(ToolError::new(
-                ErrorCode::InvalidInput,
-                format!("external server `{}` offers no resource subscriptions", self.config.key),
-            ));
-        }
-        let session = subscriber.session;
-        if self.subscriptions.add(uri, subscriber) == subscriptions::Upstream::Subscribe {
-            let subscribed =
-                self.bounded(connection.peer.subscribe(SubscribeRequestParams::new(uri)));
-            if let Err(error) = subscribed.await {
-                self.subscriptions.remove(uri, session);
-                return Err(error);
-            }
-        }
-        Ok(())
-    }
-
-    /// Take a client session off `uri`; the server is unsubscribed when nobody is left.
-    #[expect(deprecated, reason = "resources/unsubscribe is what the 2025 revisions speak")]
-    pub(crate) async fn unsubscribe(&self, uri: &str, session: u64) -> Result<(), ToolError> {
-        if self.subscriptions.remove(uri, session) == subscriptions::Upstream::Unsubscribe {
-            let connection = self.connection(self.config.timeout, None).await?;
-            let params = UnsubscribeRequestParams::new(uri);
-            self.bounded(connection.peer.unsubscribe(params)).await?;
-        }
-        Ok(())
-    }
-
-    /// A prompt, noted in flight for `caller` so that what the server asks during it reaches
-    /// that client.
-    pub(crate) async fn get_prompt(
-        &self,
-        name: &str,
-        arguments: Option<Map<String, Value>>,
-        caller: Option<Arc<Caller>>,
-    ) -> Result<GetPromptResult, ToolError> {
-        let mut params = GetPromptRequestParams::new(name);
-        if let Some(arguments) = arguments {
-            params = params.with_arguments(arguments);
-        }
-        let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(params));
-        match self.request_for(request, caller).await? {
-            ServerResult::GetPromptResult(result) => Ok(result),
-            _ => Err(self.unexpected("prompts/get")),
-        }
-    }
-
-    /// A request to the server within its timeout, noted in flight for `caller` so that what the
-    /// server asks during it reaches that client, and ended by the client's cancellation.
-    async fn request_for(
-        &self,
-        request: ClientRequest,
-        caller: Option<Arc<Caller>>,
-    ) -> Result<ServerResult, ToolError> {
-        self.shared_session_only()?;
-        let connection = self.connection(self.config.timeout, None).await?;
-        let sent = calls::send_for(&connection.peer, &connection.calls, request, caller.as_ref());
-        let cancelled = async {
-            match &caller {
-                Some(caller) => caller.cancelled.cancelled().await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            answer = self.bounded(sent) => answer,
-            () = cancelled => {
-                Err(ToolError::new(ErrorCode::InvalidInput, "the client cancelled its request"))
-            }
-        }
-    }
-
-    fn unexpected(&self, method: &str) -> ToolError {
-        ToolError::upstream_unavailable(format!(
-            "external server `{}` answered {method} with something else",
-            self.config.key
-        ))
-    }
-
-    /// Completions for a prompt or resource-template argument (names already upstream's); a
-    /// server without the `completions` capability has none to offer. At most the protocol's
-    /// 100 values are relayed, the rest announced by `hasMore`.
-    pub(crate) async fn complete(
-        &self,
-        request: CompleteRequestParams,
-    ) -> Result<CompleteResult, ToolError> {
-        self.shared_session_only()?;
-        let connection = self.connection(self.config.timeout, None).await?;
-        if connection.capabilities.completions.is_none() {
-            return Ok(CompleteResult::default());
-        }
-        let mut result = self.bounded(connection.peer.complete(request)).await?;
-        let completion = &mut result.completion;
-        if completion.values.len() > CompletionInfo::MAX_VALUES {
-            completion.values.truncate(CompletionInfo::MAX_VALUES);
-            completion.has_more = Some(true);
-        }
-        Ok(result)
     }
 
     /// A request to the server within its timeout, its failure in the taxonomy.
