@@ -4,7 +4,8 @@
 //! and the server's requests (sampling, elicitation, roots). A request that came on a call's
 //! own HTTP response stream belongs to that call; otherwise (stdio, or the standalone stream) it
 //! belongs to the one call in flight, and with several in flight it is refused rather than
-//! guessed. The client's cancellation of a call is forwarded by the caller's token.
+//! guessed. The client's cancellation of a call is forwarded by the caller's token, and a call
+//! orca stops waiting for is cancelled at the server (`CancelOnDrop`).
 #![expect(
     deprecated,
     reason = "sampling, roots and logging are deprecated by SEP-2577, but the protocol versions clients speak today have them"
@@ -27,7 +28,25 @@ use rmcp::service::{
 use tokio_util::sync::CancellationToken;
 
 use super::exchange::{Exchange, INPUT_KEY, Kind};
-use super::handler::CancelOnDrop;
+
+/// A request orca sent that is cancelled upstream if it is dropped before its answer.
+pub(super) struct CancelOnDrop {
+    /// `None` once answered.
+    pub(super) peer: Option<Peer<RoleClient>>,
+    pub(super) id: rmcp::model::RequestId,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(peer) = self.peer.take() else { return };
+        let id = self.id.clone();
+        tokio::spawn(async move {
+            let reason = "the client cancelled, or orca stopped waiting".to_owned();
+            let cancelled = rmcp::model::CancelledNotificationParam::new(Some(id), Some(reason));
+            let _ = peer.notify_cancelled(cancelled).await;
+        });
+    }
+}
 
 /// Whether a client admits a log message of a level (its `logging/setLevel`).
 pub(crate) type LogFilter = Arc<dyn Fn(LoggingLevel) -> bool + Send + Sync>;

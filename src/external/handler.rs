@@ -1,16 +1,15 @@
 //! orca as the client of one external server (`UpstreamClient`, rmcp's `ClientHandler`): it
 //! listens for list changes and log messages, and hands what the server sends during a call to
 //! `calls` (progress, log messages, sampling, elicitation and roots requests) and resource
-//! updates to `subscriptions`; and `CancelOnDrop`, which cancels a call at the server when orca
-//! stops waiting for it.
+//! updates to `subscriptions`.
 
 use std::sync::Arc;
 
 use rmcp::model::{
-    CancelledNotificationParam, ClientCapabilities, ClientConfig, ElicitRequestParams,
-    ElicitResult, Implementation, ProgressNotificationParam, ProtocolVersion,
+    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, Implementation,
+    ProgressNotificationParam, ProtocolVersion,
 };
-use rmcp::service::{NotificationContext, Peer, RequestContext, RoleClient};
+use rmcp::service::{NotificationContext, RequestContext, RoleClient};
 use rmcp::{ClientHandler, ErrorData as McpError};
 use tokio::sync::{broadcast, mpsc};
 
@@ -35,25 +34,6 @@ impl Lists {
             prompts: self.prompts || other.prompts,
             resources: self.resources || other.resources,
         }
-    }
-}
-
-/// A request orca sent that is cancelled upstream if it is dropped before its answer.
-pub(super) struct CancelOnDrop {
-    /// `None` once answered.
-    pub(super) peer: Option<Peer<RoleClient>>,
-    pub(super) id: rmcp::model::RequestId,
-}
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        let Some(peer) = self.peer.take() else { return };
-        let id = self.id.clone();
-        tokio::spawn(async move {
-            let reason = "the client cancelled, or orca stopped waiting".to_owned();
-            let cancelled = CancelledNotificationParam::new(Some(id), Some(reason));
-            let _ = peer.notify_cancelled(cancelled).await;
-        });
     }
 }
 

@@ -19,7 +19,6 @@ use super::AuthError;
 use super::challenge::Challenge;
 use super::discovery::Discovered;
 use super::pkce::random_token;
-use super::token::now;
 
 /// The one algorithm orca signs proofs with.
 pub(crate) const ALGORITHM: &str = "ES256";
@@ -187,6 +186,13 @@ impl DpopKey {
             .map_err(|_| key_error("cannot sign"))?;
         Ok(format!("{signing_input}.{}", URL_SAFE_NO_PAD.encode(signature.as_ref())))
     }
+}
+
+/// Seconds since the epoch, for a proof's `iat`.
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs())
 }
 
 /// Whether a sign-in asks for DPoP-bound tokens: only when the MCP server takes them (it
