@@ -45,7 +45,7 @@ pub(crate) use exchange::Exchange;
 #[cfg(test)]
 pub(crate) use exchange::Kind;
 pub(crate) use logs::{ExternalLog, severity};
-pub(crate) use subscriptions::Subscriber;
+pub(crate) use subscriptions::{Subscriber, Target as SubscriptionTarget};
 pub(crate) use upstream::Attempts;
 use upstream::{Event, ExternalTool, Status, Upstream};
 
@@ -534,10 +534,10 @@ impl ExternalServers {
         &self,
         uri: &str,
         session: u64,
-        peer: rmcp::service::Peer<rmcp::service::RoleServer>,
+        target: subscriptions::Target,
     ) -> Option<Result<(), ToolError>> {
         let (upstream, upstream_uri) = self.resource_owner(uri)?;
-        let subscriber = Subscriber { session, peer, exposed_uri: uri.to_owned() };
+        let subscriber = Subscriber { session, target, exposed_uri: uri.to_owned() };
         Some(upstream.subscribe(upstream_uri, subscriber).await)
     }
 

@@ -1,21 +1,41 @@
 //! Resource subscriptions relayed to one external server (`resources/subscribe` and
-//! `unsubscribe`): the server is subscribed to a URI while at least one of orca's client
-//! sessions is, and each `notifications/resources/updated` it sends goes to those sessions under
-//! the URI they subscribed with. A session whose stream has closed is forgotten the next time
-//! the URI is touched.
+//! `unsubscribe` of the 2025 revisions, and the resource URIs of a 2026-07-28
+//! `subscriptions/listen` stream): the server is subscribed to a URI while at least one of
+//! orca's client sessions or listen streams is, and each `notifications/resources/updated` it
+//! sends goes to those under the URI they subscribed with. A session whose stream has closed is
+//! forgotten the next time the URI is touched; a listen stream takes itself off when it ends.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use rmcp::model::ResourceUpdatedNotificationParam;
-use rmcp::service::{Peer, RoleServer};
+use rmcp::service::{Peer, RoleServer, SubscriptionSink};
 
-/// One client session subscribed to a resource.
+/// Where a resource's updates go.
+#[derive(Clone)]
+pub(crate) enum Target {
+    /// A client session of the 2025 revisions (`resources/subscribe`).
+    Session(Peer<RoleServer>),
+    /// A 2026-07-28 `subscriptions/listen` stream, which tags each update with its id.
+    Listen(SubscriptionSink),
+}
+
+impl Target {
+    fn closed(&self) -> bool {
+        match self {
+            Target::Session(peer) => peer.is_transport_closed(),
+            // A stream takes itself off when it ends.
+            Target::Listen(_) => false,
+        }
+    }
+}
+
+/// One client session or listen stream subscribed to a resource.
 #[derive(Clone)]
 pub(crate) struct Subscriber {
-    /// Which session (unsubscribing takes it off by this).
+    /// Which session or stream (unsubscribing takes it off by this).
     pub(crate) session: u64,
-    pub(crate) peer: Peer<RoleServer>,
+    pub(crate) target: Target,
     /// The URI as the client knows it.
     pub(crate) exposed_uri: String,
 }
@@ -49,9 +69,7 @@ impl Subscriptions {
     pub(crate) fn add(&self, uri: &str, subscriber: Subscriber) -> Upstream {
         let mut by_uri = self.lock();
         let list = by_uri.entry(uri.to_owned()).or_default();
-        list.retain(|known| {
-            !known.peer.is_transport_closed() && known.session != subscriber.session
-        });
+        list.retain(|known| !known.target.closed() && known.session != subscriber.session);
         let first = list.is_empty();
         list.push(subscriber);
         if first { Upstream::Subscribe } else { Upstream::Nothing }
@@ -61,7 +79,7 @@ impl Subscriptions {
     pub(crate) fn remove(&self, uri: &str, session: u64) -> Upstream {
         let mut by_uri = self.lock();
         let Some(list) = by_uri.get_mut(uri) else { return Upstream::Nothing };
-        list.retain(|known| !known.peer.is_transport_closed() && known.session != session);
+        list.retain(|known| !known.target.closed() && known.session != session);
         if list.is_empty() {
             by_uri.remove(uri);
             Upstream::Unsubscribe
@@ -75,7 +93,14 @@ impl Subscriptions {
         let subscribers = self.lock().get(uri).cloned().unwrap_or_default();
         for subscriber in subscribers {
             let notice = ResourceUpdatedNotificationParam::new(subscriber.exposed_uri.clone());
-            let _ = subscriber.peer.notify_resource_updated(notice).await;
+            match &subscriber.target {
+                Target::Session(peer) => {
+                    let _ = peer.notify_resource_updated(notice).await;
+                }
+                Target::Listen(sink) => {
+                    let _ = sink.notify_resource_updated(notice.uri).await;
+                }
+            }
         }
     }
 

@@ -5,9 +5,13 @@
 //! orca's one catalog, and a change of it (debounced, and only when a list really changed) is
 //! told once, whichever server caused it.
 //!
-//! Resource subscriptions on a listen stream are not accepted yet (the acknowledgment says so);
-//! `resources/subscribe` relays them for the 2025 revisions.
+//!
+//! A listen stream's resource URIs (2026-07-28's replacement of `resources/subscribe`) are
+//! accepted when an external server owns them, and subscribed at that server for as long as the
+//! stream lasts, for those of the caller's servers; each update comes on the stream under the
+//! URI the client named. orca's own resources do not change under a client and are left out.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use rmcp::ErrorData as McpError;
@@ -15,19 +19,80 @@ use rmcp::model::SubscriptionFilter;
 use rmcp::service::{Peer, RoleServer, SubscriptionContext, SubscriptionSink};
 use tokio::sync::watch;
 
-use crate::external::{Changes, ExternalServers};
+use crate::external::{Changes, ExternalServers, SubscriptionTarget};
 
-/// What a listen stream may carry: the list changes it asks for, when external servers can
+/// What a listen stream may carry: the list changes it asks for, and of the resources it names
+/// those an external server owns (not orca's own, which `own` tells), when external servers can
 /// change orca's lists at all (`None` otherwise: orca's own lists never change, and it does not
 /// advertise `listChanged`).
 pub(super) fn accepted(
     requested: &SubscriptionFilter,
     external: Option<&ExternalServers>,
+    own: impl Fn(&str) -> bool,
 ) -> Option<SubscriptionFilter> {
-    external.filter(|external| external.any_enabled())?;
+    let external = external.filter(|external| external.any_enabled())?;
     let mut accepted = requested.clone();
-    accepted.resource_subscriptions = None;
+    accepted.resource_subscriptions = requested
+        .resource_subscriptions
+        .as_ref()
+        .map(|uris| {
+            let external_only =
+                |uri: &&String| !own(uri) && external.resource_server(uri).is_some();
+            uris.iter().filter(external_only).cloned().collect()
+        })
+        .filter(|uris: &Vec<String>| !uris.is_empty());
     Some(accepted)
+}
+
+/// The resource subscriptions of one listen stream, taken off their servers when it ends
+/// however it ends.
+struct Subscribed {
+    external: Arc<ExternalServers>,
+    session: u64,
+    uris: Vec<String>,
+}
+
+impl Drop for Subscribed {
+    fn drop(&mut self) {
+        let uris = std::mem::take(&mut self.uris);
+        if uris.is_empty() {
+            return;
+        }
+        let external = self.external.clone();
+        let session = self.session;
+        tokio::spawn(async move {
+            for uri in uris {
+                let _ = external.unsubscribe_resource(&uri, session).await;
+            }
+        });
+    }
+}
+
+/// Subscribe `sink` to the resources it accepted that are in `reach`.
+async fn subscribe_resources(
+    external: &Arc<ExternalServers>,
+    sink: &SubscriptionSink,
+    reach: Option<&HashSet<String>>,
+) -> Subscribed {
+    let mut subscribed =
+        Subscribed { external: external.clone(), session: super::next_session(), uris: Vec::new() };
+    let uris = sink.accepted().resource_subscriptions.clone().unwrap_or_default();
+    for uri in uris {
+        let reachable =
+            external.resource_server(&uri).is_some_and(|server| super::in_reach(reach, &server));
+        if !reachable {
+            continue;
+        }
+        let target = SubscriptionTarget::Listen(sink.clone());
+        match external.subscribe_resource(&uri, subscribed.session, target).await {
+            Some(Ok(())) => subscribed.uris.push(uri),
+            Some(Err(error)) => {
+                tracing::warn!(uri = %uri, error = %error.message, "a listen stream's resource subscription failed");
+            }
+            None => {}
+        }
+    }
+    subscribed
 }
 
 /// Where a change is told; each method says whether the listener is still there.
@@ -90,7 +155,9 @@ pub(super) fn follow_for_session(external: &ExternalServers, peer: Peer<RoleServ
 pub(super) async fn listen(
     external: Arc<ExternalServers>,
     context: SubscriptionContext,
+    reach: Option<HashSet<String>>,
 ) -> Result<(), McpError> {
+    let _subscribed = subscribe_resources(&external, context.sink(), reach.as_ref()).await;
     let mut changes = external.subscribe();
     tokio::select! {
         () = context.cancelled() => {}

@@ -145,8 +145,7 @@ impl Gateway {
     /// A gateway whose transport splices pre-encoded results (`splice::split`) into every
     /// message it writes.
     pub(crate) fn new(state: AppState, transport: Transport) -> Gateway {
-        static SESSIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let session = SESSIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let session = next_session();
         let log_level = logging::SessionLevel::new();
         Gateway { state, transport, log_level, session, splices: true }
     }
@@ -286,6 +285,13 @@ fn instructions(registry: &Registry) -> String {
 }
 
 /// Whether `server` is among `reach` (`None`: every server).
+/// A number for a client session or a listen stream, never given twice in this process: the key
+/// its resource subscriptions are kept under.
+fn next_session() -> u64 {
+    static SESSIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    SESSIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 fn in_reach(reach: Option<&std::collections::HashSet<String>>, server: &str) -> bool {
     reach.is_none_or(|servers| servers.contains(server))
 }
@@ -595,15 +601,19 @@ impl ServerHandler for Gateway {
         &self,
         requested: &rmcp::model::SubscriptionFilter,
     ) -> Option<rmcp::model::SubscriptionFilter> {
-        listen::accepted(requested, self.state.registry.external().map(|external| &**external))
+        let external = self.state.registry.external().map(|external| &**external);
+        listen::accepted(requested, external, |uri| {
+            self.state.registry.resource_server(uri).is_some()
+        })
     }
 
     async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), McpError> {
-        self.principal(context.request_context())?;
+        let principal = self.principal(context.request_context())?;
         let Some(external) = self.readable_external(context.request_context())?.cloned() else {
             return Ok(());
         };
-        listen::listen(external, context).await
+        let reach = self.servers_in_reach(&principal);
+        listen::listen(external, context, reach).await
     }
 
     async fn list_tools(
@@ -792,8 +802,8 @@ impl ServerHandler for Gateway {
             Some(server) if in_reach(reach.as_ref(), &server) => {}
             _ => return Err(unknown()),
         }
-        let peer = context.peer.clone();
-        match external.subscribe_resource(&request.uri, self.session, peer).await {
+        let target = crate::external::SubscriptionTarget::Session(context.peer.clone());
+        match external.subscribe_resource(&request.uri, self.session, target).await {
             Some(outcome) => outcome.map_err(|error| error::protocol_error(&error, "")),
             None => Err(unknown()),
         }

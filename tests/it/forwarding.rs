@@ -1,7 +1,7 @@
 //! What orca forwards between an external server and its clients beyond what the conformance
 //! suite checks (`conformance.rs`: progress, log messages, sampling, elicitation, subscribing):
 //! a client's cancellation of a call, and the server's resource updates to the subscribed
-//! session.
+//! session, and to a 2026-07-28 `subscriptions/listen` stream that names the resource.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -9,10 +9,14 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, ClientCapabilities, ClientConfig, ClientRequest,
-    Implementation, ResourceUpdatedNotificationParam, SubscribeRequestParams,
-    UnsubscribeRequestParams,
+    Implementation, ProtocolVersion, ResourceUpdatedNotificationParam, ServerNotification,
+    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
-use rmcp::service::{NotificationContext, PeerRequestOptions, RoleClient};
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt as _, NotificationContext, PeerRequestOptions, RoleClient,
+};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 
 use crate::support::{OrcaSetup, TestDatabase, eventually};
 
@@ -86,5 +90,54 @@ async fn a_subscribed_client_hears_of_the_upstream_resource_changing_under_its_o
     // orca's own resources never reach the upstream that takes URIs no one else claims.
     let own = client.subscribe(SubscribeRequestParams::new("res://catalogs")).await;
     assert!(own.unwrap_err().to_string().contains("it is orca's own"));
+    client.cancel().await.unwrap();
+}
+
+/// A 2026-07-28 client with nothing to offer.
+#[derive(Clone)]
+struct Modern;
+
+impl rmcp::ClientHandler for Modern {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(ClientCapabilities::default(), Implementation::new("modern", "1"))
+            .with_protocol_version(ProtocolVersion::V_2026_07_28)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_listen_stream_hears_of_the_upstream_resource_it_names_changing() {
+    let database = TestDatabase::create().await;
+    let setup =
+        OrcaSetup::new(&database.url).with_external(&crate::conformance::conformance_yaml());
+    let server = setup.http_server(&[]);
+    let config = StreamableHttpClientTransportConfig::with_uri(server.url("/mcp"));
+    let lifecycle =
+        ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
+    let client = Modern
+        .serve_with_lifecycle(StreamableHttpClientTransport::from_config(config), lifecycle)
+        .await
+        .expect("server/discover");
+    let watched = "test://watched-resource";
+    let mut filter = SubscriptionFilter::default();
+    filter.resource_subscriptions = Some(vec![watched.to_owned(), "res://catalogs".to_owned()]);
+    let mut stream = client.peer().listen(filter).await.expect("subscriptions/listen");
+    // orca's own resources do not change under a client: only the upstream's is accepted.
+    assert_eq!(
+        stream.acknowledged().resource_subscriptions.as_deref(),
+        Some(&[watched.to_owned()][..]),
+        "{:?}",
+        stream.acknowledged()
+    );
+    let notification = tokio::time::timeout(Duration::from_secs(10), stream.next())
+        .await
+        .expect("an update within 10 s")
+        .expect("the stream")
+        .expect("a notification");
+    match notification {
+        ServerNotification::ResourceUpdatedNotification(update) => {
+            assert_eq!(update.params.uri, watched);
+        }
+        other => panic!("expected notifications/resources/updated, got {other:?}"),
+    }
     client.cancel().await.unwrap();
 }
