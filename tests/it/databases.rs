@@ -711,14 +711,23 @@ async fn in_a_browser_the_console_offers_the_databases_and_its_fallback_keeps_th
         );
     let server = setup.http_server(&[]);
     crate::console::run_scenario("databases", &server.base, &[]);
-    // The fallback's read ran on films (music has no film table).
+    // The fallback's read ran on films (music has no film table). Tracking writes in batches,
+    // so the last rows may land a moment after the browser is done.
     let pool = music.connect().await;
-    let databases: Vec<Option<String>> = sqlx::query_scalar(
-        "SELECT database_name FROM orca.mcp_executions WHERE tool_name = 'execute_sql' ORDER BY created_at",
+    let executions = || async {
+        sqlx::query_scalar::<_, Option<String>>(
+            "SELECT database_name FROM orca.mcp_executions WHERE tool_name = 'execute_sql' ORDER BY created_at",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap()
+    };
+    crate::support::eventually(
+        "three execute_sql rows",
+        std::time::Duration::from_secs(20),
+        || async { executions().await.len() >= 3 },
     )
-    .fetch_all(&pool)
-    .await
-    .unwrap();
-    assert!(databases.len() >= 3, "{databases:?}");
+    .await;
+    let databases = executions().await;
     assert!(databases.iter().all(|database| database.as_deref() == Some("films")), "{databases:?}");
 }
