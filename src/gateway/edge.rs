@@ -301,10 +301,12 @@ impl AuthGate {
             dpop,
             target: super::dpop::Target {
                 method: request.method().as_str().to_owned(),
+                // HTTP/2 names the authority in the URI rather than a Host header.
                 host: headers
                     .get(header::HOST)
                     .and_then(|value| value.to_str().ok())
-                    .map(str::to_owned),
+                    .map(str::to_owned)
+                    .or_else(|| request.uri().authority().map(ToString::to_string)),
                 path: request.uri().path().to_owned(),
             },
             client: self.client(request),
