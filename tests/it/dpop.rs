@@ -18,11 +18,8 @@ use secrecy::SecretString;
 use serde_json::{Value, json};
 
 use crate::oauth::{Provider, setup_for};
+use crate::oauth_upstream::free_port;
 use crate::support::TestDatabase;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 /// `POST url` of `tools/list` with `Authorization: authorization` and `DPoP: proof`: the status
 /// and the `WWW-Authenticate` header.

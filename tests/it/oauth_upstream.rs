@@ -16,7 +16,7 @@ use crate::oauth::{Provider, setup_for};
 use crate::support::{OrcaSetup, TestDatabase, call, text_of};
 
 /// A free loopback port, so that the upstream's canonical URL is known before it starts.
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
