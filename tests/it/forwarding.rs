@@ -12,11 +12,7 @@ use rmcp::model::{
     Implementation, ProtocolVersion, ResourceUpdatedNotificationParam, ServerNotification,
     SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
-use rmcp::service::{
-    ClientLifecycleMode, ClientServiceExt as _, NotificationContext, PeerRequestOptions, RoleClient,
-};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::service::{NotificationContext, PeerRequestOptions, RoleClient};
 
 use crate::support::{OrcaSetup, TestDatabase, eventually};
 
@@ -110,13 +106,7 @@ async fn a_listen_stream_hears_of_the_upstream_resource_it_names_changing() {
     let setup =
         OrcaSetup::new(&database.url).with_external(&crate::conformance::conformance_yaml());
     let server = setup.http_server(&[]);
-    let config = StreamableHttpClientTransportConfig::with_uri(server.url("/mcp"));
-    let lifecycle =
-        ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
-    let client = Modern
-        .serve_with_lifecycle(StreamableHttpClientTransport::from_config(config), lifecycle)
-        .await
-        .expect("server/discover");
+    let client = crate::support::modern_client(Modern, &server.url("/mcp"), None).await;
     let watched = "test://watched-resource";
     let mut filter = SubscriptionFilter::default();
     filter.resource_subscriptions = Some(vec![watched.to_owned(), "res://catalogs".to_owned()]);

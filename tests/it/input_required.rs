@@ -8,9 +8,7 @@ use rmcp::model::{
     Implementation, InputRequiredResult, InputResponses, ProtocolVersion,
     ReadResourceRequestParams, ReadResourceResponse, ResultType, UpdateTaskParams,
 };
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _, RoleClient, RunningService};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::service::{RoleClient, RunningService};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -35,13 +33,22 @@ impl rmcp::ClientHandler for Elicits {
 }
 
 async fn modern_client(url: &str, key: &str) -> RunningService<RoleClient, Elicits> {
-    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(key);
-    let lifecycle =
-        ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
-    Elicits
-        .serve_with_lifecycle(StreamableHttpClientTransport::from_config(config), lifecycle)
-        .await
-        .expect("server/discover")
+    crate::support::modern_client(Elicits, url, Some(key)).await
+}
+
+/// orca with alice's and bob's keys (every verb) in front of the fixture at `fixture_url`, with
+/// no prefix.
+fn alice_and_bob(database: &TestDatabase, fixture_url: &str) -> OrcaSetup {
+    let hash = |key: &str| hex::encode(Sha256::digest(key.as_bytes()));
+    OrcaSetup::new(&database.url)
+        .with_config(&format!(
+            "auth:\n  api_keys:\n    - name: alice\n      sha256: {}\n      verbs: [read, create, update, delete]\n    - name: bob\n      sha256: {}\n      verbs: [read, create, update, delete]\n",
+            hash(ALICE),
+            hash(BOB)
+        ))
+        .with_external(&format!(
+            "mcps:\n  conformance:\n    url: {fixture_url}\n    prefix: \"\"\n    timeout: 30s\n"
+        ))
 }
 
 /// One round: the call with `answers` under their keys and the state of the previous round.
@@ -89,17 +96,7 @@ fn accept(content: Value) -> Value {
 async fn a_modern_client_answers_an_upstreams_questions_round_by_round_and_nobody_else_can() {
     let database = TestDatabase::create().await;
     let fixture = DirectFixture::start();
-    let hash = |key: &str| hex::encode(Sha256::digest(key.as_bytes()));
-    let setup = OrcaSetup::new(&database.url)
-        .with_config(&format!(
-            "auth:\n  api_keys:\n    - name: alice\n      sha256: {}\n      verbs: [read, create, update, delete]\n    - name: bob\n      sha256: {}\n      verbs: [read, create, update, delete]\n",
-            hash(ALICE),
-            hash(BOB)
-        ))
-        .with_external(&format!(
-            "mcps:\n  conformance:\n    url: {}\n    prefix: \"\"\n    timeout: 30s\n",
-            fixture.url
-        ));
+    let setup = alice_and_bob(&database, &fixture.url);
     let server = setup.http_server(&[]);
     let alice = modern_client(&server.url("/mcp"), ALICE).await;
     let bob = modern_client(&server.url("/mcp"), BOB).await;
@@ -202,13 +199,7 @@ async fn a_modern_client_answers_what_an_upstream_asks_while_a_resource_is_read(
         fixture.url
     ));
     let server = setup.http_server(&[]);
-    let config = StreamableHttpClientTransportConfig::with_uri(server.url("/mcp"));
-    let lifecycle =
-        ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
-    let client = Elicits
-        .serve_with_lifecycle(StreamableHttpClientTransport::from_config(config), lifecycle)
-        .await
-        .unwrap();
+    let client = crate::support::modern_client(Elicits, &server.url("/mcp"), None).await;
     let uri = "test://input-required-resource";
     let first = client.read_resource_once(ReadResourceRequestParams::new(uri)).await.unwrap();
     let ReadResourceResponse::InputRequired(input) = first else {
@@ -267,29 +258,11 @@ async fn task_until(
 async fn a_slow_call_becomes_its_callers_task_whose_questions_tasks_update_answers() {
     let database = TestDatabase::create().await;
     let fixture = DirectFixture::start();
-    let hash = |key: &str| hex::encode(Sha256::digest(key.as_bytes()));
-    let setup = OrcaSetup::new(&database.url)
-        .with_config(&format!(
-            "auth:\n  api_keys:\n    - name: alice\n      sha256: {}\n      verbs: [read, create, update, delete]\n    - name: bob\n      sha256: {}\n      verbs: [read, create, update, delete]\n",
-            hash(ALICE),
-            hash(BOB)
-        ))
-        .with_external(&format!(
-            "mcps:\n  conformance:\n    url: {}\n    prefix: \"\"\n    timeout: 30s\n",
-            fixture.url
-        ));
+    let setup = alice_and_bob(&database, &fixture.url);
     let server = setup.http_server(&[]);
-    let connect = |key: &'static str| {
-        let config =
-            StreamableHttpClientTransportConfig::with_uri(server.url("/mcp")).auth_header(key);
-        let lifecycle = ClientLifecycleMode::Discover {
-            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-        };
-        TakesTasks
-            .serve_with_lifecycle(StreamableHttpClientTransport::from_config(config), lifecycle)
-    };
-    let alice = connect(ALICE).await.unwrap();
-    let bob = connect(BOB).await.unwrap();
+    let url = server.url("/mcp");
+    let alice = crate::support::modern_client(TakesTasks, &url, Some(ALICE)).await;
+    let bob = crate::support::modern_client(TakesTasks, &url, Some(BOB)).await;
 
     // A quick call is answered at once; one that asks the user becomes a task.
     let quick = alice.call_tool_once(CallToolRequestParams::new("greet")).await.unwrap();

@@ -18,6 +18,29 @@ use serde_json::{Map, Value};
 pub(crate) use orca::{OrcaSetup, eventually, read, run};
 pub(crate) use pg::{PrivateCluster, TestDatabase};
 
+/// A 2026-07-28 client (`server/discover`, no session) of orca's Streamable HTTP `url`, with
+/// `key` as its bearer credential when given.
+pub(crate) async fn modern_client<H: rmcp::ClientHandler>(
+    handler: H,
+    url: &str,
+    key: Option<&str>,
+) -> RunningService<RoleClient, H> {
+    use rmcp::service::ClientServiceExt as _;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url);
+    if let Some(key) = key {
+        config = config.auth_header(key);
+    }
+    let lifecycle = rmcp::service::ClientLifecycleMode::Discover {
+        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+    };
+    handler
+        .serve_with_lifecycle(StreamableHttpClientTransport::from_config(config), lifecycle)
+        .await
+        .expect("server/discover")
+}
+
 /// Call a tool with JSON arguments and optional `_meta`.
 pub(crate) async fn call<H: rmcp::ClientHandler>(
     client: &RunningService<RoleClient, H>,
