@@ -41,8 +41,8 @@ pub(crate) struct Presentation<'a> {
     pub(crate) target: &'a Target,
 }
 
-/// The request a proof must name.
-#[derive(Debug, Clone)]
+/// The request a proof must name (the default names nothing: for a request without a proof).
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Target {
     /// `GET`, `POST`, ...
     pub(crate) method: String,

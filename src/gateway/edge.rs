@@ -229,10 +229,9 @@ impl AuthThrottle {
 #[derive(Debug)]
 pub(crate) struct Presented {
     authorization: Option<String>,
-    /// The `DPoP` header, when there is exactly one.
-    dpop: Option<String>,
-    /// The request, as a DPoP proof must name it.
-    target: super::dpop::Target,
+    /// The `DPoP` header, when there is exactly one, with the request as the proof must name
+    /// it (taken only then: most requests carry no proof).
+    dpop: Option<(String, super::dpop::Target)>,
     client: Option<IpAddr>,
 }
 
@@ -289,17 +288,12 @@ impl AuthGate {
     pub(crate) fn presented(&self, request: &Request) -> Presented {
         let headers = request.headers();
         let mut proofs = headers.get_all("dpop").iter();
-        let dpop = match (proofs.next(), proofs.next()) {
-            (Some(proof), None) => proof.to_str().ok().map(str::to_owned),
+        let proof = match (proofs.next(), proofs.next()) {
+            (Some(proof), None) => proof.to_str().ok(),
             _ => None,
         };
-        Presented {
-            authorization: headers
-                .get(header::AUTHORIZATION)
-                .and_then(|value| value.to_str().ok())
-                .map(str::to_owned),
-            dpop,
-            target: super::dpop::Target {
+        let dpop = proof.map(|proof| {
+            let target = super::dpop::Target {
                 method: request.method().as_str().to_owned(),
                 // HTTP/2 names the authority in the URI rather than a Host header.
                 host: headers
@@ -308,25 +302,33 @@ impl AuthGate {
                     .map(str::to_owned)
                     .or_else(|| request.uri().authority().map(ToString::to_string)),
                 path: request.uri().path().to_owned(),
-            },
+            };
+            (proof.to_owned(), target)
+        });
+        Presented {
+            authorization: headers
+                .get(header::AUTHORIZATION)
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_owned),
+            dpop,
             client: self.client(request),
         }
     }
 
     /// The decision for a request; a missing or malformed `Authorization` counts as a failure.
     pub(crate) async fn admit(&self, presented: Presented) -> Admission {
-        let Presented { authorization, dpop, target, client } = presented;
+        let Presented { authorization, dpop, client } = presented;
         let authorization = authorization.as_deref();
         if let Some(verifier) = &self.verifier
             && let Some((scheme, token)) = authorization.and_then(token_of)
             && Verifier::looks_like_jwt(token)
         {
-            let presentation = super::dpop::Presentation {
-                scheme,
-                token,
-                proof: dpop.as_deref(),
-                target: &target,
+            let nowhere = super::dpop::Target::default();
+            let (proof, target) = match &dpop {
+                Some((proof, target)) => (Some(proof.as_str()), target),
+                None => (None, &nowhere),
             };
+            let presentation = super::dpop::Presentation { scheme, token, proof, target };
             return match verifier.verify_presented(presentation).await {
                 Ok(identity) => Admission::Admitted(self.token_principal(&identity)),
                 Err(Refusal::InsufficientScope(scopes)) => Admission::InsufficientScope(scopes),
