@@ -23,11 +23,12 @@ use rmcp::model::{
 };
 use rmcp::service::{
     InboundStreamOrigin, OriginatingRequestId, Peer, PeerRequestOptions, RequestContext,
-    RoleClient, RoleServer, ServiceError,
+    RoleClient, ServiceError,
 };
 use tokio_util::sync::CancellationToken;
 
 use super::exchange::{Exchange, INPUT_KEY, Kind};
+use super::reach::Reach;
 
 /// A request orca sent that is cancelled upstream if it is dropped before its answer.
 pub(super) struct CancelOnDrop {
@@ -54,7 +55,7 @@ pub(crate) type LogFilter = Arc<dyn Fn(LoggingLevel) -> bool + Send + Sync>;
 /// The client a call is made for.
 #[derive(Clone)]
 pub(crate) struct Caller {
-    pub(crate) peer: Peer<RoleServer>,
+    pub(crate) reach: Reach,
     /// The client's id for its `tools/call`: requests made during the call go on its stream.
     pub(crate) request_id: RequestId,
     /// The client's progress token, if it asked for progress.
@@ -72,7 +73,7 @@ impl Caller {
     /// open transport between rounds.
     fn is_live(&self) -> bool {
         !self.cancelled.is_cancelled()
-            && (self.exchange.is_some() || !self.peer.is_transport_closed())
+            && (self.exchange.is_some() || !self.reach.is_transport_closed())
     }
 }
 
@@ -246,7 +247,7 @@ impl Calls {
         };
         if let Some(token) = caller.progress_token.clone() {
             progress.progress_token = token;
-            let _ = caller.peer.notify_progress(progress).await;
+            caller.reach.notify_progress(progress).await;
         }
         true
     }
@@ -255,10 +256,10 @@ impl Calls {
     /// `false` when there is no such call and the message is everyone's.
     pub(crate) async fn log(&self, message: &LoggingMessageNotificationParam) -> bool {
         // Between rounds a client that answers by retrying has no stream to hear it on.
-        let listening = |caller: &Caller| caller.is_live() && !caller.peer.is_transport_closed();
+        let listening = |caller: &Caller| caller.is_live() && !caller.reach.is_transport_closed();
         let Some((caller, _relaying)) = self.sole_relaying(listening) else { return false };
         if (caller.admits)(message.level) {
-            let _ = caller.peer.notify_logging_message(message.clone()).await;
+            caller.reach.notify_logging_message(message.clone()).await;
         }
         true
     }
@@ -376,8 +377,8 @@ async fn ask(
     request.extensions_mut().insert(OriginatingRequestId(caller.request_id.clone()));
     // A task of its own: within this handler rmcp would mark the request as made during the
     // server's request (a task-local), not during the client's call.
-    let peer = caller.peer.clone();
-    let mut sent = tokio::spawn(async move { peer.send_request(request).await });
+    let reach = caller.reach.clone();
+    let mut sent = tokio::spawn(async move { reach.send_request(request).await });
     let _abort = AbortOnDrop(sent.abort_handle());
     let answer = tokio::select! {
         answer = &mut sent => answer.unwrap_or(Err(ServiceError::TransportClosed)),

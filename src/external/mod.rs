@@ -12,6 +12,7 @@ mod handler;
 mod logs;
 mod names;
 mod per_user;
+mod reach;
 mod sign_in;
 mod sse;
 mod subscriptions;
@@ -45,6 +46,7 @@ pub(crate) use exchange::Exchange;
 #[cfg(test)]
 pub(crate) use exchange::Kind;
 pub(crate) use logs::{ExternalLog, severity};
+pub(crate) use reach::{AnswerStream, Reach};
 pub(crate) use subscriptions::{Subscriber, Target as SubscriptionTarget};
 pub(crate) use upstream::Attempts;
 use upstream::{Event, ExternalTool, Status, Upstream};

@@ -111,7 +111,10 @@ pub(crate) fn router(
     });
 
     let gate = AuthGate::new(config.clone());
-    let mcp_route = Router::new().route_service("/mcp", SharedMcp(Arc::new(mcp)));
+    // Stateless, a plain `tools/call` is served without rmcp's server side (`direct`).
+    let direct = (!stateful).then(|| Gateway::new(state.clone(), Transport::Http));
+    let mcp_route =
+        Router::new().route_service("/mcp", SharedMcp(Arc::new(Mcp { service: mcp, direct })));
     let mcp_route = if stateful {
         mcp_route
     } else {
@@ -352,11 +355,17 @@ fn origin_matches(allowed: &str, origin: &str) -> bool {
 type McpService = StreamableHttpService<Gateway, LocalSessionManager>;
 type McpResponse = <McpService as tower::Service<Request>>::Response;
 
-/// rmcp's `/mcp` service behind an `Arc`. axum clones a route's service for every request, and
-/// so does rmcp's own `call`; each clone of rmcp's service copies its configuration, whose
-/// cancellation token takes a lock to clone and again to drop. One `Arc` is cloned instead.
+/// `/mcp`: rmcp's service, and the gateway that serves a stateless `tools/call` itself.
+struct Mcp {
+    service: McpService,
+    direct: Option<Gateway>,
+}
+
+/// `/mcp` behind an `Arc`. axum clones a route's service for every request, and so does rmcp's
+/// own `call`; each clone of rmcp's service copies its configuration, whose cancellation token
+/// takes a lock to clone and again to drop. One `Arc` is cloned instead.
 #[derive(Clone)]
-struct SharedMcp(Arc<McpService>);
+struct SharedMcp(Arc<Mcp>);
 
 impl tower::Service<Request> for SharedMcp {
     type Response = McpResponse;
@@ -371,8 +380,17 @@ impl tower::Service<Request> for SharedMcp {
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
-        let service = Arc::clone(&self.0);
-        Box::pin(async move { Ok(service.handle(request).await) })
+        let mcp = Arc::clone(&self.0);
+        Box::pin(async move {
+            let request = match &mcp.direct {
+                Some(gateway) => match super::direct::serve(gateway, request).await {
+                    Ok(answer) => return Ok(answer),
+                    Err(request) => request,
+                },
+                None => request,
+            };
+            Ok(mcp.service.handle(request).await)
+        })
     }
 }
 

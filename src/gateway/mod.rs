@@ -5,6 +5,7 @@
 
 mod auth;
 mod console;
+mod direct;
 mod dpop;
 mod edge;
 mod error;
@@ -227,7 +228,12 @@ impl Gateway {
     /// A 2026-07-28 request (its protocol version in `_meta`) gets log messages only at or
     /// above the `logLevel` it names, and none without one; older clients get their session's
     /// `logging/setLevel`.
-    fn caller(&self, context: &RequestContext<RoleServer>) -> crate::external::Caller {
+    /// `exchange` holds what its external server asks of a client that answers by retrying.
+    fn caller(
+        &self,
+        context: &RequestContext<RoleServer>,
+        exchange: Option<Arc<crate::external::Exchange>>,
+    ) -> crate::external::Caller {
         let admits: crate::external::LogFilter =
             match (context.meta.log_level(), context.meta.protocol_version()) {
                 (Some(minimum), _) => {
@@ -241,12 +247,15 @@ impl Gateway {
                 }
             };
         crate::external::Caller {
-            peer: context.peer.clone(),
+            reach: crate::external::Reach::Session(context.peer.clone()),
             request_id: context.id.clone(),
             progress_token: context.meta.get_progress_token(),
-            cancelled: context.ct.clone(),
+            cancelled: match &exchange {
+                Some(exchange) => exchange.cancelled.clone(),
+                None => context.ct.clone(),
+            },
             admits,
-            exchange: None,
+            exchange,
         }
     }
 
@@ -300,22 +309,41 @@ fn http_parts(context: &RequestContext<RoleServer>) -> Option<&::http::request::
     context.extensions.get::<::http::request::Parts>()
 }
 
+/// What a request handed to a tool call, a read or a search, however it was served.
+pub(super) struct Carried<'a> {
+    /// The HTTP request's head, for a request over HTTP.
+    head: Option<&'a ::http::request::Parts>,
+    /// The `_meta` rmcp took off the request (empty for a request orca parsed itself, whose
+    /// `_meta` stays in its params).
+    meta: &'a RequestMetaObject,
+}
+
+impl<'a> Carried<'a> {
+    pub(super) fn of(context: &'a RequestContext<RoleServer>) -> Carried<'a> {
+        Carried { head: http_parts(context), meta: &context.meta }
+    }
+
+    pub(super) fn direct(head: &'a ::http::request::Parts, meta: &'a RequestMetaObject) -> Self {
+        Carried { head: Some(head), meta }
+    }
+}
+
 /// `_meta.<key>` of a request, as a string, from its params or the request context.
 fn meta_string(
     request_meta: Option<&RequestMetaObject>,
-    context: &RequestContext<RoleServer>,
+    carried: &Carried<'_>,
     key: &str,
 ) -> Option<String> {
     let from_params = request_meta.and_then(|meta| meta.get(key)).and_then(Value::as_str);
-    let from_context = context.meta.get(key).and_then(Value::as_str);
+    let from_context = carried.meta.get(key).and_then(Value::as_str);
     from_params
         .or(from_context)
         .map(str::to_owned)
         .filter(|value| !value.is_empty() && value.len() <= 256)
 }
 
-fn header_string(context: &RequestContext<RoleServer>, name: &str) -> Option<String> {
-    let value = http_parts(context)?.headers.get(name)?.to_str().ok()?;
+fn header_string(carried: &Carried<'_>, name: &str) -> Option<String> {
+    let value = carried.head?.headers.get(name)?.to_str().ok()?;
     Some(value.to_owned()).filter(|value| !value.is_empty() && value.len() <= 256)
 }
 
@@ -323,10 +351,10 @@ fn header_string(context: &RequestContext<RoleServer>, name: &str) -> Option<Str
 /// revision), else in the HTTP header.
 fn incoming_traceparent(
     request_meta: Option<&RequestMetaObject>,
-    context: &RequestContext<RoleServer>,
+    carried: &Carried<'_>,
 ) -> Option<String> {
-    meta_string(request_meta, context, "traceparent")
-        .or_else(|| header_string(context, "traceparent"))
+    meta_string(request_meta, carried, "traceparent")
+        .or_else(|| header_string(carried, "traceparent"))
 }
 
 /// The trace id of a call: its span's when traces are on, else that of an incoming
@@ -864,15 +892,14 @@ impl ServerHandler for Gateway {
 }
 
 impl Gateway {
-    /// Route, check, run and record one tool call; `exchange` holds what its external server
-    /// asks of a client that answers by retrying.
+    /// Route, check, run and record one tool call made by `caller`.
     pub(super) async fn run_call(
         &self,
         mut request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
+        carried: Carried<'_>,
+        caller: crate::external::Caller,
         started: Instant,
         principal: Principal,
-        exchange: Option<Arc<crate::external::Exchange>>,
     ) -> Result<CallToolResult, McpError> {
         let Some(route) = self.state.registry.route(&request.name) else {
             self.state.metrics.unknown_tool();
@@ -888,7 +915,7 @@ impl Gateway {
         };
         let execution_id = Uuid::now_v7();
         let feedback_token = Uuid::new_v4();
-        let incoming = incoming_traceparent(request.meta.as_ref(), &context);
+        let incoming = incoming_traceparent(request.meta.as_ref(), &carried);
         let span = crate::telemetry::Span::incoming(incoming.as_deref(), || {
             (
                 format!("tools/call {tool_name}"),
@@ -946,11 +973,6 @@ impl Gateway {
         let Dispatched { mut result, status, llm, error, retried, upstream_error, spliced } =
             match refusal {
                 None => {
-                    let mut caller = self.caller(&context);
-                    if let Some(exchange) = exchange {
-                        caller.cancelled = exchange.cancelled.clone();
-                        caller.exchange = Some(exchange);
-                    }
                     let call = self.dispatch(
                         &route,
                         arguments,
@@ -1011,8 +1033,8 @@ impl Gateway {
                     created_at: now,
                 });
             }
-            let agent_id = meta_string(request.meta.as_ref(), &context, "agent_id")
-                .or_else(|| header_string(&context, "x-agent-id"));
+            let agent_id = meta_string(request.meta.as_ref(), &carried, "agent_id")
+                .or_else(|| header_string(&carried, "x-agent-id"));
             self.state.tracker.record(Execution {
                 id: execution_id,
                 server,
@@ -1022,9 +1044,9 @@ impl Gateway {
                 client_id: principal.client,
                 role: principal.role,
                 database: call_context.database(),
-                user_id: meta_string(request.meta.as_ref(), &context, "user_id"),
+                user_id: meta_string(request.meta.as_ref(), &carried, "user_id"),
                 agent_id,
-                session_id: header_string(&context, "mcp-session-id"),
+                session_id: header_string(&carried, "mcp-session-id"),
                 transport: self.transport.as_str().to_owned(),
                 trace_id,
                 request_data: stored_arguments,

@@ -17,8 +17,8 @@ use uuid::Uuid;
 
 use super::input_required::{self, Round};
 use super::{
-    Gateway, error, header_string, in_reach, incoming_traceparent, meta_string, shown, status_of,
-    trace_id,
+    Carried, Gateway, error, header_string, in_reach, incoming_traceparent, meta_string, shown,
+    status_of, trace_id,
 };
 use crate::config::Principal;
 use crate::external::Exchange;
@@ -101,11 +101,7 @@ impl Gateway {
                 if !in_reach(reach.as_ref(), &server) {
                     return Err(unknown());
                 }
-                let mut caller = self.caller(&context);
-                if let Some(exchange) = exchange {
-                    caller.cancelled = exchange.cancelled.clone();
-                    caller.exchange = Some(exchange);
-                }
+                let caller = self.caller(&context, exchange);
                 let Some(outcome) = external.read_resource(uri, Some(caller)).await else {
                     return Err(unknown());
                 };
@@ -118,7 +114,7 @@ impl Gateway {
             uri: request.uri.clone(),
             trace_id: trace_id(
                 &crate::telemetry::Span::default(),
-                incoming_traceparent(request.meta.as_ref(), &context).as_deref(),
+                incoming_traceparent(request.meta.as_ref(), &Carried::of(&context)).as_deref(),
             ),
             execution_id: Uuid::now_v7(),
             feedback_token: Uuid::new_v4(),
@@ -204,16 +200,17 @@ impl Gateway {
             }
         };
         let failures = Failure::for_attempts(&[], error.as_ref(), &read.trace_id, now);
+        let carried = Carried::of(context);
         self.state.tracker.record(Execution {
             id: read.execution_id,
             server: read.server,
             tool: "resources/read".to_owned(),
             upstream_tool: None,
             principal: principal.name.clone(),
-            user_id: meta_string(request.meta.as_ref(), context, "user_id"),
-            agent_id: meta_string(request.meta.as_ref(), context, "agent_id")
-                .or_else(|| header_string(context, "x-agent-id")),
-            session_id: header_string(context, "mcp-session-id"),
+            user_id: meta_string(request.meta.as_ref(), &carried, "user_id"),
+            agent_id: meta_string(request.meta.as_ref(), &carried, "agent_id")
+                .or_else(|| header_string(&carried, "x-agent-id")),
+            session_id: header_string(&carried, "mcp-session-id"),
             transport: self.transport.as_str().to_owned(),
             trace_id: read.trace_id,
             request_data: serde_json::json!({ "uri": read.uri }),

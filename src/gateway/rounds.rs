@@ -14,7 +14,7 @@ use rmcp::service::{RequestContext, RoleServer};
 use uuid::Uuid;
 
 use super::input_required::{self, Round};
-use super::{Gateway, error, shown};
+use super::{Carried, Gateway, error, shown};
 use crate::config::Principal;
 use crate::external::Exchange;
 use crate::registry::Route;
@@ -51,12 +51,15 @@ impl Gateway {
             let gateway = self.clone();
             let asks = exchange.clone();
             let call = async move {
-                gateway.run_call(request, context, started, principal, Some(asks)).await
+                let caller = gateway.caller(&context, Some(asks));
+                gateway.run_call(request, Carried::of(&context), caller, started, principal).await
             };
             let round = pending.begin(call, exchange, &bound_to, &client_gone, tool_failed);
             return round.await.map(tool_round);
         }
-        let result = self.run_call(request, context, started, principal, None).await;
+        let caller = self.caller(&context, None);
+        let result =
+            self.run_call(request, Carried::of(&context), caller, started, principal).await;
         result.map(CallToolResponse::Complete)
     }
 
@@ -100,11 +103,7 @@ impl Gateway {
         let unknown =
             || McpError::invalid_params(format!("unknown prompt: {}", shown(&request.name)), None);
         let Some(external) = self.readable_external(context)? else { return Err(unknown()) };
-        let mut caller = self.caller(context);
-        if let Some(exchange) = exchange {
-            caller.cancelled = exchange.cancelled.clone();
-            caller.exchange = Some(exchange);
-        }
+        let caller = self.caller(context, exchange);
         match external.get_prompt(&request.name, request.arguments, Some(caller)).await {
             None => Err(unknown()),
             Some(Ok(mut result)) => {

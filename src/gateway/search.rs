@@ -369,7 +369,8 @@ impl super::Gateway {
         let feedback_token = uuid::Uuid::new_v4();
         let trace_id = super::trace_id(
             &crate::telemetry::Span::default(),
-            super::incoming_traceparent(request.meta.as_ref(), context).as_deref(),
+            super::incoming_traceparent(request.meta.as_ref(), &super::Carried::of(context))
+                .as_deref(),
         );
         meta.insert("execution_id".into(), Value::from(execution_id.to_string()));
         meta.insert("feedback_token".into(), Value::from(feedback_token.to_string()));
@@ -383,16 +384,17 @@ impl super::Gateway {
                 stored.to_string(),
                 self.state.config.tracking.max_response_bytes,
             );
+            let carried = super::Carried::of(context);
             self.state.tracker.record(crate::tracking::Execution {
                 id: execution_id,
                 server: "orca".to_owned(),
                 tool: SEARCH_TOOLS.to_owned(),
                 upstream_tool: None,
                 principal: principal.name.clone(),
-                user_id: super::meta_string(request.meta.as_ref(), context, "user_id"),
-                agent_id: super::meta_string(request.meta.as_ref(), context, "agent_id")
-                    .or_else(|| super::header_string(context, "x-agent-id")),
-                session_id: super::header_string(context, "mcp-session-id"),
+                user_id: super::meta_string(request.meta.as_ref(), &carried, "user_id"),
+                agent_id: super::meta_string(request.meta.as_ref(), &carried, "agent_id")
+                    .or_else(|| super::header_string(&carried, "x-agent-id")),
+                session_id: super::header_string(&carried, "mcp-session-id"),
                 transport: self.transport.as_str().to_owned(),
                 trace_id,
                 request_data: request

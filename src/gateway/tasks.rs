@@ -101,7 +101,9 @@ impl Gateway {
         let gateway = self.clone();
         let asks = exchange.clone();
         tokio::spawn(async move {
-            let answer = gateway.run_call(request, context, started, principal, Some(asks)).await;
+            let caller = gateway.caller(&context, Some(asks));
+            let carried = super::Carried::of(&context);
+            let answer = gateway.run_call(request, carried, caller, started, principal).await;
             let _ = sender.send(answer);
         });
         tokio::select! {

@@ -1,7 +1,9 @@
 //! What orca forwards between an external server and its clients beyond what the conformance
 //! suite checks (`conformance.rs`: progress, log messages, sampling, elicitation, subscribing):
 //! a client's cancellation of a call, and the server's resource updates to the subscribed
-//! session, and to a 2026-07-28 `subscriptions/listen` stream that names the resource.
+//! session, and to a 2026-07-28 `subscriptions/listen` stream that names the resource; and a
+//! stateless call served without rmcp's server side (`gateway::direct`), which must answer as
+//! rmcp does and be cancelled, and recorded, when its client goes away.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -130,4 +132,122 @@ async fn a_listen_stream_hears_of_the_upstream_resource_it_names_changing() {
         other => panic!("expected notifications/resources/updated, got {other:?}"),
     }
     client.cancel().await.unwrap();
+}
+
+/// A stateless `tools/call` to `url`, with `extra` headers, and its answer: the media type and
+/// the JSON-RPC messages it carried, each without the `_meta` orca adds to a result (its ids
+/// differ from call to call).
+async fn stateless_call(
+    url: &str,
+    tool: &str,
+    arguments: serde_json::Value,
+    extra: &[(&str, &str)],
+) -> (String, Vec<serde_json::Value>) {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0", "id": 41, "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments},
+    });
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&body);
+    for (name, value) in extra {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let media = response.headers()["content-type"].to_str().unwrap().to_owned();
+    let text = response.text().await.unwrap();
+    let mut messages: Vec<serde_json::Value> = if media.starts_with("text/event-stream") {
+        text.split("\n\n")
+            .filter_map(|event| {
+                let data = event.lines().find_map(|line| line.strip_prefix("data:"))?;
+                serde_json::from_str(data.trim()).ok()
+            })
+            .collect()
+    } else {
+        vec![serde_json::from_str(&text).unwrap()]
+    };
+    for message in &mut messages {
+        if let Some(result) = message.get_mut("result").and_then(|result| result.as_object_mut()) {
+            assert!(result.remove("_meta").is_some(), "orca's _meta on {result:?}");
+        }
+    }
+    (media, messages)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stateless_call_served_without_rmcp_says_exactly_what_rmcp_says() {
+    let database = TestDatabase::create().await;
+    let fixture = Path::new(crate::support::orca::BINARY).with_file_name("orca-test-upstream");
+    let yaml = format!("mcps:\n  fx:\n    command: {}\n", fixture.display());
+    let setup = OrcaSetup::new(&database.url).with_external(&yaml);
+    let server = setup.http_server(&[]);
+    let url = server.url("/mcp");
+    // `Mcp-Method` and `Mcp-Name` are checked by rmcp, so a request carrying them goes its way.
+    let cases = [
+        ("fx_echo", serde_json::json!({"text": "hello"}), "application/json"),
+        ("fx_log", serde_json::json!({"level": "warning", "text": "hi"}), "text/event-stream"),
+        ("fx_nothing_here", serde_json::json!({}), "application/json"),
+        ("list_servers", serde_json::json!({}), "application/json"),
+    ];
+    for (tool, arguments, media) in cases {
+        let through_rmcp = [("mcp-method", "tools/call"), ("mcp-name", tool)];
+        let direct = stateless_call(&url, tool, arguments.clone(), &[]).await;
+        let rmcp = stateless_call(&url, tool, arguments, &through_rmcp).await;
+        assert!(direct.0.starts_with(media), "{tool}: {}", direct.0);
+        assert_eq!(direct.0, rmcp.0, "{tool}");
+        assert_eq!(direct.1, rmcp.1, "{tool}");
+    }
+    let (_, log) =
+        stateless_call(&url, "fx_log", serde_json::json!({"level": "info", "text": "x"}), &[])
+            .await;
+    assert_eq!(log.len(), 2, "the log message, then the answer: {log:?}");
+    assert_eq!(log[0]["method"], "notifications/message");
+    assert_eq!(log[1]["id"], 41);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stateless_client_that_goes_away_cancels_its_proxied_call_which_is_still_recorded() {
+    let database = TestDatabase::create().await;
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let fixture = Path::new(crate::support::orca::BINARY).with_file_name("orca-test-upstream");
+    let yaml = format!(
+        "mcps:\n  fx:\n    command: {}\n    timeout: 120s\n    env:\n      FIXTURE_CALL_LOG: {}\n",
+        fixture.display(),
+        log.path().display()
+    );
+    let setup = OrcaSetup::new(&database.url).with_external(&yaml);
+    let server = setup.http_server(&[]);
+    let url = server.url("/mcp");
+    let call =
+        tokio::spawn(
+            async move { stateless_call(&url, "fx_hang", serde_json::json!({}), &[]).await },
+        );
+    let logged = || std::fs::read_to_string(log.path()).unwrap_or_default();
+    eventually("the call at the upstream", Duration::from_secs(10), || async {
+        logged().contains("hang")
+    })
+    .await;
+    // The client gives up: its connection closes.
+    call.abort();
+    eventually("notifications/cancelled at the upstream", Duration::from_secs(10), || async {
+        logged().contains("cancelled hang")
+    })
+    .await;
+    let pool = database.connect().await;
+    eventually("the call's record", Duration::from_secs(10), || async {
+        let row: Option<(String, Option<String>)> = sqlx::query_as(
+            "SELECT status, error_message FROM orca.mcp_executions WHERE tool_name = 'fx_hang'",
+        )
+        .fetch_optional(&pool)
+        .await
+        .unwrap();
+        row.is_some_and(|(status, message)| {
+            status == "error" && message.is_some_and(|message| message.contains("cancelled"))
+        })
+    })
+    .await;
 }
