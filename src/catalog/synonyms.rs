@@ -1,7 +1,8 @@
-//! The synonym source that ships offline: `synonyms.txt`, derived from WordNet 3.0 by
-//! `scripts/derive-synonyms` (Princeton's WordNet licence, quoted at the top of the file), plus
-//! `vocabulary.txt`, the short forms people type for software words (`pr`, `repo`, `k8s`),
-//! written for this project. Both are read when a `Synonyms` is built and kept as stems.
+//! The synonym source that ships offline: `synonyms.txt`, derived from WordNet 3.0 (synonyms and
+//! derivationally related forms) by `scripts/derive-synonyms` (Princeton's WordNet licence,
+//! quoted at the top of the file), plus `vocabulary.txt`, the short forms people type for
+//! software words (`pr`, `repo`, `k8s`), written for this project. Both are read when a
+//! `Synonyms` is built and kept as stems.
 
 use std::collections::{HashMap, HashSet};
 
@@ -87,6 +88,23 @@ mod tests {
         for (word, expected) in cases {
             let stems = synonyms.of(&terms.stem(word));
             assert!(stems.iter().any(|stem| stem == expected), "{word}: {stems:?}");
+        }
+    }
+
+    #[test]
+    fn shipped_lists_join_derived_forms_that_stemming_keeps_apart() {
+        let terms = Terms::default();
+        let synonyms = Synonyms::shipped(&terms);
+        let cases = [
+            ("extract", "extractor"),
+            ("subscribe", "subscription"),
+            ("analyze", "analysis"),
+            ("buy", "buyer"),
+        ];
+        for (word, derived) in cases {
+            let (stem, derived) = (terms.stem(word), terms.stem(derived));
+            assert_ne!(stem, derived, "{word}: the stemmer alone joins them");
+            assert!(synonyms.of(&stem).contains(&derived), "{word}: {:?}", synonyms.of(&stem));
         }
     }
 
