@@ -61,6 +61,23 @@ impl<W: AsyncWrite + Unpin> Shared<W> {
         queue.queued
     }
 
+    /// Encode `item` and queue it; returns its number. A result with a pre-encoded member is
+    /// queued in parts, written without joining them.
+    fn enqueue<Role: ServiceRole>(&self, item: &TxJsonRpcMessage<Role>) -> std::io::Result<u64> {
+        let mut bytes = serde_json::to_vec(item).map_err(std::io::Error::other)?;
+        bytes.push(b'\n');
+        // Only a server's answers carry results; what orca sends to an upstream is never
+        // searched for placeholders.
+        if !Role::IS_CLIENT && splice::any_pending() {
+            let bytes = Bytes::from(bytes);
+            return Ok(match splice::split(&bytes) {
+                Some(parts) => self.push_parts(parts),
+                None => self.push(&bytes),
+            });
+        }
+        Ok(self.push(&bytes))
+    }
+
     /// Make sure message `number` is written: write the whole queue, unless another send
     /// already did while this one waited for the pipe.
     async fn write_through(&self, number: u64) -> std::io::Result<()> {
@@ -178,6 +195,33 @@ where
     }
 }
 
+impl<Role, R, W> BatchedTransport<Role, R, W>
+where
+    Role: ServiceRole,
+    R: AsyncRead,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    /// A handle that writes into this transport's queue, for messages sent beside rmcp's.
+    pub(crate) fn outbox(&self) -> Outbox<W> {
+        Outbox { shared: self.shared.clone() }
+    }
+}
+
+/// Writes messages into a `BatchedTransport`'s queue, in order with the transport's own.
+pub(crate) struct Outbox<W> {
+    shared: Arc<Shared<W>>,
+}
+
+impl<W: AsyncWrite + Unpin + Send + 'static> Outbox<W> {
+    pub(crate) async fn send<Role: ServiceRole>(
+        &self,
+        item: TxJsonRpcMessage<Role>,
+    ) -> std::io::Result<()> {
+        let number = self.shared.enqueue::<Role>(&item)?;
+        self.shared.write_through(number).await
+    }
+}
+
 impl<Role, R, W> Transport<Role> for BatchedTransport<Role, R, W>
 where
     Role: ServiceRole,
@@ -190,27 +234,10 @@ where
         &mut self,
         item: TxJsonRpcMessage<Role>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        // Encoded now, so the queue keeps the order in which messages were handed over. A
-        // result with a pre-encoded member is queued in parts, written without joining them.
-        let encoded = serde_json::to_vec(&item).map(|mut bytes| {
-            bytes.push(b'\n');
-            // Only a server's answers carry results; what orca sends to an upstream is never
-            // searched for placeholders.
-            if !Role::IS_CLIENT && splice::any_pending() {
-                let bytes = Bytes::from(bytes);
-                match splice::split(&bytes) {
-                    Some(parts) => self.shared.push_parts(parts),
-                    None => self.shared.push(&bytes),
-                }
-            } else {
-                self.shared.push(&bytes)
-            }
-        });
+        // Encoded now, so the queue keeps the order in which messages were handed over.
+        let encoded = self.shared.enqueue::<Role>(&item);
         let shared = self.shared.clone();
-        async move {
-            let number = encoded.map_err(std::io::Error::other)?;
-            shared.write_through(number).await
-        }
+        async move { shared.write_through(encoded?).await }
     }
 
     fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<Role>>> + Send {

@@ -40,7 +40,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Availability, ExternalServerConfig};
 use crate::servers::orca::{Directory, ServerCapabilitiesSummary, ServerSummary};
 use crate::tool::{ToolError, Verb};
-pub(crate) use batched::BatchedTransport;
+pub(crate) use batched::{BatchedTransport, Outbox};
 pub(crate) use calls::{Caller, LogFilter};
 pub(crate) use exchange::Exchange;
 #[cfg(test)]

@@ -15,7 +15,6 @@
 //! it (or refuses it) as before.
 
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -45,11 +44,11 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// The parts of a JSON-RPC request this path reads.
 #[derive(serde::Deserialize)]
-struct Envelope {
+pub(super) struct Envelope {
     jsonrpc: String,
-    id: RequestId,
+    pub(super) id: RequestId,
     method: String,
-    params: CallToolRequestParams,
+    pub(super) params: CallToolRequestParams,
 }
 
 /// Serve `request` here, or hand it back (whole) for rmcp to serve.
@@ -99,7 +98,7 @@ fn essence(media_type: &str) -> &str {
 }
 
 /// The request, when it is a `tools/call` this path serves.
-fn decode(bytes: &[u8]) -> Option<Envelope> {
+pub(super) fn decode(bytes: &[u8]) -> Option<Envelope> {
     let envelope: Envelope = serde_json::from_slice(bytes).ok()?;
     let params = &envelope.params;
     let plain = envelope.jsonrpc == "2.0"
@@ -125,28 +124,15 @@ async fn call(
     let Envelope { id, params, .. } = envelope;
     let (stream, mut messages) = AnswerStream::new();
     let cancelled = CancellationToken::new();
-    let caller = Caller {
-        reach: Reach::Answer(stream.clone()),
-        request_id: id.clone(),
-        progress_token: params.meta.as_ref().and_then(RequestMetaObject::get_progress_token),
-        cancelled: cancelled.clone(),
-        // A stateless request has set no level: every message, as for a fresh session.
-        admits: Arc::new(|_| true),
-        exchange: None,
-    };
+    let progress_token = params.meta.as_ref().and_then(RequestMetaObject::get_progress_token);
+    // The shared gateway's level is never set: a stateless request hears every message, as a
+    // fresh session does.
+    let reach = Reach::Answer(stream.clone());
+    let caller = gateway.plain_caller(reach, id.clone(), progress_token, cancelled.clone());
     tokio::spawn(async move {
         let meta = RequestMetaObject::default();
-        let carried = Carried::direct(&head, &meta);
-        let outcome = gateway.run_call(params, carried, caller, started, principal).await;
-        let message = match outcome {
-            Ok(mut result) => {
-                // A 2025 client's result has no `resultType`, as rmcp leaves it for such peers.
-                result.result_type.take_if(|result_type| result_type.is_complete());
-                ServerJsonRpcMessage::response(ServerResult::CallToolResult(result), id)
-            }
-            Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
-        };
-        stream.send(message);
+        let carried = Carried { head: Some(&head), meta: &meta };
+        stream.send(answer(&gateway, id, params, carried, caller, principal, started).await);
     });
     // A client that goes away before the answer cancels the call (it is recorded as such).
     let gone = cancelled.drop_guard();
@@ -177,6 +163,26 @@ async fn call(
         .header(header::CACHE_CONTROL, "no-cache")
         .body(events.boxed())
         .expect("a valid response")
+}
+
+/// Run the call and put its outcome as rmcp would answer it to a 2025 client.
+pub(super) async fn answer(
+    gateway: &Gateway,
+    id: RequestId,
+    params: CallToolRequestParams,
+    carried: Carried<'_>,
+    caller: Caller,
+    principal: Principal,
+    started: Instant,
+) -> ServerJsonRpcMessage {
+    match gateway.run_call(params, carried, caller, started, principal).await {
+        Ok(mut result) => {
+            // A 2025 client's result has no `resultType`, as rmcp leaves it for such peers.
+            result.result_type.take_if(|result_type| result_type.is_complete());
+            ServerJsonRpcMessage::response(ServerResult::CallToolResult(result), id)
+        }
+        Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
+    }
 }
 
 fn is_final(message: &ServerJsonRpcMessage) -> bool {

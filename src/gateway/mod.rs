@@ -259,6 +259,26 @@ impl Gateway {
         }
     }
 
+    /// The caller of a call served by `direct` (a 2025 revision): it hears log messages at its
+    /// session's level.
+    fn plain_caller(
+        &self,
+        reach: crate::external::Reach,
+        request_id: rmcp::model::RequestId,
+        progress_token: Option<rmcp::model::ProgressToken>,
+        cancelled: tokio_util::sync::CancellationToken,
+    ) -> crate::external::Caller {
+        let session = self.log_level.clone();
+        crate::external::Caller {
+            reach,
+            request_id,
+            progress_token,
+            cancelled,
+            admits: Arc::new(move |level| session.admits(level)),
+            exchange: None,
+        }
+    }
+
     /// The external servers, when there are any and the caller may read (prompts and
     /// resources need the `read` verb).
     fn readable_external(
@@ -321,10 +341,6 @@ pub(super) struct Carried<'a> {
 impl<'a> Carried<'a> {
     pub(super) fn of(context: &'a RequestContext<RoleServer>) -> Carried<'a> {
         Carried { head: http_parts(context), meta: &context.meta }
-    }
-
-    pub(super) fn direct(head: &'a ::http::request::Parts, meta: &'a RequestMetaObject) -> Self {
-        Carried { head: Some(head), meta }
     }
 }
 

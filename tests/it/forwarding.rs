@@ -251,3 +251,63 @@ async fn a_stateless_client_that_goes_away_cancels_its_proxied_call_which_is_sti
     })
     .await;
 }
+
+/// A stdio client that answers elicitations and keeps the progress it is sent.
+#[derive(Clone, Default)]
+struct Answering {
+    progress: Arc<Mutex<Vec<(serde_json::Value, f64)>>>,
+}
+
+impl rmcp::ClientHandler for Answering {
+    fn get_info(&self) -> ClientConfig {
+        let capabilities = ClientCapabilities::builder().enable_elicitation().build();
+        ClientConfig::new(capabilities, Implementation::new("answering", "1"))
+    }
+
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) {
+        let token = serde_json::to_value(&params.progress_token).unwrap();
+        self.progress.lock().unwrap().push((token, params.progress));
+    }
+
+    async fn create_elicitation(
+        &self,
+        _: rmcp::model::ElicitRequestParams,
+        _: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        let mut result = rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept);
+        result.content = Some(serde_json::json!({"username": "ada", "email": "ada@example.com"}));
+        Ok(result)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn over_stdio_a_proxied_calls_progress_and_elicitation_reach_the_client_and_back() {
+    let database = TestDatabase::create().await;
+    let setup =
+        OrcaSetup::new(&database.url).with_external(&crate::conformance::conformance_yaml());
+    let handler = Answering::default();
+    let client = setup.stdio_client_with(handler.clone()).await;
+    let params = CallToolRequestParams::new("test_tool_with_progress");
+    let result = client.peer().call_tool(params).await.unwrap();
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    // Under the client's own token (rmcp's client sends its request id; the upstream was sent
+    // orca's, and answers with it).
+    let upstreams = result.content[0].as_text().unwrap().text.clone();
+    let progress = handler.progress.lock().unwrap().clone();
+    let steps: Vec<f64> = progress.iter().map(|(_, step)| *step).collect();
+    assert_eq!(steps, [0.0, 50.0, 100.0]);
+    assert!(progress.iter().all(|(token, _)| *token == progress[0].0), "{progress:?}");
+    assert_ne!(progress[0].0.to_string(), upstreams, "the client hears its own token");
+    let mut elicit = CallToolRequestParams::new("test_elicitation");
+    elicit = elicit.with_arguments(
+        serde_json::json!({"message": "who are you?"}).as_object().unwrap().clone(),
+    );
+    let answer = client.peer().call_tool(elicit).await.unwrap();
+    let text = answer.content[0].as_text().unwrap().text.clone();
+    assert!(text.contains("action=accept") && text.contains("ada@example.com"), "{text}");
+    client.cancel().await.unwrap();
+}
