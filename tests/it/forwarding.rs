@@ -18,18 +18,24 @@ use rmcp::service::{NotificationContext, PeerRequestOptions, RoleClient};
 
 use crate::support::{OrcaSetup, TestDatabase, eventually};
 
-#[tokio::test]
-async fn a_client_cancelling_a_proxied_call_cancels_it_at_the_upstream() {
-    let database = TestDatabase::create().await;
+/// orca with the test upstream as `fx`, which writes what it is called with and what is
+/// cancelled to the returned file; its timeout is far beyond any test's patience, so only the
+/// client's cancellation can end a call of `fx_hang`.
+fn logging_fixture(database: &TestDatabase) -> (OrcaSetup, tempfile::NamedTempFile) {
     let log = tempfile::NamedTempFile::new().unwrap();
     let fixture = Path::new(crate::support::orca::BINARY).with_file_name("orca-test-upstream");
-    // A timeout far beyond the test's patience: only the client's cancellation can end the call.
     let yaml = format!(
         "mcps:\n  fx:\n    command: {}\n    timeout: 120s\n    env:\n      FIXTURE_CALL_LOG: {}\n",
         fixture.display(),
         log.path().display()
     );
-    let setup = OrcaSetup::new(&database.url).with_external(&yaml);
+    (OrcaSetup::new(&database.url).with_external(&yaml), log)
+}
+
+#[tokio::test]
+async fn a_client_cancelling_a_proxied_call_cancels_it_at_the_upstream() {
+    let database = TestDatabase::create().await;
+    let (setup, log) = logging_fixture(&database);
     let client = setup.stdio_client().await;
     let request =
         ClientRequest::CallToolRequest(CallToolRequest::new(CallToolRequestParams::new("fx_hang")));
@@ -212,14 +218,7 @@ async fn a_stateless_call_served_without_rmcp_says_exactly_what_rmcp_says() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stateless_client_that_goes_away_cancels_its_proxied_call_which_is_still_recorded() {
     let database = TestDatabase::create().await;
-    let log = tempfile::NamedTempFile::new().unwrap();
-    let fixture = Path::new(crate::support::orca::BINARY).with_file_name("orca-test-upstream");
-    let yaml = format!(
-        "mcps:\n  fx:\n    command: {}\n    timeout: 120s\n    env:\n      FIXTURE_CALL_LOG: {}\n",
-        fixture.display(),
-        log.path().display()
-    );
-    let setup = OrcaSetup::new(&database.url).with_external(&yaml);
+    let (setup, log) = logging_fixture(&database);
     let server = setup.http_server(&[]);
     let url = server.url("/mcp");
     let call =
