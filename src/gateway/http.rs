@@ -372,7 +372,9 @@ impl tower::Service<Request> for SharedMcp {
 
     fn call(&mut self, request: Request) -> Self::Future {
         let service = Arc::clone(&self.0);
-        Box::pin(async move { Ok(service.handle(request).await) })
+        // rmcp's `get_tool` hook sees the caller through this (`Gateway::get_tool`).
+        let caller = request.extensions().get::<Principal>().cloned();
+        Box::pin(async move { Ok(super::auth::as_caller(caller, service.handle(request)).await) })
     }
 }
 

@@ -649,12 +649,16 @@ impl ServerHandler for Gateway {
 
     /// The transport asks for a tool only to check a 2026-07-28 request's `Mcp-Param-*` headers
     /// against its arguments (SEP-2243), so only an external tool that asks clients to mirror
-    /// arguments into headers (`x-mcp-header`) is handed over. Who may see or call it is not
-    /// this hook's to say (it cannot see the caller): `call_tool` checks that as for any call.
+    /// arguments into headers (`x-mcp-header`) is handed over, and only when the caller (set
+    /// around rmcp's handling, `auth::as_caller`) may see it: for anyone else the headers are
+    /// not checked, and the call gets the answer it would get with the right ones.
     fn get_tool(&self, name: &str) -> Option<Tool> {
         let routed = self.state.registry.external()?.resolve(name)?;
         let tool = routed.definition();
-        mirrors_arguments(&tool.input_schema).then(|| tool.clone())
+        let sees = auth::caller_passes(|caller| {
+            caller.may(routed.verb()) && caller.may_use(routed.name(), routed.server())
+        });
+        (sees && mirrors_arguments(&tool.input_schema)).then(|| tool.clone())
     }
 
     async fn get_task(
