@@ -284,3 +284,47 @@ pub(super) fn validate_auth(
         roles,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(entries: &[&str]) -> Arc<ToolPolicy> {
+        let entries: Vec<String> = entries.iter().map(|entry| (*entry).to_owned()).collect();
+        Arc::new(ToolPolicy::parse(&entries).unwrap())
+    }
+
+    fn holding(verbs: &[Verb], policies: Option<Vec<Arc<ToolPolicy>>>) -> Principal {
+        let mut principal = Principal::new("someone", verbs.iter().copied().collect());
+        principal.tools = policies.map(Into::into);
+        principal
+    }
+
+    #[test]
+    fn a_tool_access_is_the_same_verbs_and_the_very_same_policies() {
+        let analyst = policy(&["*", "!execute_sql"]);
+        let auditor = policy(&["server:orca"]);
+        let kept =
+            holding(&[Verb::Read], Some(vec![analyst.clone(), auditor.clone()])).tool_access();
+        for (principal, same) in [
+            (holding(&[Verb::Read], Some(vec![analyst.clone(), auditor.clone()])), true),
+            (
+                holding(&[Verb::Read, Verb::Create], Some(vec![analyst.clone(), auditor.clone()])),
+                false,
+            ),
+            (holding(&[Verb::Read], Some(vec![analyst.clone()])), false),
+            (holding(&[Verb::Read], Some(vec![auditor.clone(), analyst.clone()])), false),
+            // An equal policy read again (another configuration) is another access.
+            (
+                holding(&[Verb::Read], Some(vec![policy(&["*", "!execute_sql"]), auditor.clone()])),
+                false,
+            ),
+            (holding(&[Verb::Read], None), false),
+        ] {
+            assert_eq!(kept.is_of(&principal), same, "{:?}", principal.tools);
+        }
+        let everything = holding(&[Verb::Read], None).tool_access();
+        assert!(everything.is_of(&holding(&[Verb::Read], None)));
+        assert!(!everything.is_of(&holding(&[Verb::Read], Some(vec![analyst]))));
+    }
+}
