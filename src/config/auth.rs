@@ -3,6 +3,7 @@
 //! `orca.yaml` read into `AuthConfig` (keys, the stdio and anonymous principals, OAuth, roles).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use super::oauth::{self, OAuthConfig, Role};
 use super::policy::ToolPolicy;
@@ -17,8 +18,10 @@ pub(crate) struct Principal {
     /// claim (`sub`).
     pub(crate) name: String,
     pub(crate) verbs: BTreeSet<Verb>,
-    /// The tools it may see and call: those some policy admits; `None`: every tool.
-    pub(crate) tools: Option<std::sync::Arc<[ToolPolicy]>>,
+    /// The tools it may see and call: those some policy admits; `None`: every tool. The
+    /// policies are its roles' own, shared (the gateway keeps each set's visible tools under
+    /// them).
+    pub(crate) tools: Option<Arc<[Arc<ToolPolicy>]>>,
     /// Tool calls a minute it may make (per replica); `None`: no limit.
     pub(crate) calls_per_minute: Option<u32>,
     /// The OAuth client the call came through (a token's `client_id`, else `azp`); `None` for
@@ -29,7 +32,7 @@ pub(crate) struct Principal {
     pub(crate) role: Option<String>,
     /// The masking applied to every value it reads, from its roles (`privacy::combine`);
     /// `None`: nothing is masked.
-    pub(crate) masking: Option<std::sync::Arc<crate::privacy::mask::MaskingPolicy>>,
+    pub(crate) masking: Option<Arc<crate::privacy::mask::MaskingPolicy>>,
     /// The issuer of the token it came with; `None` for API keys, stdio and anonymous callers.
     pub(crate) issuer: Option<String>,
 }
@@ -64,6 +67,11 @@ impl Principal {
         self.verbs.contains(&verb)
     }
 
+    /// What decides which tools it may see: its verbs and its tool policies.
+    pub(crate) fn tool_access(&self) -> ToolAccess {
+        ToolAccess { verbs: self.verbs.clone(), policies: self.tools.clone() }
+    }
+
     /// Whether its tool policy admits `tool` of `server` (verbs aside).
     pub(crate) fn may_use(&self, tool: &str, server: &str) -> bool {
         self.tools
@@ -88,7 +96,7 @@ impl Principal {
             masking.push(role.masking.clone());
             principal.verbs.extend(role.verbs.iter().copied());
             match (&mut policies, &role.tools) {
-                (Some(list), Some(policy)) => list.push(policy.clone()),
+                (Some(list), Some(policy)) => list.push(Arc::clone(policy)),
                 (_, None) => policies = None,
                 (None, Some(_)) => {}
             }
@@ -101,6 +109,33 @@ impl Principal {
         principal.calls_per_minute = if any { limit } else { None };
         principal.masking = crate::privacy::combine(masking);
         principal
+    }
+}
+
+/// What decides which tools a principal may see and call: its verbs and its tool policies
+/// (the roles' own, shared). It holds the policies, so another policy never takes one's place
+/// at the same address while it is kept.
+#[derive(Debug, Clone)]
+pub(crate) struct ToolAccess {
+    verbs: BTreeSet<Verb>,
+    policies: Option<Arc<[Arc<ToolPolicy>]>>,
+}
+
+impl ToolAccess {
+    /// Whether `principal` sees exactly the tools of this access: the same verbs and the same
+    /// policies (the very same, in the same order; a principal holding the same roles in
+    /// another order is another access, which sees the same tools).
+    pub(crate) fn is_of(&self, principal: &Principal) -> bool {
+        self.verbs == principal.verbs
+            && match (&self.policies, &principal.tools) {
+                (None, None) => true,
+                (Some(mine), Some(theirs)) => {
+                    Arc::ptr_eq(mine, theirs)
+                        || (mine.len() == theirs.len()
+                            && mine.iter().zip(theirs.iter()).all(|(a, b)| Arc::ptr_eq(a, b)))
+                }
+                _ => false,
+            }
     }
 }
 
@@ -138,7 +173,7 @@ impl AuthConfig {
             if let Some(policy) = &role.masking {
                 let mut salted = (**policy).clone();
                 salted.salt = salt(&salted.id);
-                role.masking = Some(std::sync::Arc::new(salted));
+                role.masking = Some(Arc::new(salted));
             }
         }
         for key in &mut self.api_keys {
@@ -247,5 +282,49 @@ pub(super) fn validate_auth(
         anonymous: validate_principal(raw.anonymous, "anonymous", "auth.anonymous", file, errors),
         oauth,
         roles,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(entries: &[&str]) -> Arc<ToolPolicy> {
+        let entries: Vec<String> = entries.iter().map(|entry| (*entry).to_owned()).collect();
+        Arc::new(ToolPolicy::parse(&entries).unwrap())
+    }
+
+    fn holding(verbs: &[Verb], policies: Option<Vec<Arc<ToolPolicy>>>) -> Principal {
+        let mut principal = Principal::new("someone", verbs.iter().copied().collect());
+        principal.tools = policies.map(Into::into);
+        principal
+    }
+
+    #[test]
+    fn a_tool_access_is_the_same_verbs_and_the_very_same_policies() {
+        let analyst = policy(&["*", "!execute_sql"]);
+        let auditor = policy(&["server:orca"]);
+        let kept =
+            holding(&[Verb::Read], Some(vec![analyst.clone(), auditor.clone()])).tool_access();
+        for (principal, same) in [
+            (holding(&[Verb::Read], Some(vec![analyst.clone(), auditor.clone()])), true),
+            (
+                holding(&[Verb::Read, Verb::Create], Some(vec![analyst.clone(), auditor.clone()])),
+                false,
+            ),
+            (holding(&[Verb::Read], Some(vec![analyst.clone()])), false),
+            (holding(&[Verb::Read], Some(vec![auditor.clone(), analyst.clone()])), false),
+            // An equal policy read again (another configuration) is another access.
+            (
+                holding(&[Verb::Read], Some(vec![policy(&["*", "!execute_sql"]), auditor.clone()])),
+                false,
+            ),
+            (holding(&[Verb::Read], None), false),
+        ] {
+            assert_eq!(kept.is_of(&principal), same, "{:?}", principal.tools);
+        }
+        let everything = holding(&[Verb::Read], None).tool_access();
+        assert!(everything.is_of(&holding(&[Verb::Read], None)));
+        assert!(!everything.is_of(&holding(&[Verb::Read], Some(vec![analyst]))));
     }
 }

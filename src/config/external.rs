@@ -787,27 +787,36 @@ fn parse_duration(value: &Value) -> Option<Duration> {
 }
 
 /// `*` matches any run of characters, `?` one character; everything else matches itself.
+/// ASCII names (tool names are) are matched byte by byte without copying them.
 pub(crate) fn glob_match(pattern: &str, text: &str) -> bool {
+    if pattern.is_ascii() && text.is_ascii() {
+        return glob_match_units(pattern.as_bytes(), text.as_bytes(), b'*', b'?');
+    }
     let pattern: Vec<char> = pattern.chars().collect();
     let text: Vec<char> = text.chars().collect();
+    glob_match_units(&pattern, &text, '*', '?')
+}
+
+/// The glob match over characters (or bytes, for ASCII): `star` matches any run, `one` one.
+fn glob_match_units<T: Copy + PartialEq>(pattern: &[T], text: &[T], star: T, one: T) -> bool {
     let (mut p, mut t) = (0, 0);
     let mut backtrack: Option<(usize, usize)> = None;
     while t < text.len() {
-        if p < pattern.len() && (pattern[p] == '?' || pattern[p] == text[t]) {
+        if p < pattern.len() && (pattern[p] == one || pattern[p] == text[t]) {
             p += 1;
             t += 1;
-        } else if p < pattern.len() && pattern[p] == '*' {
+        } else if p < pattern.len() && pattern[p] == star {
             backtrack = Some((p, t));
             p += 1;
-        } else if let Some((star, matched)) = backtrack {
-            p = star + 1;
+        } else if let Some((at, matched)) = backtrack {
+            p = at + 1;
             t = matched + 1;
-            backtrack = Some((star, matched + 1));
+            backtrack = Some((at, matched + 1));
         } else {
             return false;
         }
     }
-    pattern[p..].iter().all(|c| *c == '*')
+    pattern[p..].iter().all(|c| *c == star)
 }
 
 #[cfg(test)]
@@ -1042,11 +1051,22 @@ mod tests {
 
     #[test]
     fn glob_patterns() {
-        assert!(glob_match("*", ""));
-        assert!(glob_match("a*c", "abbbc"));
-        assert!(glob_match("a?c", "abc"));
-        assert!(!glob_match("a?c", "ac"));
-        assert!(glob_match("*_issue*", "create_issue_comment"));
-        assert!(!glob_match("get", "get_x"));
+        for (pattern, text, matches) in [
+            ("*", "", true),
+            ("a*c", "abbbc", true),
+            ("a?c", "abc", true),
+            ("a?c", "ac", false),
+            ("*_issue*", "create_issue_comment", true),
+            ("get", "get_x", false),
+            ("*materialize*", "materialize_sql", true),
+            ("!x", "x", false),
+            // `?` is one character, not one byte, in names that are not ASCII.
+            ("caf?", "café", true),
+            ("caf??", "café", false),
+            ("*é*", "crème_brûlée", true),
+            ("?", "é", true),
+        ] {
+            assert_eq!(glob_match(pattern, text), matches, "{pattern} against {text}");
+        }
     }
 }

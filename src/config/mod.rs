@@ -31,7 +31,7 @@ use serde_json::Value;
 use crate::tool::Verb;
 #[cfg(test)]
 pub(crate) use auth::ApiKey;
-pub(crate) use auth::{AuthConfig, Principal};
+pub(crate) use auth::{AuthConfig, Principal, ToolAccess};
 pub(crate) use catalog::CatalogConfig;
 pub(crate) use databases::{DatabaseConfig, valid_name as valid_database_name};
 pub(crate) use external::{

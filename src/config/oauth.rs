@@ -81,8 +81,8 @@ impl OAuthConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Role {
     pub(crate) verbs: BTreeSet<Verb>,
-    /// The tools it may see and call; `None`: every tool.
-    pub(crate) tools: Option<ToolPolicy>,
+    /// The tools it may see and call, shared by every principal holding it; `None`: every tool.
+    pub(crate) tools: Option<Arc<ToolPolicy>>,
     /// Tool calls a minute per principal holding it (per replica); `None`: no limit.
     pub(crate) calls_per_minute: Option<u32>,
     /// The masking policy applied to what its holders read (`auth.roles.<name>.masking`); its
@@ -203,7 +203,7 @@ pub(super) fn validate_roles(
             }
             let verbs = validate_verbs(&role.verbs, &format!("{key}.verbs"), file, errors);
             let tools = role.tools.and_then(|entries| match ToolPolicy::parse(&entries) {
-                Ok(policy) => Some(policy),
+                Ok(policy) => Some(Arc::new(policy)),
                 Err(error) => {
                     errors.push(format!("{file}: {key}.tools: {error}"));
                     None

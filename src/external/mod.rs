@@ -165,6 +165,23 @@ struct Index {
     tools: Owners,
 }
 
+/// The name index and every server's catalog at one moment: what the exposed tools are made
+/// of. Each is replaced, never changed in place, when a server's lists change, and the state
+/// holds them, so two states are equal exactly when they are the same index and catalogs.
+#[derive(Debug, Clone)]
+pub(crate) struct ToolsState {
+    index: Arc<Index>,
+    catalogs: Vec<Arc<upstream::Catalog>>,
+}
+
+impl PartialEq for ToolsState {
+    fn eq(&self, other: &ToolsState) -> bool {
+        Arc::ptr_eq(&self.index, &other.index)
+            && self.catalogs.len() == other.catalogs.len()
+            && self.catalogs.iter().zip(&other.catalogs).all(|(a, b)| Arc::ptr_eq(a, b))
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct ExternalServers {
     upstreams: Vec<Arc<Upstream>>,
@@ -427,11 +444,26 @@ impl ExternalServers {
 
     /// Every exposed tool with its verb and its server's key, in configuration order.
     pub(crate) fn tools(&self) -> Vec<(Tool, Verb, &str)> {
+        self.tools_in(&self.tools_state())
+    }
+
+    /// What the exposed tools are made of now: a state that compares equal to a later one
+    /// only when neither the name index nor any server's catalog was replaced in between.
+    pub(crate) fn tools_state(&self) -> ToolsState {
         let index = self.index.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
+        ToolsState {
+            index,
+            catalogs: self.upstreams.iter().map(|upstream| upstream.catalog()).collect(),
+        }
+    }
+
+    /// The exposed tools of `state` (one of this set's), as [`ExternalServers::tools`].
+    pub(crate) fn tools_in(&self, state: &ToolsState) -> Vec<(Tool, Verb, &str)> {
         let mut out = Vec::new();
-        for upstream in &self.upstreams {
-            for (position, tool) in upstream.catalog().tools.iter().enumerate() {
-                if index
+        for (upstream, catalog) in self.upstreams.iter().zip(&state.catalogs) {
+            for (position, tool) in catalog.tools.iter().enumerate() {
+                if state
+                    .index
                     .tools
                     .get(tool.tool.name.as_ref())
                     .is_some_and(|&owner| owner == (upstream.index, position))

@@ -1,6 +1,7 @@
 //! HTTP authentication: `Authorization: Bearer <key>` checked against the SHA-256 hashes in
 //! `orca.yaml`. With no keys configured, callers are anonymous, which the HTTP server allows
-//! only on a loopback address.
+//! only on a loopback address. Also the caller of the `/mcp` request rmcp is handling, for the
+//! hooks rmcp calls without the request (`Gateway::get_tool`).
 
 use sha2::{Digest, Sha256};
 
@@ -45,6 +46,26 @@ pub(crate) fn authenticate(
 
 fn constant_time_eq(left: &[u8; 32], right: &[u8; 32]) -> bool {
     left.iter().zip(right).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+}
+
+tokio::task_local! {
+    /// The caller of the `/mcp` request being handled (set around rmcp's handling of it).
+    static CALLER: Principal;
+}
+
+/// Run `handling` (rmcp's handling of one `/mcp` request) with `caller` as the caller that
+/// [`caller_passes`] asks about.
+pub(crate) async fn as_caller<F: Future>(caller: Option<Principal>, handling: F) -> F::Output {
+    match caller {
+        Some(caller) => CALLER.scope(caller, handling).await,
+        None => handling.await,
+    }
+}
+
+/// Whether the caller of the `/mcp` request being handled passes `check`; false outside one
+/// (nobody is known to pass).
+pub(crate) fn caller_passes(check: impl FnOnce(&Principal) -> bool) -> bool {
+    CALLER.try_with(|caller| check(caller)).unwrap_or(false)
 }
 
 /// The SHA-256 of a key, as stored in `orca.yaml`.

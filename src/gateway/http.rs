@@ -389,7 +389,9 @@ impl tower::Service<Request> for SharedMcp {
                 },
                 None => request,
             };
-            Ok(mcp.service.handle(request).await)
+            // rmcp's `get_tool` hook sees the caller through this (`Gateway::get_tool`).
+            let caller = request.extensions().get::<Principal>().cloned();
+            Ok(super::auth::as_caller(caller, mcp.service.handle(request)).await)
         })
     }
 }

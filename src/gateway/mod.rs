@@ -24,6 +24,7 @@ mod sign_in;
 pub(crate) mod stdio;
 mod tasks;
 mod upstream_sign_in;
+mod visible;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -76,6 +77,8 @@ pub(crate) struct AppState {
     pub(crate) metrics: Arc<Metrics>,
     /// The tool-search indexes, one per set of visible tools.
     search: Arc<search::Indexes>,
+    /// The tools each access may see, until the catalog changes.
+    visible: Arc<visible::VisibleTools>,
     /// Calls waiting for a 2026-07-28 client to come back with the input they asked for.
     pending: Arc<input_required::PendingCalls>,
     /// Calls become tasks for the clients that take them.
@@ -105,6 +108,7 @@ impl AppState {
             state_pool,
             metrics,
             search,
+            visible: Arc::default(),
             instructions,
             pending,
             tasks,
@@ -175,31 +179,12 @@ impl Gateway {
 
     /// The tools `principal` may see and call: its verbs and its tool policy allow them.
     fn visible_tools(&self, principal: &Principal) -> Vec<Tool> {
-        self.visible_tools_by_server(principal).into_iter().map(|(tool, _)| tool).collect()
+        self.visible_tools_by_server(principal).iter().map(|(tool, _)| tool.clone()).collect()
     }
 
-    fn visible_tools_by_server(&self, principal: &Principal) -> Vec<(Tool, String)> {
-        let mut tools: Vec<(Tool, String)> = self
-            .state
-            .registry
-            .tools()
-            .filter(|tool| {
-                principal.may(tool.spec.verb) && principal.may_use(tool.spec.name(), tool.server)
-            })
-            .map(|tool| (tool.spec.tool.clone(), tool.server.to_owned()))
-            .collect();
-        if let Some(external) = self.state.registry.external() {
-            tools.extend(
-                external
-                    .tools()
-                    .into_iter()
-                    .filter(|(tool, verb, server)| {
-                        principal.may(*verb) && principal.may_use(&tool.name, server)
-                    })
-                    .map(|(tool, _, server)| (tool, server.to_owned())),
-            );
-        }
-        tools
+    /// The same with each tool's server, kept per access until the catalog changes.
+    fn visible_tools_by_server(&self, principal: &Principal) -> visible::Visible {
+        self.state.visible.of(&self.state.registry, principal)
     }
 
     /// Whether the server owning `uri` (a resource or a template) is in `reach`.
@@ -219,7 +204,10 @@ impl Gateway {
     fn servers_in_reach(&self, principal: &Principal) -> Option<std::collections::HashSet<String>> {
         principal.tools.as_ref()?;
         Some(
-            self.visible_tools_by_server(principal).into_iter().map(|(_, server)| server).collect(),
+            self.visible_tools_by_server(principal)
+                .iter()
+                .map(|(_, server)| server.clone())
+                .collect(),
         )
     }
 
@@ -705,12 +693,16 @@ impl ServerHandler for Gateway {
 
     /// The transport asks for a tool only to check a 2026-07-28 request's `Mcp-Param-*` headers
     /// against its arguments (SEP-2243), so only an external tool that asks clients to mirror
-    /// arguments into headers (`x-mcp-header`) is handed over. Who may see or call it is not
-    /// this hook's to say (it cannot see the caller): `call_tool` checks that as for any call.
+    /// arguments into headers (`x-mcp-header`) is handed over, and only when the caller (set
+    /// around rmcp's handling, `auth::as_caller`) may see it: for anyone else the headers are
+    /// not checked, and the call gets the answer it would get with the right ones.
     fn get_tool(&self, name: &str) -> Option<Tool> {
         let routed = self.state.registry.external()?.resolve(name)?;
         let tool = routed.definition();
-        mirrors_arguments(&tool.input_schema).then(|| tool.clone())
+        let sees = auth::caller_passes(|caller| {
+            caller.may(routed.verb()) && caller.may_use(routed.name(), routed.server())
+        });
+        (sees && mirrors_arguments(&tool.input_schema)).then(|| tool.clone())
     }
 
     async fn get_task(

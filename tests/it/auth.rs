@@ -1,4 +1,5 @@
-//! HTTP authentication and per-tool verbs: no key, a wrong key, a key without the tool's verb.
+//! HTTP authentication and per-tool verbs: no key, a wrong key, a key without the tool's verb;
+//! and a tool outside a caller's role, whose `Mcp-Param-*` headers (SEP-2243) it may not probe.
 
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -159,4 +160,91 @@ async fn the_stdio_principal_and_its_verbs_come_from_configuration() {
     assert_eq!(visible, ["add_records", "materialize_sql", "create_view"]);
     crate::support::assert_unauthorized(call(&client, "list_servers", json!({}), None).await);
     client.cancel().await.unwrap();
+}
+
+/// One raw 2026-07-28 `tools/call` of `name` with `region` in its arguments and `header` as its
+/// `Mcp-Param-Region` header: the HTTP status and the JSON-RPC answer.
+async fn call_with_region(
+    url: &str,
+    key: &str,
+    name: &str,
+    region: &str,
+    header: &str,
+) -> (u16, serde_json::Value) {
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    let response = reqwest::Client::new()
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("authorization", format!("Bearer {key}"))
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", name)
+        .header("mcp-param-region", header)
+        .json(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": name, "arguments": {"region": region}, "_meta": meta}}))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap())
+}
+
+/// What a call's answer says, without what differs from call to call (ids, tokens, traces).
+fn gist(status: u16, body: &serde_json::Value) -> serde_json::Value {
+    match (&body["error"], &body["result"]) {
+        (serde_json::Value::Null, result) => json!({
+            "status": status,
+            "is_error": result["isError"],
+            "error": result["structuredContent"]["error"]["code"],
+        }),
+        (error, _) => json!({"status": status, "code": error["code"]}),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_caller_who_may_not_see_a_tool_gets_the_same_answer_whatever_its_mcp_param_headers() {
+    let database = TestDatabase::create().await;
+    let fixture = crate::conformance::DirectFixture::start();
+    let hash = |key: &str| hex::encode(Sha256::digest(key.as_bytes()));
+    let setup = OrcaSetup::new(&database.url)
+        .with_config(&format!(
+            "auth:\n  api_keys:\n    - name: seer\n      sha256: {}\n      verbs: [read, create, update, delete]\n    - name: blind\n      sha256: {}\n      role: blind\n  roles:\n    blind:\n      verbs: [read, create, update, delete]\n      tools: [\"*\", \"!test_custom_headers\"]\n",
+            hash(READER_KEY),
+            hash(WRITER_KEY)
+        ))
+        .with_external(&format!(
+            "mcps:\n  conformance:\n    url: {}\n    prefix: \"\"\n    timeout: 30s\n",
+            fixture.url
+        ));
+    let server = setup.http_server(&[]);
+    let url = server.url("/mcp");
+    let tool = "test_custom_headers";
+
+    // Who may see the tool has its header checked against the body: a mismatch is a 400.
+    let (status, body) = call_with_region(&url, READER_KEY, tool, "eu", "us").await;
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = call_with_region(&url, READER_KEY, tool, "eu", "eu").await;
+    assert_eq!(
+        (status, &body["result"]["content"][0]["text"]),
+        (200, &json!("Called for region eu")),
+        "{body}"
+    );
+
+    // Who may not gets, with a wrong header, the answer a right one gets: the refusal of a
+    // tool outside its role, and nothing about the tool's arguments.
+    let right = call_with_region(&url, WRITER_KEY, tool, "eu", "eu").await;
+    let wrong = call_with_region(&url, WRITER_KEY, tool, "eu", "us").await;
+    assert_eq!(
+        gist(right.0, &right.1),
+        json!({"status": 200, "is_error": true, "error": "UNAUTHORIZED"}),
+        "{right:?}"
+    );
+    assert_eq!(gist(wrong.0, &wrong.1), gist(right.0, &right.1), "{wrong:?}");
+    assert!(!wrong.1.to_string().contains("Mcp-Param"), "{wrong:?}");
+    let status = server.stop();
+    assert!(status.success(), "orca exited with {status}");
 }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use rmcp::model::{GetPromptRequestParams, ReadResourceRequestParams};
 use rmcp::service::{NotificationContext, RoleClient};
 use serde_json::{Value, json};
+use sha2::Digest as _;
 use uuid::Uuid;
 
 use crate::support::{
@@ -324,6 +325,62 @@ async fn an_upstream_list_change_is_refiltered_and_sent_to_clients_once() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(notifications.load(Ordering::SeqCst), 1, "one debounced notification");
     client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn each_roles_tools_list_follows_an_upstreams_list_change_at_once() {
+    let database = TestDatabase::create().await;
+    let hash = |key: &str| hex::encode(sha2::Sha256::digest(key.as_bytes()));
+    let keys = [("everything", None), ("fixture", Some("fixture")), ("no-extra", Some("no_extra"))];
+    let mut auth = String::from("auth:\n  api_keys:\n");
+    for (name, role) in keys {
+        let grant = match role {
+            Some(role) => format!("role: {role}"),
+            None => "verbs: [read, create, update, delete]".to_owned(),
+        };
+        auth.push_str(&format!(
+            "    - name: {name}\n      sha256: {}\n      {grant}\n",
+            hash(name)
+        ));
+    }
+    auth.push_str(
+        "  roles:\n    fixture:\n      verbs: [read, create, update, delete]\n      tools: [\"fx_*\", \"!fx_hang\"]\n    no_extra:\n      verbs: [read, create, update, delete]\n      tools: [\"server:fx\", \"!fx_extra\"]\n",
+    );
+    let setup = OrcaSetup::new(&database.url).with_config(&auth).with_external(&fixture_yaml(""));
+    let server = setup.http_server(&[]);
+    let lists = || async {
+        let mut lists = Vec::new();
+        for (key, _) in keys {
+            let client = server.client(Some(key)).await;
+            let names = tool_names(&client).await;
+            client.cancel().await.unwrap();
+            lists.push(names);
+        }
+        lists
+    };
+    let has_extra = |lists: &[Vec<String>]| -> Vec<bool> {
+        lists.iter().map(|names| names.contains(&"fx_extra".to_owned())).collect()
+    };
+    // Listed once before the change, so that each access's list is kept.
+    let before = lists().await;
+    assert_eq!(has_extra(&before), [false, false, false], "{before:?}");
+    assert!(
+        before[1].iter().all(|name| name.starts_with("fx_") && name != "fx_hang"),
+        "{before:?}"
+    );
+    assert!(before[2].contains(&"fx_hang".to_owned()), "{before:?}");
+    let client = server.client(Some("everything")).await;
+    for (turn, shown) in [("extra on", [true, true, false]), ("extra off", [false, false, false])] {
+        let toggled = call(&client, "fx_toggle_extra", json!({}), None).await.unwrap();
+        assert_eq!(text_of(&toggled), turn);
+        eventually(&format!("every list after {turn}"), Duration::from_secs(20), || async {
+            has_extra(&lists().await) == shown
+        })
+        .await;
+    }
+    client.cancel().await.unwrap();
+    let status = server.stop();
+    assert!(status.success(), "orca exited with {status}");
 }
 
 #[tokio::test]
