@@ -8,7 +8,7 @@
 //! (progress, log messages, its requests) before the answer.
 //!
 //! Only what rmcp would serve the same way comes here: a POST of one `tools/call` request on
-//! the 2025 revisions named in `MCP-Protocol-Version`, with the media types rmcp requires, no
+//! a 2025 revision (`MCP-Protocol-Version`, or no such header, which rmcp takes as 2025-03-26), with the media types rmcp requires, no
 //! `Mcp-Method`/`Mcp-Name`/`Mcp-Param-*` headers to check, no 2026-07-28 member in its params
 //! (an `io.modelcontextprotocol/` key in `_meta`, input responses, request state), and not the
 //! tool search's own two tools. Everything else, and anything that does not decode, goes to rmcp, which answers
@@ -70,8 +70,10 @@ pub(super) async fn serve(gateway: &Gateway, request: Request) -> Result<Answer,
 
 /// Whether the headers leave nothing for rmcp to check or refuse.
 fn served_here(headers: &HeaderMap) -> bool {
-    let revision = headers.get("mcp-protocol-version").and_then(|value| value.to_str().ok());
-    if !revision.is_some_and(|revision| REVISIONS.contains(&revision)) {
+    // Without the header rmcp takes the request as 2025-03-26's.
+    let revision = headers.get("mcp-protocol-version").map(|value| value.to_str());
+    if !revision.is_none_or(|revision| revision.is_ok_and(|revision| REVISIONS.contains(&revision)))
+    {
         return false;
     }
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|value| value.to_str().ok());
@@ -271,8 +273,12 @@ mod tests {
     #[test]
     fn only_requests_rmcp_would_serve_unchanged_come_here() {
         assert!(served_here(&headers(&PLAIN)));
+        assert!(served_here(&headers(&PLAIN[..2])), "no revision: 2025-03-26, as rmcp takes it");
         let cases: [(&str, Vec<(&'static str, &'static str)>); 6] = [
-            ("no revision", PLAIN[..2].to_vec()),
+            (
+                "an unknown revision",
+                [&PLAIN[..2], &[("mcp-protocol-version", "1999-01-01")]].concat(),
+            ),
             ("2026-07-28", [&PLAIN[..2], &[("mcp-protocol-version", "2026-07-28")]].concat()),
             ("JSON only", vec![PLAIN[0], ("accept", "application/json"), PLAIN[2]]),
             ("not JSON", vec![("content-type", "text/plain"), PLAIN[1], PLAIN[2]]),

@@ -149,6 +149,17 @@ async fn stateless_call(
     arguments: serde_json::Value,
     extra: &[(&str, &str)],
 ) -> (String, Vec<serde_json::Value>) {
+    stateless_call_on(url, Some("2025-11-25"), tool, arguments, extra).await
+}
+
+/// `stateless_call` with `MCP-Protocol-Version: revision`, or without that header.
+async fn stateless_call_on(
+    url: &str,
+    revision: Option<&str>,
+    tool: &str,
+    arguments: serde_json::Value,
+    extra: &[(&str, &str)],
+) -> (String, Vec<serde_json::Value>) {
     let body = serde_json::json!({
         "jsonrpc": "2.0", "id": 41, "method": "tools/call",
         "params": {"name": tool, "arguments": arguments},
@@ -157,8 +168,10 @@ async fn stateless_call(
         .post(url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2025-11-25")
         .json(&body);
+    if let Some(revision) = revision {
+        request = request.header("mcp-protocol-version", revision);
+    }
     for (name, value) in extra {
         request = request.header(*name, *value);
     }
@@ -207,6 +220,12 @@ async fn a_stateless_call_served_without_rmcp_says_exactly_what_rmcp_says() {
         assert_eq!(direct.0, rmcp.0, "{tool}");
         assert_eq!(direct.1, rmcp.1, "{tool}");
     }
+    // Without `MCP-Protocol-Version` (2025-03-26 to rmcp) too.
+    let echo = serde_json::json!({"text": "plain"});
+    let through_rmcp = [("mcp-method", "tools/call"), ("mcp-name", "fx_echo")];
+    let direct = stateless_call_on(&url, None, "fx_echo", echo.clone(), &[]).await;
+    let rmcp = stateless_call_on(&url, None, "fx_echo", echo, &through_rmcp).await;
+    assert_eq!(direct, rmcp);
     let (_, log) =
         stateless_call(&url, "fx_log", serde_json::json!({"level": "info", "text": "x"}), &[])
             .await;
