@@ -2,6 +2,7 @@
 //! stdin in stdio mode.
 
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -12,7 +13,7 @@ use rmcp::transport::async_rw::AsyncRwTransport;
 use serde_json::Value;
 use tokio::io::{AsyncRead, ReadBuf};
 
-use crate::gateway::{BodyProblem, check_json_rpc};
+use crate::gateway::{BodyProblem, Intercept, SCAN_LIMIT, Take, check_json_rpc, takes_directly};
 
 /// `http.max_json_depth`'s default.
 const MAX_JSON_DEPTH: usize = 64;
@@ -83,23 +84,36 @@ fn round_trip(message: &ClientJsonRpcMessage) {
     );
 }
 
-/// stdin in stdio mode: rmcp's transport (what `gateway::stdio` serves on) reads the input,
-/// delivered in small pieces, and must hand over exactly the messages of the complete lines that
-/// a JSON parser accepts, in order: no line lost, merged or split by where the reads end, a line
-/// longer than the limit dropped whole, an unterminated last line never delivered, and no hang.
+/// stdin in stdio mode: `gateway::stdio`'s `Intercept` takes the plain `tools/call` lines it
+/// serves itself out of the input, delivered in small pieces, and rmcp's transport reads the
+/// rest; together they must account for every complete line exactly once, in order: the taken
+/// lines are those `takes_directly` accepts (within `SCAN_LIMIT`), and rmcp hands over exactly
+/// the messages of the other complete lines that a JSON parser accepts: no line lost, merged or
+/// split by where the reads end, a line longer than the limit dropped whole, an unterminated
+/// last line never delivered, and no hang.
 pub(super) fn stdio_lines(data: &[u8]) {
     let Some((&first, input)) = data.split_first() else {
         return;
     };
     let step = usize::from(first % 16) + 1;
     let max_line = 64 + usize::from(first) * 8;
-    let expected = complete_lines(input, max_line);
+    let (expected_taken, rest) = taken_lines(input);
+    let expected = complete_lines(&rest, max_line);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
         .expect("a current-thread runtime starts");
+    let taken = Arc::new(Mutex::new(Vec::new()));
+    let noted = taken.clone();
+    let take: Take = Arc::new(move |line: &[u8]| {
+        let served = takes_directly(line);
+        if served {
+            noted.lock().expect("not poisoned").push(line.to_vec());
+        }
+        served
+    });
     let received = runtime.block_on(async {
-        let reader = Trickle { data: input.to_vec(), position: 0, step };
+        let reader = Intercept::new(Trickle { data: input.to_vec(), position: 0, step }, take);
         let mut transport = AsyncRwTransport::<RoleServer, _, _>::new(reader, tokio::io::sink())
             .with_max_line_length(max_line);
         let mut received = Vec::new();
@@ -119,6 +133,21 @@ pub(super) fn stdio_lines(data: &[u8]) {
     for message in &received {
         round_trip(message);
     }
+    assert_eq!(*taken.lock().expect("not poisoned"), expected_taken);
+}
+
+/// The complete lines (with their `\n`) `Intercept` takes from `input`, and `input` without
+/// them.
+fn taken_lines(input: &[u8]) -> (Vec<Vec<u8>>, Vec<u8>) {
+    let (mut taken, mut rest) = (Vec::new(), Vec::new());
+    for line in input.split_inclusive(|byte| *byte == b'\n') {
+        if line.ends_with(b"\n") && line.len() <= SCAN_LIMIT && takes_directly(line) {
+            taken.push(line.to_vec());
+        } else {
+            rest.extend_from_slice(line);
+        }
+    }
+    (taken, rest)
 }
 
 /// The messages of `input` line by line: complete lines only, `\r\n` as a line end, a leading

@@ -57,6 +57,7 @@ use crate::tracking::{
 pub(crate) use auth::hash_key;
 pub(crate) use edge::{BodyProblem, check_json_rpc};
 pub(crate) use metrics::Metrics;
+pub(crate) use stdio::{Intercept, SCAN_LIMIT, Take, takes_directly};
 
 /// `orca doctor`'s check of the OAuth issuer: its metadata found, its keys fetched.
 ///

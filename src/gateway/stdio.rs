@@ -103,9 +103,7 @@ struct Direct<W> {
 impl<W: AsyncWrite + Send + Unpin + 'static> Direct<W> {
     /// Serve `line` here when it is a plain call or cancels one served here.
     fn take(self: &Arc<Self>, line: &[u8]) -> bool {
-        if memchr::memmem::find(line, b"tools/call").is_some()
-            && let Some(envelope) = direct::decode(line)
-        {
+        if let Some(envelope) = plain_call(line) {
             let cancelled = CancellationToken::new();
             self.lock().insert(envelope.id.clone(), cancelled.clone());
             let this = Arc::clone(self);
@@ -154,16 +152,27 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Direct<W> {
     }
 }
 
-/// What a line longer than this is: passed on as it arrives, never judged (a call worth taking
-/// is far shorter).
-const SCAN_LIMIT: usize = 64 * 1024;
+/// Whether a line of stdin is one `Direct` serves (once a 2025 session is up): a plain
+/// `tools/call`. (A `notifications/cancelled` is taken only for a call served so.)
+pub(crate) fn takes_directly(line: &[u8]) -> bool {
+    plain_call(line).is_some()
+}
+
+fn plain_call(line: &[u8]) -> Option<Envelope> {
+    memchr::memmem::find(line, b"tools/call")?;
+    direct::decode(line)
+}
+
+/// A line (its newline included) longer than this is passed on as it arrives, never judged (a
+/// call worth taking is far shorter).
+pub(crate) const SCAN_LIMIT: usize = 64 * 1024;
 
 /// Whether a line is served beside rmcp (and so left out of what rmcp reads).
-type Take = Arc<dyn Fn(&[u8]) -> bool + Send + Sync>;
+pub(crate) type Take = Arc<dyn Fn(&[u8]) -> bool + Send + Sync>;
 
 /// stdin with the lines `take` serves left out: what reaches rmcp's reader is every other line,
 /// unchanged and in order.
-struct Intercept<R> {
+pub(crate) struct Intercept<R> {
     inner: R,
     take: Take,
     /// The line being read, not yet judged.
@@ -177,7 +186,7 @@ struct Intercept<R> {
 }
 
 impl<R> Intercept<R> {
-    fn new(inner: R, take: Take) -> Intercept<R> {
+    pub(crate) fn new(inner: R, take: Take) -> Intercept<R> {
         Intercept {
             inner,
             take,
@@ -211,7 +220,8 @@ impl<R> Intercept<R> {
                 continue;
             }
             self.line.extend_from_slice(line);
-            if !(self.take)(&self.line) {
+            // Judged only within the limit, however the reads fell.
+            if self.line.len() > SCAN_LIMIT || !(self.take)(&self.line) {
                 self.out.extend_from_slice(&self.line);
             }
             self.line.clear();
