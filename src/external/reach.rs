@@ -56,29 +56,22 @@ impl Reach {
     }
 
     pub(crate) async fn notify_progress(&self, progress: ProgressNotificationParam) {
-        match self {
-            Reach::Session(peer) => {
-                let _ = peer.notify_progress(progress).await;
-            }
-            Reach::Answer(stream) => {
-                let notification = ProgressNotification::new(progress);
-                stream.send(ServerJsonRpcMessage::notification(
-                    ServerNotification::ProgressNotification(notification),
-                ));
-            }
-        }
+        self.notify(ServerNotification::ProgressNotification(ProgressNotification::new(progress)))
+            .await;
     }
 
     pub(crate) async fn notify_logging_message(&self, message: LoggingMessageNotificationParam) {
+        let notification = LoggingMessageNotification::new(message);
+        self.notify(ServerNotification::LoggingMessageNotification(notification)).await;
+    }
+
+    async fn notify(&self, notification: ServerNotification) {
         match self {
             Reach::Session(peer) => {
-                let _ = peer.notify_logging_message(message).await;
+                let _ = peer.send_notification(notification).await;
             }
             Reach::Answer(stream) => {
-                let notification = LoggingMessageNotification::new(message);
-                stream.send(ServerJsonRpcMessage::notification(
-                    ServerNotification::LoggingMessageNotification(notification),
-                ));
+                stream.send(ServerJsonRpcMessage::notification(notification));
             }
         }
     }
