@@ -3,6 +3,11 @@
 //! picked out of the stream on the way, and the line is replaced by an error response for that
 //! id, so the caller waiting for it gets RESULT_TRUNCATED at once instead of a timeout or a
 //! broken connection. Lines that are not JSON at all are counted (and dropped by the codec).
+//!
+//! It also takes out the answers to the calls orca sent on its own lane (`lane`), by their id,
+//! and hands each to its caller once every line before it has been read: the codec has then
+//! passed on whatever the server sent before the answer (a call's progress, its log messages),
+//! as it would have had it read the answer itself.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -10,6 +15,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, ReadBuf};
+
+use super::lane::Answers;
 
 /// The JSON-RPC error code orca puts in place of an oversized response.
 pub(crate) const OVERSIZED_CODE: i32 = -32099;
@@ -33,6 +40,11 @@ pub(crate) struct LineLimit<R> {
     out_position: usize,
     scanner: IdScanner,
     chunk: Box<[u8]>,
+    /// Where the lane's answers go; `None` when orca sends nothing on a lane of its own.
+    answers: Option<Arc<Answers>>,
+    /// Answers taken out, each with the length `out` had when it was taken: it is handed over
+    /// once the reader has had every byte before it.
+    taken: std::collections::VecDeque<(usize, u64, Vec<u8>)>,
 }
 
 impl<R> LineLimit<R> {
@@ -47,6 +59,50 @@ impl<R> LineLimit<R> {
             out_position: 0,
             scanner: IdScanner::default(),
             chunk: vec![0; 64 * 1024].into_boxed_slice(),
+            answers: None,
+            taken: std::collections::VecDeque::new(),
+        }
+    }
+
+    /// Take out the answers to the lane's calls (`lane::Answers`) and hand them over there.
+    pub(crate) fn with_answers(mut self, answers: Arc<Answers>) -> LineLimit<R> {
+        self.answers = Some(answers);
+        self
+    }
+
+    /// The lane's call a line answers, when it is an answer (no `method`) to one of them.
+    fn lane_call(&self) -> Option<u64> {
+        self.answers.as_ref()?;
+        if self.scanner.method {
+            return None;
+        }
+        super::lane::call_of(self.scanner.found.as_deref()?)
+    }
+
+    /// End the line in `self.line`: queue it for the reader, or take it out for the lane's call
+    /// it answers.
+    fn end_line(&mut self) {
+        self.line.push(b'\n');
+        match self.lane_call() {
+            Some(call) => {
+                let line = std::mem::take(&mut self.line);
+                self.taken.push_back((self.out.len(), call, line));
+            }
+            None => {
+                self.out.extend_from_slice(&self.line);
+                self.line.clear();
+            }
+        }
+    }
+
+    /// Hand over the answers with nothing unread before them.
+    fn hand_over(&mut self) {
+        let Some(answers) = &self.answers else { return };
+        while let Some((at, ..)) = self.taken.front()
+            && *at <= self.out_position
+        {
+            let (_, call, line) = self.taken.pop_front().expect("a front");
+            answers.deliver(call, line);
         }
     }
 
@@ -65,8 +121,8 @@ impl<R> LineLimit<R> {
                                 "message": format!("the response is larger than {} bytes", self.limit),
                             }
                         });
-                        self.out.extend_from_slice(response.to_string().as_bytes());
-                        self.out.push(b'\n');
+                        self.line = response.to_string().into_bytes();
+                        self.end_line();
                     }
                     self.discarding = false;
                 } else {
@@ -74,8 +130,7 @@ impl<R> LineLimit<R> {
                     if first.is_some_and(|byte| *byte != b'{' && *byte != b'[') {
                         self.stats.not_json.fetch_add(1, Ordering::Relaxed);
                     }
-                    self.out.append(&mut self.line);
-                    self.out.push(b'\n');
+                    self.end_line();
                 }
                 self.scanner = IdScanner::default();
             } else if !self.discarding {
@@ -89,6 +144,14 @@ impl<R> LineLimit<R> {
     }
 }
 
+impl<R> Drop for LineLimit<R> {
+    fn drop(&mut self) {
+        if let Some(answers) = &self.answers {
+            answers.close();
+        }
+    }
+}
+
 impl<R: AsyncRead + Unpin> AsyncRead for LineLimit<R> {
     fn poll_read(
         self: Pin<&mut Self>,
@@ -97,12 +160,14 @@ impl<R: AsyncRead + Unpin> AsyncRead for LineLimit<R> {
     ) -> Poll<std::io::Result<()>> {
         let this = self.get_mut();
         loop {
+            this.hand_over();
             if this.out_position < this.out.len() {
                 let ready = &this.out[this.out_position..];
                 let n = ready.len().min(buf.remaining());
                 buf.put_slice(&ready[..n]);
                 this.out_position += n;
                 if this.out_position == this.out.len() {
+                    this.hand_over();
                     this.out.clear();
                     this.out_position = 0;
                 }
@@ -111,11 +176,20 @@ impl<R: AsyncRead + Unpin> AsyncRead for LineLimit<R> {
             let mut chunk = ReadBuf::new(&mut this.chunk);
             match Pin::new(&mut this.inner).poll_read(cx, &mut chunk) {
                 Poll::Pending => return Poll::Pending,
-                Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                Poll::Ready(Err(error)) => {
+                    if let Some(answers) = &this.answers {
+                        answers.close();
+                    }
+                    return Poll::Ready(Err(error));
+                }
                 Poll::Ready(Ok(())) => {
                     let filled = chunk.filled().len();
                     if filled == 0 {
                         // End of stream; a trailing partial line has no delimiter and is dropped.
+                        // Calls still waiting on the lane will get no answer now.
+                        if let Some(answers) = &this.answers {
+                            answers.close();
+                        }
                         return Poll::Ready(Ok(()));
                     }
                     // Borrow the chunk out of `this` while `feed` updates the rest of it.
@@ -142,6 +216,8 @@ struct IdScanner {
     capturing: bool,
     value: Vec<u8>,
     found: Option<Vec<u8>>,
+    /// Whether the object has a top-level `method`: a request or a notification.
+    method: bool,
 }
 
 impl IdScanner {
@@ -168,6 +244,7 @@ impl IdScanner {
                 if self.reading_key {
                     self.reading_key = false;
                     self.id_next = self.key == b"id";
+                    self.method |= self.key == b"method";
                 }
             } else if self.reading_key && self.key.len() < 8 {
                 self.key.push(byte);
@@ -252,6 +329,39 @@ mod tests {
             assert_eq!(lines.next(), Some("{\"ok\":1}"));
             assert_eq!(stats.oversized.load(Ordering::Relaxed), 1);
         }
+    }
+
+    #[tokio::test]
+    async fn the_lanes_answers_are_taken_out_and_handed_over_after_every_line_before_them() {
+        let notification = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":\"orca~1\",\"progress\":1}}\n";
+        let answer = "{\"jsonrpc\":\"2.0\",\"result\":{\"content\":[]},\"id\":\"orca~1\"}\n";
+        let rmcps = "{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}\n";
+        // A request of the server's that happens to use such an id is not an answer.
+        let request = "{\"id\":\"orca~2\",\"jsonrpc\":\"2.0\",\"method\":\"roots/list\"}\n";
+        let big = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":\"orca~2\",\"result\":{{\"t\":\"{}\"}}}}\n",
+            "x".repeat(500)
+        );
+        let input = format!("{notification}{answer}{rmcps}{request}{big}");
+        let answers = Arc::new(Answers::default());
+        let mut first = answers.wait(1).unwrap();
+        let mut second = answers.wait(2).unwrap();
+        let stats = Arc::new(StreamStats::default());
+        let mut guard = LineLimit::new(input.as_bytes(), 400, stats).with_answers(answers.clone());
+
+        let mut bytes = vec![0; notification.len() - 1];
+        guard.read_exact(&mut bytes).await.unwrap();
+        assert!(first.receiver.try_recv().is_err(), "handed over before the line ahead was read");
+        let mut rest = String::new();
+        guard.read_to_string(&mut rest).await.unwrap();
+        assert_eq!(rest, format!("\n{rmcps}{request}"));
+        assert_eq!(first.receiver.try_recv().unwrap(), answer.as_bytes());
+        let oversized: serde_json::Value =
+            serde_json::from_slice(&second.receiver.try_recv().unwrap()).unwrap();
+        assert_eq!(oversized["error"]["code"], OVERSIZED_CODE);
+        assert_eq!(oversized["id"], "orca~2");
+        // The output ended.
+        assert!(answers.wait(3).is_none());
     }
 
     #[tokio::test]

@@ -9,6 +9,7 @@ mod child;
 mod exchange;
 mod frame;
 mod handler;
+mod lane;
 mod logs;
 mod names;
 mod per_user;

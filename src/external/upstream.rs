@@ -25,6 +25,7 @@ use super::calls::{self, Caller, Calls};
 use super::child::{Child, describe_exit, inherited, log_stderr};
 use super::frame::{LineLimit, OVERSIZED_CODE, StreamStats};
 use super::handler::{Lists, UpstreamClient};
+use super::lane::{Answers, Lane};
 use super::logs::ExternalLog;
 use super::names;
 use super::per_user::{self, UserConnections};
@@ -132,6 +133,8 @@ pub(crate) struct Connection {
     pub(super) calls: Arc<Calls>,
     /// The user's sign-in of a per-user session; `None` for the supervised connection.
     pub(super) authorizer: Option<Arc<Authorizer>>,
+    /// orca's own lane for `tools/call` beside rmcp's client (a stdio session).
+    pub(super) lane: Option<Arc<Lane>>,
 }
 
 impl Connection {
@@ -151,6 +154,7 @@ impl Connection {
             capabilities,
             calls,
             authorizer,
+            lane: None,
         }
     }
 }
@@ -381,8 +385,13 @@ impl Upstream {
             Ok(session) => session,
             Err(reason) => return reason,
         };
-        let connection =
-            Arc::new(Connection::new(session.service.peer().clone(), self.calls.clone(), None));
+        let mut connection =
+            Connection::new(session.service.peer().clone(), self.calls.clone(), None);
+        // A session begun on a revision with a handshake: the lane's plain requests are its.
+        if connection.peer.peer_info().is_some_and(|info| info.protocol_version.has_initialize()) {
+            connection.lane = session.lane.clone();
+        }
+        let connection = Arc::new(connection);
         self.refresh(&connection, Lists::ALL).await;
         // A new connection knows nothing of the subscriptions of the last one.
         #[expect(deprecated, reason = "resources/subscribe is what the 2025 revisions speak")]
@@ -487,13 +496,16 @@ impl Upstream {
                     tokio::spawn(log_stderr(self.config.key.clone(), stderr));
                 }
                 let stats = Arc::new(StreamStats::default());
-                let reader = LineLimit::new(stdout, self.config.max_response_bytes, stats.clone());
+                let answers = Arc::new(Answers::default());
+                let reader = LineLimit::new(stdout, self.config.max_response_bytes, stats.clone())
+                    .with_answers(answers.clone());
                 // `LineLimit` bounds the lines already.
                 let transport =
                     super::BatchedTransport::<RoleClient, _, _>::new(reader, stdin, usize::MAX);
+                let lane = Some(Arc::new(Lane::new(answers, transport.outbox())));
                 let mut guard = Child { child, pid };
                 match tokio::time::timeout(timeout, handler.serve(transport)).await {
-                    Ok(Ok(service)) => Ok(Session { service, child: Some(guard), stats }),
+                    Ok(Ok(service)) => Ok(Session { service, child: Some(guard), stats, lane }),
                     Ok(Err(error)) => {
                         // The child may have died during the handshake: say how.
                         let status =
@@ -673,7 +685,9 @@ impl Upstream {
         E: std::error::Error + Send + Sync + 'static,
     {
         match tokio::time::timeout(timeout, handler.serve(transport)).await {
-            Ok(Ok(service)) => Ok(Session { service, child: None, stats: Arc::default() }),
+            Ok(Ok(service)) => {
+                Ok(Session { service, child: None, stats: Arc::default(), lane: None })
+            }
             Ok(Err(error)) => Err(format!(
                 "the MCP handshake failed: {}",
                 describe_init_error(&error.to_string())
@@ -967,6 +981,10 @@ impl Upstream {
         params: CallToolRequestParams,
         caller: Option<&Arc<Caller>>,
     ) -> Result<CallToolResponse, ServiceError> {
+        if let Some(lane) = &connection.lane {
+            let result = lane.call(&connection.peer, &connection.calls, params, caller).await;
+            return result.map(CallToolResponse::Complete);
+        }
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let answer = calls::send_for(&connection.peer, &connection.calls, request, caller).await;
         match answer? {
@@ -1069,6 +1087,7 @@ struct Session {
     service: RunningService<RoleClient, UpstreamClient>,
     child: Option<Child>,
     stats: Arc<StreamStats>,
+    lane: Option<Arc<Lane>>,
 }
 
 fn describe_init_error(text: &str) -> String {
