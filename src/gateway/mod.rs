@@ -68,9 +68,22 @@ pub(crate) async fn check_issuer(config: &crate::config::OAuthConfig) -> Result<
     oauth::Verifier::new(config.clone()).check().await
 }
 
-/// Everything a request needs, as cheap clones.
+/// Everything a request needs, shared: a clone is one reference count, as every request's
+/// middleware and call clones it.
 #[derive(Debug, Clone)]
-pub(crate) struct AppState {
+pub(crate) struct AppState(Arc<Shared>);
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// What an `AppState` holds.
+#[derive(Debug)]
+pub(crate) struct Shared {
     pub(crate) config: Arc<Config>,
     pub(crate) registry: Arc<Registry>,
     pub(crate) tracker: Tracker,
@@ -102,7 +115,7 @@ impl AppState {
         let search = Arc::new(search::Indexes::new(&config));
         let pending = Arc::new(input_required::PendingCalls::new());
         let tasks = Arc::new(tasks::Tasks::default());
-        AppState {
+        AppState(Arc::new(Shared {
             config,
             registry,
             tracker,
@@ -113,7 +126,7 @@ impl AppState {
             instructions,
             pending,
             tasks,
-        }
+        }))
     }
 }
 
