@@ -50,6 +50,21 @@ pub(crate) struct ExternalServerConfig {
     pub(crate) tool_verbs: BTreeMap<String, Verb>,
     /// Whether it runs, and if not why.
     pub(crate) availability: Availability,
+    /// The protocol revision orca speaks to it.
+    pub(crate) protocol: UpstreamProtocol,
+}
+
+/// The protocol revision orca speaks to an external server (`protocol:`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum UpstreamProtocol {
+    /// `2025-11-25`: the `initialize` handshake, which every MCP server speaks today.
+    #[default]
+    Session,
+    /// `2026-07-28`: `server/discover` and self-contained requests; a server that does not
+    /// speak it fails to connect.
+    Modern,
+    /// `auto`: 2026-07-28 when `server/discover` is answered, else 2025-11-25.
+    Auto,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -201,6 +216,7 @@ struct RawServer {
     headers: BTreeMap<String, String>,
     timeout: Option<Value>,
     retries: Option<u32>,
+    protocol: Option<String>,
     #[serde(default)]
     include_tools: Vec<String>,
     #[serde(default)]
@@ -560,6 +576,17 @@ fn validate(
     if retries > 10 {
         errors.push(format!("{at}: retries: at most 10"));
     }
+    let protocol = match raw.protocol.as_deref() {
+        None | Some("2025-11-25") => UpstreamProtocol::Session,
+        Some("2026-07-28") => UpstreamProtocol::Modern,
+        Some("auto") => UpstreamProtocol::Auto,
+        Some(other) => {
+            errors.push(format!(
+                "{at}: protocol: unknown revision `{other}`; expected 2025-11-25 (the default), 2026-07-28 or auto"
+            ));
+            UpstreamProtocol::Session
+        }
+    };
     let prefix = match &raw.prefix {
         // Empty: the server's names are exposed as they are.
         Some(prefix)
@@ -638,6 +665,7 @@ fn validate(
         verb,
         tool_verbs,
         availability,
+        protocol,
     })
 }
 
@@ -854,6 +882,21 @@ mod tests {
         assert_eq!(github.transport.name(), "stdio");
         assert!(github.capabilities.contains(&"issue_management".to_owned()));
         assert!(servers.iter().any(|server| server.key == "slack"));
+    }
+
+    #[test]
+    fn the_protocol_spoken_to_a_server_is_2025_11_25_unless_told() {
+        let entry = |protocol: &str| format!("mcps:\n  up:\n    command: up\n{protocol}");
+        let protocol = |line: &str| parse_ok(&entry(line), &[])[0].protocol;
+        assert_eq!(protocol(""), UpstreamProtocol::Session);
+        assert_eq!(protocol("    protocol: 2025-11-25\n"), UpstreamProtocol::Session);
+        assert_eq!(protocol("    protocol: 2026-07-28\n"), UpstreamProtocol::Modern);
+        assert_eq!(protocol("    protocol: auto\n"), UpstreamProtocol::Auto);
+        let errors = parse_errors(&entry("    protocol: 2024-11-05\n"));
+        assert!(
+            errors.iter().any(|error| error.contains("protocol: unknown revision `2024-11-05`")),
+            "{errors:#?}"
+        );
     }
 
     #[test]

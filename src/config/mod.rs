@@ -36,7 +36,7 @@ pub(crate) use catalog::CatalogConfig;
 pub(crate) use databases::{DatabaseConfig, valid_name as valid_database_name};
 pub(crate) use external::{
     Availability, ExternalConfig, ExternalServerConfig, ExternalTransport, SignInMode,
-    UpstreamOAuth, glob_match,
+    UpstreamOAuth, UpstreamProtocol, glob_match,
 };
 pub(crate) use ip_range::IpRange;
 pub(crate) use llm::{LlmConfig, LlmTool, provider_names};

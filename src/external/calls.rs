@@ -18,8 +18,9 @@ use rmcp::ErrorData as McpError;
 use rmcp::model::{
     ClientRequest, ClientResult, CreateMessageRequest, CreateMessageRequestParams,
     CreateMessageResult, ElicitRequest, ElicitRequestParams, ElicitResult, GetExtensions as _,
-    InputRequest, ListRootsRequest, ListRootsResult, LoggingLevel, LoggingMessageNotificationParam,
-    ProgressNotificationParam, ProgressToken, RequestId, ServerRequest, ServerResult,
+    InputRequest, InputRequiredResult, InputResponses, ListRootsRequest, ListRootsResult,
+    LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
+    RequestId, ServerRequest, ServerResult,
 };
 use rmcp::service::{
     InboundStreamOrigin, OriginatingRequestId, Peer, PeerRequestOptions, RequestContext,
@@ -278,7 +279,7 @@ impl Calls {
             return from_answer(answer);
         }
         let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
-        match ask(&caller, request, &context).await? {
+        match ask(&caller, request, &context.ct).await? {
             ClientResult::CreateMessageResult(result) => Ok(*result),
             other => Err(unexpected(&other)),
         }
@@ -298,7 +299,7 @@ impl Calls {
             return from_answer(answer);
         }
         let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
-        match ask(&caller, request, &context).await? {
+        match ask(&caller, request, &context.ct).await? {
             ClientResult::ElicitResult(result) => Ok(result),
             other => Err(unexpected(&other)),
         }
@@ -317,11 +318,73 @@ impl Calls {
             return from_answer(answer);
         }
         let request = ServerRequest::ListRootsRequest(ListRootsRequest::default());
-        match ask(&caller, request, &context).await? {
+        match ask(&caller, request, &context.ct).await? {
             ClientResult::ListRootsResult(result) => Ok(result),
             other => Err(unexpected(&other)),
         }
     }
+}
+
+/// Answer what a 2026-07-28 server asks for in an `InputRequiredResult`: each request goes to
+/// the caller as a 2025 server's request during the call would (on its stream, or for a
+/// 2026-07-28 caller into the `InputRequiredResult` orca answers it, under the server's key),
+/// all at once. Returns the `inputResponses` and `requestState` to call the server again with.
+pub(super) async fn answer_round(
+    server: &str,
+    caller: Option<&Arc<Caller>>,
+    asked: InputRequiredResult,
+) -> Result<(InputResponses, Option<String>), McpError> {
+    let Some(caller) = caller else {
+        return Err(McpError::invalid_request(
+            format!(
+                "external server `{server}` asks for input, and this call has no client to ask"
+            ),
+            None,
+        ));
+    };
+    let never = CancellationToken::new();
+    let asks = asked.input_requests.unwrap_or_default().into_iter().map(|(key, request)| {
+        let never = &never;
+        async move {
+            let answer = match &caller.exchange {
+                Some(exchange) => {
+                    let kind = match &request {
+                        InputRequest::CreateMessage(_) => Kind::Sampling,
+                        InputRequest::Elicitation(_) => Kind::Elicitation,
+                        InputRequest::ListRoots(_) => Kind::Roots,
+                        _ => return Err(unknown_request(server, &key)),
+                    };
+                    exchange.ask(kind, Some(&key), request).await?
+                }
+                None => {
+                    let request = match request {
+                        InputRequest::CreateMessage(request) => {
+                            ServerRequest::CreateMessageRequest(request)
+                        }
+                        InputRequest::Elicitation(request) => ServerRequest::ElicitRequest(request),
+                        InputRequest::ListRoots(request) => {
+                            ServerRequest::ListRootsRequest(request)
+                        }
+                        _ => return Err(unknown_request(server, &key)),
+                    };
+                    let answer = ask(caller, request, never).await?;
+                    serde_json::to_value(answer).map_err(|error| {
+                        McpError::internal_error(format!("the client's answer: {error}"), None)
+                    })?
+                }
+            };
+            Ok::<_, McpError>((key, answer))
+        }
+    });
+    let answers = futures::future::try_join_all(asks).await?;
+    Ok((answers.into_iter().collect(), asked.request_state))
+}
+
+fn unknown_request(server: &str, key: &str) -> McpError {
+    McpError::invalid_request(
+        format!("external server `{server}` asks `{key}` of a kind orca does not relay"),
+        None,
+    )
 }
 
 /// The key a server named for its request (`_meta["orca/inputKey"]`), if it named one.
@@ -372,7 +435,7 @@ pub(super) async fn send_for(
 async fn ask(
     caller: &Caller,
     mut request: ServerRequest,
-    context: &RequestContext<RoleClient>,
+    server_cancelled: &CancellationToken,
 ) -> Result<ClientResult, McpError> {
     request.extensions_mut().insert(OriginatingRequestId(caller.request_id.clone()));
     // A task of its own: within this handler rmcp would mark the request as made during the
@@ -382,7 +445,7 @@ async fn ask(
     let _abort = AbortOnDrop(sent.abort_handle());
     let answer = tokio::select! {
         answer = &mut sent => answer.unwrap_or(Err(ServiceError::TransportClosed)),
-        () = context.ct.cancelled() => {
+        () = server_cancelled.cancelled() => {
             return Err(McpError::invalid_request("cancelled by the server", None));
         }
         () = caller.cancelled.cancelled() => {

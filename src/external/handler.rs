@@ -27,6 +27,9 @@ pub(crate) struct Lists {
 
 impl Lists {
     pub(super) const ALL: Lists = Lists { tools: true, prompts: true, resources: true };
+    const TOOLS: Lists = Lists { tools: true, prompts: false, resources: false };
+    const PROMPTS: Lists = Lists { tools: false, prompts: true, resources: false };
+    const RESOURCES: Lists = Lists { tools: false, prompts: false, resources: true };
 
     pub(super) fn union(self, other: Lists) -> Lists {
         Lists {
@@ -61,15 +64,15 @@ impl ClientHandler for UpstreamClient {
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        let _ = self.events.send(Lists { tools: true, prompts: false, resources: false });
+        let _ = self.events.send(Lists::TOOLS);
     }
 
     async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        let _ = self.events.send(Lists { tools: false, prompts: true, resources: false });
+        let _ = self.events.send(Lists::PROMPTS);
     }
 
     async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        let _ = self.events.send(Lists { tools: false, prompts: false, resources: true });
+        let _ = self.events.send(Lists::RESOURCES);
     }
 
     #[expect(deprecated, reason = "MCP logging is deprecated by SEP-2577 but still spoken")]
@@ -125,5 +128,38 @@ impl ClientHandler for UpstreamClient {
         context: RequestContext<RoleClient>,
     ) -> Result<rmcp::model::ListRootsResult, McpError> {
         self.calls.list_roots(&self.server, context).await
+    }
+}
+
+/// Hear a 2026-07-28 server's list changes on a listen stream (`subscriptions/listen`), as a
+/// 2025 server's notifications are heard, until the connection ends.
+pub(super) async fn listen(
+    peer: rmcp::service::Peer<RoleClient>,
+    events: mpsc::UnboundedSender<Lists>,
+    server: Arc<str>,
+) {
+    use rmcp::model::{ServerNotification, SubscriptionFilter};
+    let filter = SubscriptionFilter::builder()
+        .tools_list_changed()
+        .prompts_list_changed()
+        .resources_list_changed()
+        .build();
+    let mut subscription = match peer.listen(filter).await {
+        Ok(subscription) => subscription,
+        Err(error) => {
+            tracing::warn!(%server, %error, "subscriptions/listen failed: list changes will not be heard");
+            return;
+        }
+    };
+    while let Ok(Some(notification)) = subscription.next().await {
+        let lists = match notification {
+            ServerNotification::ToolListChangedNotification(_) => Lists::TOOLS,
+            ServerNotification::PromptListChangedNotification(_) => Lists::PROMPTS,
+            ServerNotification::ResourceListChangedNotification(_) => Lists::RESOURCES,
+            _ => continue,
+        };
+        if events.send(lists).is_err() {
+            return;
+        }
     }
 }

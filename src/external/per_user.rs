@@ -11,8 +11,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rmcp::ServiceExt;
-
 use super::calls::Calls;
 use super::handler::UpstreamClient;
 use super::upstream::{Connection, Upstream};
@@ -221,7 +219,7 @@ impl Upstream {
             subscriptions: Arc::default(),
         };
         let timeout = self.config.timeout;
-        let service = match tokio::time::timeout(timeout, handler.serve(transport)).await {
+        let service = match tokio::time::timeout(timeout, self.start(handler, transport)).await {
             Ok(Ok(service)) => service,
             outcome => {
                 if !authorizer.signed_in().await.unwrap_or(true) {

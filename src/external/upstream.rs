@@ -9,11 +9,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use rmcp::ErrorData as McpError;
 use rmcp::ServiceExt;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest,
-    Implementation, Prompt, Resource, ResourceTemplate, ServerCapabilities, ServerResult,
-    SubscribeRequestParams, Tool,
+    Implementation, Prompt, ProtocolVersion, Resource, ResourceTemplate, ServerCapabilities,
+    ServerResult, SubscribeRequestParams, Tool,
 };
 use rmcp::service::{Peer, RoleClient, RunningService, ServiceError};
 use secrecy::ExposeSecret;
@@ -34,7 +35,9 @@ use super::tokens::TokenVault;
 use crate::client::auth::{
     self, AuthorizedHttpClient, Authorizer, AuthorizerConfig, ClientIdentity, Grant,
 };
-use crate::config::{ExternalServerConfig, ExternalTransport, SignInMode, UpstreamOAuth};
+use crate::config::{
+    ExternalServerConfig, ExternalTransport, SignInMode, UpstreamOAuth, UpstreamProtocol,
+};
 use crate::tool::{ErrorCode, ToolError, Verb};
 
 mod relay;
@@ -370,7 +373,7 @@ impl Upstream {
     async fn run_once(&self, shutdown: &CancellationToken) -> String {
         let (events_sender, mut events) = mpsc::unbounded_channel();
         let handler = UpstreamClient {
-            events: events_sender,
+            events: events_sender.clone(),
             server: Arc::from(self.config.key.as_str()),
             logs: self.logs.clone(),
             calls: self.calls.clone(),
@@ -388,14 +391,25 @@ impl Upstream {
         let mut connection =
             Connection::new(session.service.peer().clone(), self.calls.clone(), None);
         // A session begun on a revision with a handshake: the lane's plain requests are its.
-        if connection.peer.peer_info().is_some_and(|info| info.protocol_version.has_initialize()) {
+        let legacy =
+            connection.peer.peer_info().is_some_and(|info| info.protocol_version.has_initialize());
+        if legacy {
             connection.lane = session.lane.clone();
         }
         let connection = Arc::new(connection);
+        // A 2026-07-28 server tells of list changes on a listen stream only.
+        let _listening = (!legacy).then(|| {
+            let listening = super::handler::listen(
+                connection.peer.clone(),
+                events_sender,
+                Arc::from(self.config.key.as_str()),
+            );
+            AbortOnDrop(tokio::spawn(listening))
+        });
         self.refresh(&connection, Lists::ALL).await;
         // A new connection knows nothing of the subscriptions of the last one.
         #[expect(deprecated, reason = "resources/subscribe is what the 2025 revisions speak")]
-        for uri in self.subscriptions.uris() {
+        for uri in self.subscriptions.uris().into_iter().filter(|_| legacy) {
             let subscribed = connection.peer.subscribe(SubscribeRequestParams::new(uri));
             if let Err(error) = self.bounded(subscribed).await {
                 tracing::warn!(server = %self.config.key, %error, "resources/subscribe failed");
@@ -504,7 +518,7 @@ impl Upstream {
                     super::BatchedTransport::<RoleClient, _, _>::new(reader, stdin, usize::MAX);
                 let lane = Some(Arc::new(Lane::new(answers, transport.outbox())));
                 let mut guard = Child { child, pid };
-                match tokio::time::timeout(timeout, handler.serve(transport)).await {
+                match tokio::time::timeout(timeout, self.start(handler, transport)).await {
                     Ok(Ok(service)) => Ok(Session { service, child: Some(guard), stats, lane }),
                     Ok(Err(error)) => {
                         // The child may have died during the handshake: say how.
@@ -674,6 +688,31 @@ impl Upstream {
         Authorizer::new(config).map(Arc::new).map_err(|error| error.to_string())
     }
 
+    /// Begin the session on the revision configured for the server (`protocol:`).
+    pub(super) async fn start<T, E, A>(
+        &self,
+        handler: UpstreamClient,
+        transport: T,
+    ) -> Result<RunningService<RoleClient, UpstreamClient>, rmcp::service::ClientInitializeError>
+    where
+        T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        use rmcp::{ClientLifecycleMode, ClientServiceExt as _};
+        let modern = vec![ProtocolVersion::V_2026_07_28];
+        let lifecycle = match self.config.protocol {
+            UpstreamProtocol::Session => return handler.serve(transport).await,
+            UpstreamProtocol::Modern => {
+                ClientLifecycleMode::Discover { preferred_versions: modern }
+            }
+            UpstreamProtocol::Auto => ClientLifecycleMode::Auto {
+                preferred_versions: modern,
+                legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+            },
+        };
+        handler.serve_with_lifecycle(transport, lifecycle).await
+    }
+
     async fn handshake<T, E, A>(
         &self,
         handler: UpstreamClient,
@@ -684,7 +723,7 @@ impl Upstream {
         T: rmcp::transport::IntoTransport<RoleClient, E, A>,
         E: std::error::Error + Send + Sync + 'static,
     {
-        match tokio::time::timeout(timeout, handler.serve(transport)).await {
+        match tokio::time::timeout(timeout, self.start(handler, transport)).await {
             Ok(Ok(service)) => {
                 Ok(Session { service, child: None, stats: Arc::default(), lane: None })
             }
@@ -905,7 +944,7 @@ impl Upstream {
         }
         let key = &self.config.key;
         let reached = |error: ToolError| AttemptFailure { error, reached: true, broken: None };
-        let call = self.send_call(&connection, params, caller);
+        let call = self.send_rounds(&connection, params, caller);
         let cancelled = async {
             match caller {
                 Some(caller) => caller.cancelled.cancelled().await,
@@ -937,7 +976,7 @@ impl Upstream {
             }
             Ok(Ok(_)) => Err(reached(
                 ToolError::upstream_unavailable(format!(
-                    "external server `{key}` answered with a task or a request for input, which orca does not relay"
+                    "external server `{key}` answered with a task, which orca does not relay"
                 ))
                 .not_retryable(),
             )),
@@ -965,11 +1004,40 @@ impl Upstream {
                 // supervisor shows the server as waiting for one.
                 if transport && connection.authorizer.is_none() && self.sign_in_lost().await {
                     connection.cancel.cancel();
-                    return Err(AttemptFailure { error: error.not_retryable(), reached, broken: None });
+                    return Err(AttemptFailure {
+                        error: error.not_retryable(),
+                        reached,
+                        broken: None,
+                    });
                 }
                 Err(AttemptFailure { error, reached, broken: transport.then_some(connection) })
             }
         }
+    }
+
+    /// Send `tools/call` until it is answered: while a 2026-07-28 server answers that it needs
+    /// input (`InputRequiredResult`), its requests go to the caller (`calls::answer_round`)
+    /// and the call is sent again with the answers and the server's `requestState`.
+    async fn send_rounds(
+        &self,
+        connection: &Connection,
+        mut params: CallToolRequestParams,
+        caller: Option<&Arc<Caller>>,
+    ) -> Result<CallToolResponse, ServiceError> {
+        for _ in 0..MAX_INPUT_ROUNDS {
+            let this_round = params.clone();
+            match self.send_call(connection, this_round, caller).await? {
+                CallToolResponse::InputRequired(asked) => {
+                    let (answers, state) = calls::answer_round(&self.config.key, caller, asked)
+                        .await
+                        .map_err(|error| ServiceError::McpError(unanswered(error)))?;
+                    params.input_responses = Some(answers);
+                    params.request_state = state;
+                }
+                answered => return Ok(answered),
+            }
+        }
+        Err(ServiceError::InputRequiredRoundsExceeded { max_rounds: MAX_INPUT_ROUNDS })
     }
 
     /// Send `tools/call` and wait for its answer, the call noted in flight for `caller` so
@@ -1081,6 +1149,24 @@ impl Upstream {
         )
         .with_hint("the server's `timeout` in external-mcps.yaml sets this limit")
     }
+}
+
+/// Stops a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// How many times a call is sent again with the input its server asked for.
+const MAX_INPUT_ROUNDS: usize = 16;
+
+/// Why a server's request for input got no answer (the call fails as the server's refusal).
+fn unanswered(mut error: McpError) -> McpError {
+    error.message = format!("it asked for input that was not given: {}", error.message).into();
+    error
 }
 
 struct Session {

@@ -31,6 +31,7 @@ mod input_required;
 mod llm_fake_wire;
 mod llm_generate;
 mod metabase;
+mod modern_upstream;
 mod oauth;
 mod oauth_upstream;
 mod sql_classify;
