@@ -621,10 +621,18 @@ async fn no_child_process_remains_after_shutdown() {
 
 /// Start the fixture as a Streamable HTTP server on `port` (0: any) and return it with its URL.
 pub(crate) fn start_http_fixture(port: u16, token: &str) -> (std::process::Child, String) {
+    start_http_fixture_with(port, &[("FIXTURE_REQUIRE_BEARER", token)])
+}
+
+/// Start the fixture as a Streamable HTTP server on `port` (0: any) with `env` set.
+pub(crate) fn start_http_fixture_with(
+    port: u16,
+    env: &[(&str, &str)],
+) -> (std::process::Child, String) {
     use std::io::BufRead;
     let mut child = std::process::Command::new(fixture())
         .args(["--http", &format!("127.0.0.1:{port}")])
-        .env("FIXTURE_REQUIRE_BEARER", token)
+        .envs(env.iter().copied())
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())

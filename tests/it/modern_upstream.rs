@@ -152,3 +152,21 @@ async fn a_2026_upstreams_list_change_is_heard_on_its_listen_stream() {
     assert_eq!(text_of(&call(&client, "fx_extra", json!({}), None).await.unwrap()), "extra!");
     client.cancel().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_2026_upstream_over_streamable_http_is_asked_and_answers_the_same_way() {
+    let database = TestDatabase::create().await;
+    let (mut upstream, url) =
+        crate::external::start_http_fixture_with(0, &[("FIXTURE_ASKS", "1")]);
+    let setup = OrcaSetup::new(&database.url).with_external(&format!(
+        "mcps:\n  web:\n    url: {url}\n    protocol: 2026-07-28\n    timeout: 10s\n"
+    ));
+    let client = setup.stdio_client_with(Answers).await;
+    let echoed = call(&client, "web_echo", json!({"text": "hi"}), None).await.unwrap();
+    assert_eq!(text_of(&echoed), "hi");
+    let asked = client.peer().call_tool(CallToolRequestParams::new("web_ask_name")).await.unwrap();
+    assert_eq!(text_of(&asked), "Hello, Ada; 2 roots");
+    client.cancel().await.unwrap();
+    upstream.kill().unwrap();
+    let _ = upstream.wait();
+}
