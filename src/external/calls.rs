@@ -16,11 +16,12 @@ use std::sync::{Arc, Mutex};
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
-    ClientRequest, ClientResult, CreateMessageRequest, CreateMessageRequestParams,
-    CreateMessageResult, ElicitRequest, ElicitRequestParams, ElicitResult, GetExtensions as _,
-    InputRequest, InputRequiredResult, InputResponses, ListRootsRequest, ListRootsResult,
-    LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
-    RequestId, ServerRequest, ServerResult,
+    ClientCapabilities, ClientRequest, ClientResult, CreateMessageRequest,
+    CreateMessageRequestParams, CreateMessageResult, ElicitRequest, ElicitRequestParams,
+    ElicitResult, GetExtensions as _, InputRequest, InputRequiredResult, InputResponses,
+    ListRootsRequest, ListRootsResult, LoggingLevel, LoggingMessageNotificationParam,
+    ProgressNotificationParam, ProgressToken, RequestId, RequestMetaObject, ServerRequest,
+    ServerResult,
 };
 use rmcp::service::{
     InboundStreamOrigin, OriginatingRequestId, Peer, PeerRequestOptions, RequestContext,
@@ -70,6 +71,18 @@ pub(crate) struct Caller {
 }
 
 impl Caller {
+    /// What the client declared it can answer, when known: a 2026-07-28 client's from its
+    /// request, a session's from its `initialize`.
+    fn capabilities(&self) -> Option<ClientCapabilities> {
+        if let Some(exchange) = &self.exchange {
+            return exchange.capabilities().cloned();
+        }
+        match &self.reach {
+            Reach::Session(peer) => peer.peer_info().map(|info| info.capabilities.clone()),
+            Reach::Answer(_) => None,
+        }
+    }
+
     /// Whether the call still has a client: one that answers by retrying its request needs no
     /// open transport between rounds.
     fn is_live(&self) -> bool {
@@ -380,6 +393,30 @@ pub(super) async fn answer_round(
     Ok((answers.into_iter().collect(), asked.request_state))
 }
 
+/// Put the answers to its server's questions, and the server's state, into `request` for its
+/// next round; `false` for a request that cannot carry them.
+pub(super) fn answer_in(
+    request: &mut ClientRequest,
+    answers: InputResponses,
+    state: Option<String>,
+) -> bool {
+    let (responses, request_state) = match request {
+        ClientRequest::CallToolRequest(request) => {
+            (&mut request.params.input_responses, &mut request.params.request_state)
+        }
+        ClientRequest::GetPromptRequest(request) => {
+            (&mut request.params.input_responses, &mut request.params.request_state)
+        }
+        ClientRequest::ReadResourceRequest(request) => {
+            (&mut request.params.input_responses, &mut request.params.request_state)
+        }
+        _ => return false,
+    };
+    *responses = Some(answers);
+    *request_state = state;
+    true
+}
+
 fn unknown_request(server: &str, key: &str) -> McpError {
     McpError::invalid_request(
         format!("external server `{server}` asks `{key}` of a kind orca does not relay"),
@@ -417,7 +454,16 @@ pub(super) async fn send_for(
     caller: Option<&Arc<Caller>>,
 ) -> Result<ServerResult, ServiceError> {
     let registered = caller.map(|caller| calls.register(caller.clone()));
-    let handle = peer.send_cancellable_request(request, PeerRequestOptions::no_options()).await?;
+    let mut options = PeerRequestOptions::no_options();
+    // A 2026-07-28 server learns from each request what its client can answer: the caller's,
+    // so that it asks nothing the caller cannot (rmcp would send orca's own).
+    let modern = peer.peer_info().is_some_and(|info| !info.protocol_version.has_initialize());
+    if modern && let Some(capabilities) = caller.and_then(|caller| caller.capabilities()) {
+        let mut meta = RequestMetaObject::default();
+        meta.set_client_capabilities(relayable(capabilities));
+        options.meta = Some(meta);
+    }
+    let handle = peer.send_cancellable_request(request, options).await?;
     if let Some(registered) = &registered {
         registered.sent(handle.id.clone(), handle.progress_token.clone());
     }
@@ -428,6 +474,16 @@ pub(super) async fn send_for(
         registered.settle().await;
     }
     answer
+}
+
+/// What of a client's capabilities orca relays from a server: its answers to sampling,
+/// elicitation and roots requests.
+fn relayable(capabilities: ClientCapabilities) -> ClientCapabilities {
+    let mut relayed = ClientCapabilities::default();
+    relayed.sampling = capabilities.sampling;
+    relayed.elicitation = capabilities.elicitation;
+    relayed.roots = capabilities.roots;
+    relayed
 }
 
 /// Send `request` to the caller on its call's stream; its answer, or its error as it gave it.

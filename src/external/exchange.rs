@@ -144,6 +144,11 @@ impl Exchange {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// What the client declared, when known.
+    pub(crate) fn capabilities(&self) -> Option<&ClientCapabilities> {
+        self.capabilities.as_ref()
+    }
+
     /// Ask the client `request` (under the key the server named, if any) and wait for its
     /// answer; refused at once when the client lacks the capability it needs.
     ///

@@ -131,35 +131,69 @@ impl ClientHandler for UpstreamClient {
     }
 }
 
-/// Hear a 2026-07-28 server's list changes on a listen stream (`subscriptions/listen`), as a
-/// 2025 server's notifications are heard, until the connection ends.
+/// Hear a 2026-07-28 server's list changes, and the updates of the resources orca's clients
+/// subscribed to, on a listen stream (`subscriptions/listen`), as a 2025 server's notifications
+/// are heard, until the connection ends. When the subscribed URIs change, a stream with the new
+/// filter is opened before the old one is cancelled.
 pub(super) async fn listen(
     peer: rmcp::service::Peer<RoleClient>,
     events: mpsc::UnboundedSender<Lists>,
     server: Arc<str>,
+    subscriptions: Arc<Subscriptions>,
 ) {
     use rmcp::model::{ServerNotification, SubscriptionFilter};
-    let filter = SubscriptionFilter::builder()
-        .tools_list_changed()
-        .prompts_list_changed()
-        .resources_list_changed()
-        .build();
-    let mut subscription = match peer.listen(filter).await {
-        Ok(subscription) => subscription,
-        Err(error) => {
-            tracing::warn!(%server, %error, "subscriptions/listen failed: list changes will not be heard");
-            return;
+    let mut changes = subscriptions.changes();
+    let mut current: Option<rmcp::service::Subscription> = None;
+    loop {
+        changes.mark_unchanged();
+        let mut filter = SubscriptionFilter::builder()
+            .tools_list_changed()
+            .prompts_list_changed()
+            .resources_list_changed()
+            .build();
+        let uris = subscriptions.uris();
+        if !uris.is_empty() {
+            filter.resource_subscriptions = Some(uris);
         }
-    };
-    while let Ok(Some(notification)) = subscription.next().await {
-        let lists = match notification {
-            ServerNotification::ToolListChangedNotification(_) => Lists::TOOLS,
-            ServerNotification::PromptListChangedNotification(_) => Lists::PROMPTS,
-            ServerNotification::ResourceListChangedNotification(_) => Lists::RESOURCES,
-            _ => continue,
-        };
-        if events.send(lists).is_err() {
-            return;
+        match peer.listen(filter).await {
+            Ok(opened) => {
+                if let Some(mut old) = current.replace(opened) {
+                    let _ = old.cancel().await;
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%server, %error, "subscriptions/listen failed: list changes and resource updates will not be heard");
+                if current.is_none() {
+                    return;
+                }
+            }
+        }
+        let Some(subscription) = current.as_mut() else { return };
+        loop {
+            tokio::select! {
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    break;
+                }
+                notification = subscription.next() => {
+                    let Ok(Some(notification)) = notification else { return };
+                    let lists = match notification {
+                        ServerNotification::ToolListChangedNotification(_) => Lists::TOOLS,
+                        ServerNotification::PromptListChangedNotification(_) => Lists::PROMPTS,
+                        ServerNotification::ResourceListChangedNotification(_) => Lists::RESOURCES,
+                        ServerNotification::ResourceUpdatedNotification(updated) => {
+                            subscriptions.updated(&updated.params.uri).await;
+                            continue;
+                        }
+                        _ => continue,
+                    };
+                    if events.send(lists).is_err() {
+                        return;
+                    }
+                }
+            }
         }
     }
 }

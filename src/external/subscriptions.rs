@@ -44,6 +44,9 @@ pub(crate) struct Subscriber {
 #[derive(Default)]
 pub(crate) struct Subscriptions {
     by_uri: Mutex<HashMap<String, Vec<Subscriber>>>,
+    /// Bumped when a URI gains its first subscriber or loses its last: a 2026-07-28 server is
+    /// subscribed by its listen stream's filter, which is then opened again.
+    uris_changed: tokio::sync::watch::Sender<u64>,
 }
 
 impl std::fmt::Debug for Subscriptions {
@@ -72,7 +75,12 @@ impl Subscriptions {
         list.retain(|known| !known.target.closed() && known.session != subscriber.session);
         let first = list.is_empty();
         list.push(subscriber);
-        if first { Upstream::Subscribe } else { Upstream::Nothing }
+        if first {
+            self.uris_changed.send_modify(|generation| *generation += 1);
+            Upstream::Subscribe
+        } else {
+            Upstream::Nothing
+        }
     }
 
     /// Take `session` off `uri`: the server needs unsubscribing when nobody is left.
@@ -82,6 +90,7 @@ impl Subscriptions {
         list.retain(|known| !known.target.closed() && known.session != session);
         if list.is_empty() {
             by_uri.remove(uri);
+            self.uris_changed.send_modify(|generation| *generation += 1);
             Upstream::Unsubscribe
         } else {
             Upstream::Nothing
@@ -107,5 +116,10 @@ impl Subscriptions {
     /// Every URI with a subscriber, to subscribe again on a new connection.
     pub(crate) fn uris(&self) -> Vec<String> {
         self.lock().keys().cloned().collect()
+    }
+
+    /// Told each time `uris` changes.
+    pub(crate) fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.uris_changed.subscribe()
     }
 }

@@ -141,6 +141,12 @@ pub(crate) struct Connection {
 }
 
 impl Connection {
+    /// Whether the session began with `initialize` (a 2025 revision), rather than
+    /// `server/discover` (2026-07-28).
+    pub(super) fn began_with_initialize(&self) -> bool {
+        self.peer.peer_info().is_some_and(|info| info.protocol_version.has_initialize())
+    }
+
     /// The connection of a session whose handshake `peer` completed.
     pub(super) fn new(
         peer: Peer<RoleClient>,
@@ -391,8 +397,7 @@ impl Upstream {
         let mut connection =
             Connection::new(session.service.peer().clone(), self.calls.clone(), None);
         // A session begun on a revision with a handshake: the lane's plain requests are its.
-        let legacy =
-            connection.peer.peer_info().is_some_and(|info| info.protocol_version.has_initialize());
+        let legacy = connection.began_with_initialize();
         if legacy {
             connection.lane = session.lane.clone();
         }
@@ -403,6 +408,7 @@ impl Upstream {
                 connection.peer.clone(),
                 events_sender,
                 Arc::from(self.config.key.as_str()),
+                self.subscriptions.clone(),
             );
             AbortOnDrop(tokio::spawn(listening))
         });

@@ -308,6 +308,29 @@ async fn the_mcp_conformance_suite_passes_through_orca_as_it_passes_against_its_
     }
 }
 
+/// The same through orca speaking 2026-07-28 to the fixture (over stdio): what the fixture
+/// asks during a call comes to orca as an `InputRequiredResult` and reaches the suite's 2025
+/// client as requests on its call's stream; list changes and the watched resource's update
+/// come on a listen stream.
+#[tokio::test(flavor = "multi_thread")]
+#[allow(clippy::print_stderr, reason = "the table of outcomes is the test's own report")]
+async fn the_mcp_conformance_suite_passes_through_orca_speaking_2026_07_28_to_its_fixture() {
+    let suite = suite();
+    let database = TestDatabase::create().await;
+    let yaml = format!("{}    protocol: 2026-07-28\n", conformance_yaml());
+    let setup = OrcaSetup::new(&database.url).with_external(&yaml);
+    for stateful in [false, true] {
+        let server = setup.http_server(if stateful { &["--stateful"] } else { &[] });
+        let out = tempfile::tempdir().unwrap();
+        let checks = run_suite(&suite, &server.url("/mcp"), out.path());
+        let table = judge(stateful, &checks);
+        let mode = if stateful { "stateful" } else { "stateless" };
+        eprintln!("conformance, {mode}, orca speaking 2026-07-28 to the fixture:\n{table}");
+        let status = server.stop();
+        assert!(status.success(), "orca exited with {status}");
+    }
+}
+
 /// A raw `initialize` with the given `Host` and `Origin`; the status.
 async fn initialize_with(url: &str, host: Option<&str>, origin: &str) -> u16 {
     let mut request = reqwest::Client::new()

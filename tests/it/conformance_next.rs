@@ -104,8 +104,19 @@ fn expectations(stateful: bool) -> Vec<(&'static str, Expect)> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-#[allow(clippy::print_stderr, reason = "the table of outcomes is the test's own report")]
 async fn the_next_conformance_suite_passes_through_orca_except_what_is_not_relayed_yet() {
+    through_orca("2025-11-25").await;
+}
+
+/// The same with orca speaking 2026-07-28 to the fixture: what the fixture asks comes to orca
+/// as `InputRequiredResult`s, list changes and resource updates on a listen stream.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_next_conformance_suite_passes_the_same_with_orca_speaking_2026_07_28_upstream() {
+    through_orca("2026-07-28").await;
+}
+
+#[allow(clippy::print_stderr, reason = "the table of outcomes is the test's own report")]
+async fn through_orca(protocol: &str) {
     let suite = install_suite(SUITE, "mcp-conformance-next");
     let database = TestDatabase::create().await;
     // The fixture over Streamable HTTP: a request it makes during a call comes on that call's
@@ -113,7 +124,7 @@ async fn the_next_conformance_suite_passes_through_orca_except_what_is_not_relay
     // finishes) cannot be mistaken for the one a new request belongs to, as over stdio.
     let fixture = DirectFixture::start();
     let yaml = format!(
-        "mcps:\n  conformance:\n    url: {}\n    prefix: \"\"\n    timeout: 10s\n",
+        "mcps:\n  conformance:\n    url: {}\n    prefix: \"\"\n    timeout: 10s\n    protocol: {protocol}\n",
         fixture.url
     );
     let setup = OrcaSetup::new(&database.url).with_external(&yaml);
@@ -123,7 +134,7 @@ async fn the_next_conformance_suite_passes_through_orca_except_what_is_not_relay
         let checks = run_suite(&suite, &server.url("/mcp"), out.path());
         let table = judge_against(expectations(stateful), &checks);
         let mode = if stateful { "stateful" } else { "stateless" };
-        eprintln!("conformance {SUITE}, {mode}:\n{table}");
+        eprintln!("conformance {SUITE}, {mode}, orca speaking {protocol} upstream:\n{table}");
         let status = server.stop();
         assert!(status.success(), "orca exited with {status}");
     }

@@ -75,11 +75,22 @@ impl rmcp::ClientHandler for UpdateCollector {
 }
 
 #[tokio::test]
-#[expect(deprecated, reason = "resources/subscribe is what the 2025 revisions speak")]
 async fn a_subscribed_client_hears_of_the_upstream_resource_changing_under_its_own_uri() {
+    subscribed_client_hears_of_the_change("").await;
+}
+
+/// The same when orca speaks 2026-07-28 to the server: it is subscribed by the resource URIs of
+/// the listen stream orca keeps open to it, and the update comes on that stream.
+#[tokio::test]
+async fn a_2026_upstreams_resource_change_reaches_the_2025_client_subscribed_to_it() {
+    subscribed_client_hears_of_the_change("    protocol: 2026-07-28\n").await;
+}
+
+#[expect(deprecated, reason = "resources/subscribe is what the 2025 revisions speak")]
+async fn subscribed_client_hears_of_the_change(protocol: &str) {
     let database = TestDatabase::create().await;
-    let setup =
-        OrcaSetup::new(&database.url).with_external(&crate::conformance::conformance_yaml());
+    let yaml = format!("{}{protocol}", crate::conformance::conformance_yaml());
+    let setup = OrcaSetup::new(&database.url).with_external(&yaml);
     let collector = UpdateCollector::default();
     let client = setup.stdio_client_with(collector.clone()).await;
     let resources = client.peer_info().unwrap().capabilities.resources.clone().unwrap();

@@ -156,8 +156,7 @@ async fn a_2026_upstreams_list_change_is_heard_on_its_listen_stream() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_2026_upstream_over_streamable_http_is_asked_and_answers_the_same_way() {
     let database = TestDatabase::create().await;
-    let (mut upstream, url) =
-        crate::external::start_http_fixture_with(0, &[("FIXTURE_ASKS", "1")]);
+    let (mut upstream, url) = crate::external::start_http_fixture_with(0, &[("FIXTURE_ASKS", "1")]);
     let setup = OrcaSetup::new(&database.url).with_external(&format!(
         "mcps:\n  web:\n    url: {url}\n    protocol: 2026-07-28\n    timeout: 10s\n"
     ));

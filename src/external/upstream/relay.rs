@@ -10,6 +10,7 @@ use rmcp::model::{
     GetPromptRequestParams, GetPromptResult, ReadResourceRequest, ReadResourceRequestParams,
     ReadResourceResult, ServerResult, SubscribeRequestParams, UnsubscribeRequestParams,
 };
+use rmcp::service::ServiceError;
 use serde_json::{Map, Value};
 
 use super::super::calls::{self, Caller};
@@ -56,7 +57,11 @@ impl Upstream {
             ));
         }
         let session = subscriber.session;
-        if self.subscriptions.add(uri, subscriber) == subscriptions::Upstream::Subscribe {
+        // A 2026-07-28 server is subscribed through its listen stream's filter (`handler::listen`
+        // opens it again when the URIs change).
+        let relayed = connection.began_with_initialize();
+        if self.subscriptions.add(uri, subscriber) == subscriptions::Upstream::Subscribe && relayed
+        {
             let subscribed =
                 self.bounded(connection.peer.subscribe(SubscribeRequestParams::new(uri)));
             if let Err(error) = subscribed.await {
@@ -72,6 +77,9 @@ impl Upstream {
     pub(crate) async fn unsubscribe(&self, uri: &str, session: u64) -> Result<(), ToolError> {
         if self.subscriptions.remove(uri, session) == subscriptions::Upstream::Unsubscribe {
             let connection = self.connection(self.config.timeout, None).await?;
+            if !connection.began_with_initialize() {
+                return Ok(());
+            }
             let params = UnsubscribeRequestParams::new(uri);
             self.bounded(connection.peer.unsubscribe(params)).await?;
         }
@@ -98,7 +106,9 @@ impl Upstream {
     }
 
     /// A request to the server within its timeout, noted in flight for `caller` so that what the
-    /// server asks during it reaches that client, and ended by the client's cancellation.
+    /// server asks during it reaches that client, and ended by the client's cancellation. A
+    /// 2026-07-28 server's questions (`InputRequiredResult`) go to the caller and the request is
+    /// sent again with the answers, as a tool call's are.
     async fn request_for(
         &self,
         request: ClientRequest,
@@ -106,7 +116,30 @@ impl Upstream {
     ) -> Result<ServerResult, ToolError> {
         self.shared_session_only()?;
         let connection = self.connection(self.config.timeout, None).await?;
-        let sent = calls::send_for(&connection.peer, &connection.calls, request, caller.as_ref());
+        let sent = async {
+            let mut request = request;
+            for _ in 0..super::MAX_INPUT_ROUNDS {
+                let this_round = request.clone();
+                let answer = calls::send_for(
+                    &connection.peer,
+                    &connection.calls,
+                    this_round,
+                    caller.as_ref(),
+                )
+                .await?;
+                let ServerResult::InputRequiredResult(asked) = answer else {
+                    return Ok(answer);
+                };
+                let (answers, state) =
+                    calls::answer_round(&self.config.key, caller.as_ref(), asked)
+                        .await
+                        .map_err(|error| ServiceError::McpError(super::unanswered(error)))?;
+                if !calls::answer_in(&mut request, answers, state) {
+                    return Err(ServiceError::UnexpectedResponse);
+                }
+            }
+            Err(ServiceError::InputRequiredRoundsExceeded { max_rounds: super::MAX_INPUT_ROUNDS })
+        };
         let cancelled = async {
             match &caller {
                 Some(caller) => caller.cancelled.cancelled().await,
