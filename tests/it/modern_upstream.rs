@@ -169,3 +169,29 @@ async fn a_2026_upstream_over_streamable_http_is_asked_and_answers_the_same_way(
     upstream.kill().unwrap();
     let _ = upstream.wait();
 }
+
+/// `protocol: auto` falls back to `initialize` for a server that refuses `server/discover`;
+/// `protocol: 2026-07-28` does not, and says why the server is not serving.
+#[tokio::test(flavor = "multi_thread")]
+async fn auto_falls_back_to_initialize_for_a_2025_only_server_and_2026_07_28_says_it_cannot() {
+    let database = TestDatabase::create().await;
+    let fast = Path::new(crate::support::orca::BINARY).with_file_name("orca-fast-upstream");
+    let entry = |name: &str, protocol: &str| {
+        format!(
+            "  {name}:\n    command: {}\n    protocol: {protocol}\n    timeout: 5s\n",
+            fast.display()
+        )
+    };
+    let yaml = format!("mcps:\n{}{}", entry("auto", "auto"), entry("modern", "2026-07-28"));
+    let client = OrcaSetup::new(&database.url).with_external(&yaml).stdio_client().await;
+    let echoed = call(&client, "auto_echo", json!({"text": "hello"}), None).await.unwrap();
+    assert_eq!(text_of(&echoed), "hello");
+    let listed = call(&client, "list_servers", json!({}), None).await.unwrap();
+    let servers = listed.structured_content.unwrap()["servers"].clone();
+    let modern = servers.as_array().unwrap().iter().find(|server| server["name"] == "modern");
+    let modern = modern.expect("the 2026-07-28 entry is listed").clone();
+    assert_ne!(modern["status"], "running", "{modern}");
+    let status = modern["status"].as_str().unwrap_or_default().to_owned();
+    assert!(status.contains("handshake"), "{modern}");
+    client.cancel().await.unwrap();
+}
