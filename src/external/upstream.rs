@@ -9,20 +9,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use rmcp::ErrorData as McpError;
 use rmcp::ServiceExt;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest,
     Implementation, Prompt, ProtocolVersion, Resource, ResourceTemplate, ServerCapabilities,
-    ServerResult, SubscribeRequestParams, Tool,
+    SubscribeRequestParams, Tool,
 };
 use rmcp::service::{Peer, RoleClient, RunningService, ServiceError};
 use secrecy::ExposeSecret;
-use serde_json::{Map, Value};
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::calls::{self, Caller, Calls};
+use super::calls::Calls;
 use super::child::{Child, describe_exit, inherited, log_stderr};
 use super::frame::{LineLimit, OVERSIZED_CODE, StreamStats};
 use super::handler::{Lists, UpstreamClient};
@@ -40,6 +37,7 @@ use crate::config::{
 };
 use crate::tool::{ErrorCode, ToolError, Verb};
 
+mod call;
 mod relay;
 
 /// Failures in a row, each within [`STABLE_AFTER`] of its start, that make a crash loop.
@@ -200,15 +198,6 @@ pub(crate) enum Event {
 
 /// The failed attempts of a call that were retried, for tracking.
 pub(crate) type Attempts = Vec<ToolError>;
-
-/// Why one attempt failed.
-struct AttemptFailure {
-    error: ToolError,
-    /// Whether the request may have reached the server (then only repeatable tools retry).
-    reached: bool,
-    /// The connection the attempt used, when it turned out to be dead.
-    broken: Option<Arc<Connection>>,
-}
 
 #[derive(Debug)]
 pub(crate) struct Upstream {
@@ -885,192 +874,6 @@ impl Upstream {
         }
     }
 
-    /// Call `tool` with `arguments`: a timeout per attempt, and further attempts only when the
-    /// request never reached the server or the tool is safe to repeat.
-    pub(crate) async fn call_tool(
-        &self,
-        tool: &ExternalTool,
-        arguments: Option<Map<String, Value>>,
-        caller: Option<Arc<Caller>>,
-        user: &str,
-    ) -> (Result<CallToolResult, ToolError>, Attempts) {
-        let mut failed: Attempts = Vec::new();
-        let attempts = 1 + self.config.retries;
-        let mut broken: Option<Arc<Connection>> = None;
-        let mut arguments = arguments;
-        for attempt in 1..=attempts {
-            // Only an attempt that may be followed by another needs its own copy.
-            let these = if attempt < attempts { arguments.clone() } else { arguments.take() };
-            let failure =
-                match self.attempt(tool, these, broken.as_ref(), caller.as_ref(), user).await {
-                    Ok(result) => return (Ok(result), failed),
-                    Err(failure) => failure,
-                };
-            let again = attempt < attempts
-                && failure.error.retryable
-                && (!failure.reached || tool.repeatable);
-            if !again {
-                return (Err(failure.error), failed);
-            }
-            tracing::debug!(server = %self.config.key, tool = %tool.upstream_name, attempt, "retrying");
-            failed.push(failure.error);
-            broken = failure.broken;
-            tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await;
-        }
-        unreachable!("the last attempt returns")
-    }
-
-    /// One attempt.
-    async fn attempt(
-        &self,
-        tool: &ExternalTool,
-        arguments: Option<Map<String, Value>>,
-        broken: Option<&Arc<Connection>>,
-        caller: Option<&Arc<Caller>>,
-        user: &str,
-    ) -> Result<CallToolResult, AttemptFailure> {
-        let timeout = self.config.timeout;
-        let connection = if self.per_user() {
-            self.user_connection(user).await
-        } else {
-            self.connection(timeout, broken).await
-        }
-        .map_err(|error| AttemptFailure { error, reached: false, broken: None })?;
-        let mut params = CallToolRequestParams::new(tool.upstream_name.clone());
-        if let Some(arguments) = arguments {
-            params = params.with_arguments(arguments);
-        }
-        // The upstream hop's span goes along as `_meta.traceparent` (2026-07-28's place for
-        // it); an HTTP upstream also gets it as a header (`traced::Traced`).
-        if let Some(traceparent) = crate::telemetry::traceparent() {
-            params
-                .meta
-                .get_or_insert_with(|| rmcp::model::RequestMetaObject::from(Map::new()))
-                .insert("traceparent".to_owned(), Value::from(traceparent));
-        }
-        let key = &self.config.key;
-        let reached = |error: ToolError| AttemptFailure { error, reached: true, broken: None };
-        let call = self.send_rounds(&connection, params, caller);
-        let cancelled = async {
-            match caller {
-                Some(caller) => caller.cancelled.cancelled().await,
-                None => std::future::pending().await,
-            }
-        };
-        // Dropping the call (timed out, or cancelled by the client) cancels it upstream.
-        let outcome = tokio::select! {
-            outcome = tokio::time::timeout(timeout, call) => outcome,
-            () = cancelled => {
-                let cancelled = ToolError::new(
-                    ErrorCode::InvalidInput,
-                    format!("the call to external server `{key}` was cancelled by the client"),
-                );
-                return Err(reached(cancelled.not_retryable()));
-            }
-        };
-        match outcome {
-            Err(_) => Err(reached(self.timed_out(Some(&tool.upstream_name)))),
-            Ok(Ok(CallToolResponse::Complete(result))) => {
-                // Over stdio `LineLimit` has bounded the message already; measure the others.
-                if !matches!(self.config.transport, ExternalTransport::Stdio { .. }) {
-                    let size = serde_json::to_vec(&result).map_or(0, |bytes| bytes.len());
-                    if size > self.config.max_response_bytes {
-                        return Err(reached(self.too_large(size)));
-                    }
-                }
-                Ok(result)
-            }
-            Ok(Ok(_)) => Err(reached(
-                ToolError::upstream_unavailable(format!(
-                    "external server `{key}` answered with a task, which orca does not relay"
-                ))
-                .not_retryable(),
-            )),
-            Ok(Err(error)) => {
-                let transport = matches!(
-                    error,
-                    ServiceError::TransportSend(_)
-                        | ServiceError::TransportClosed
-                        | ServiceError::Cancelled { .. }
-                );
-                let (error, reached) = self.translate(error);
-                // A user's refused refresh forgets their sign-in: they must sign in again.
-                if transport
-                    && let Some(authorizer) = &connection.authorizer
-                    && !authorizer.signed_in().await.unwrap_or(true)
-                {
-                    connection.cancel.cancel();
-                    return Err(AttemptFailure {
-                        error: self.sign_in_error(true),
-                        reached,
-                        broken: None,
-                    });
-                }
-                // A refused refresh forgets the shared sign-in: end the session, so that the
-                // supervisor shows the server as waiting for one.
-                if transport && connection.authorizer.is_none() && self.sign_in_lost().await {
-                    connection.cancel.cancel();
-                    return Err(AttemptFailure {
-                        error: error.not_retryable(),
-                        reached,
-                        broken: None,
-                    });
-                }
-                Err(AttemptFailure { error, reached, broken: transport.then_some(connection) })
-            }
-        }
-    }
-
-    /// Send `tools/call` until it is answered: while a 2026-07-28 server answers that it needs
-    /// input (`InputRequiredResult`), its requests go to the caller (`calls::answer_round`)
-    /// and the call is sent again with the answers and the server's `requestState`.
-    async fn send_rounds(
-        &self,
-        connection: &Connection,
-        mut params: CallToolRequestParams,
-        caller: Option<&Arc<Caller>>,
-    ) -> Result<CallToolResponse, ServiceError> {
-        for _ in 0..MAX_INPUT_ROUNDS {
-            let this_round = params.clone();
-            match self.send_call(connection, this_round, caller).await? {
-                CallToolResponse::InputRequired(asked) => {
-                    let (answers, state) = calls::answer_round(&self.config.key, caller, asked)
-                        .await
-                        .map_err(|error| ServiceError::McpError(unanswered(error)))?;
-                    params.input_responses = Some(answers);
-                    params.request_state = state;
-                }
-                answered => return Ok(answered),
-            }
-        }
-        Err(ServiceError::InputRequiredRoundsExceeded { max_rounds: MAX_INPUT_ROUNDS })
-    }
-
-    /// Send `tools/call` and wait for its answer, the call noted in flight for `caller` so
-    /// that what the server sends during it reaches the caller; dropped before the answer, it
-    /// is cancelled upstream.
-    async fn send_call(
-        &self,
-        connection: &Connection,
-        params: CallToolRequestParams,
-        caller: Option<&Arc<Caller>>,
-    ) -> Result<CallToolResponse, ServiceError> {
-        if let Some(lane) = &connection.lane {
-            let result = lane.call(&connection.peer, &connection.calls, params, caller).await;
-            return result.map(CallToolResponse::Complete);
-        }
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let answer = calls::send_for(&connection.peer, &connection.calls, request, caller).await;
-        match answer? {
-            ServerResult::CallToolResult(result) => Ok(CallToolResponse::Complete(result)),
-            ServerResult::InputRequiredResult(result) => {
-                Ok(CallToolResponse::InputRequired(result))
-            }
-            ServerResult::CreateTaskResult(result) => Ok(CallToolResponse::Task(result)),
-            _ => Err(ServiceError::UnexpectedResponse),
-        }
-    }
-
     fn too_large(&self, size: usize) -> ToolError {
         let mut error = ToolError::new(
             ErrorCode::ResultTruncated,
@@ -1164,15 +967,6 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
     }
-}
-
-/// How many times a call is sent again with the input its server asked for.
-const MAX_INPUT_ROUNDS: usize = 16;
-
-/// Why a server's request for input got no answer (the call fails as the server's refusal).
-fn unanswered(mut error: McpError) -> McpError {
-    error.message = format!("it asked for input that was not given: {}", error.message).into();
-    error
 }
 
 struct Session {

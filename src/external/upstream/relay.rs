@@ -118,7 +118,7 @@ impl Upstream {
         let connection = self.connection(self.config.timeout, None).await?;
         let sent = async {
             let mut request = request;
-            for _ in 0..super::MAX_INPUT_ROUNDS {
+            for _ in 0..super::call::MAX_INPUT_ROUNDS {
                 let this_round = request.clone();
                 let answer = calls::send_for(
                     &connection.peer,
@@ -133,12 +133,14 @@ impl Upstream {
                 let (answers, state) =
                     calls::answer_round(&self.config.key, caller.as_ref(), asked)
                         .await
-                        .map_err(|error| ServiceError::McpError(super::unanswered(error)))?;
+                        .map_err(|error| ServiceError::McpError(super::call::unanswered(error)))?;
                 if !calls::answer_in(&mut request, answers, state) {
                     return Err(ServiceError::UnexpectedResponse);
                 }
             }
-            Err(ServiceError::InputRequiredRoundsExceeded { max_rounds: super::MAX_INPUT_ROUNDS })
+            Err(ServiceError::InputRequiredRoundsExceeded {
+                max_rounds: super::call::MAX_INPUT_ROUNDS,
+            })
         };
         let cancelled = async {
             match &caller {
