@@ -182,6 +182,11 @@ impl Upstream {
         mut params: CallToolRequestParams,
         caller: Option<&Arc<Caller>>,
     ) -> Result<CallToolResponse, ServiceError> {
+        // A session begun with `initialize` asks during the call, never in rounds: its one
+        // round needs no copy of the arguments.
+        if connection.began_with_initialize() {
+            return self.send_call(connection, params, caller).await;
+        }
         for _ in 0..MAX_INPUT_ROUNDS {
             let this_round = params.clone();
             match self.send_call(connection, this_round, caller).await? {
