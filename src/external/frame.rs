@@ -5,9 +5,10 @@
 //! broken connection. Lines that are not JSON at all are counted (and dropped by the codec).
 //!
 //! It also takes out the answers to the calls orca sent on its own lane (`lane`), by their id,
-//! and hands each to its caller once every line before it has been read: the codec has then
-//! passed on whatever the server sent before the answer (a call's progress, its log messages),
-//! as it would have had it read the answer itself.
+//! and hands each to its caller when the codec next asks for bytes after every line before it:
+//! the codec asks only once it has passed on every whole line it holds, so whatever the server
+//! sent before the answer (a call's progress, its log messages) has reached rmcp's service loop
+//! first, as when rmcp read the answer itself.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -43,7 +44,7 @@ pub(crate) struct LineLimit<R> {
     /// Where the lane's answers go; `None` when orca sends nothing on a lane of its own.
     answers: Option<Arc<Answers>>,
     /// Answers taken out, each with the length `out` had when it was taken: it is handed over
-    /// once the reader has had every byte before it.
+    /// when the reader, having had every byte before it, asks for more.
     taken: std::collections::VecDeque<(usize, u64, Vec<u8>)>,
 }
 
@@ -160,17 +161,18 @@ impl<R: AsyncRead + Unpin> AsyncRead for LineLimit<R> {
     ) -> Poll<std::io::Result<()>> {
         let this = self.get_mut();
         loop {
+            // The reader asks for more only once it has passed on every whole line it was given:
+            // the answers behind those lines may go now.
             this.hand_over();
+            if this.out_position == this.out.len() {
+                this.out.clear();
+                this.out_position = 0;
+            }
             if this.out_position < this.out.len() {
                 let ready = &this.out[this.out_position..];
                 let n = ready.len().min(buf.remaining());
                 buf.put_slice(&ready[..n]);
                 this.out_position += n;
-                if this.out_position == this.out.len() {
-                    this.hand_over();
-                    this.out.clear();
-                    this.out_position = 0;
-                }
                 return Poll::Ready(Ok(()));
             }
             let mut chunk = ReadBuf::new(&mut this.chunk);
