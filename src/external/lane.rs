@@ -140,15 +140,23 @@ impl Lane {
         let mut request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         request.get_meta_mut().set_progress_token(token.clone());
         let registered = caller.map(|caller| calls.register(caller.clone()));
-        let ended =
-            || std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the server's output ended");
-        let mut waiter = self.answers.wait(call).ok_or_else(|| not_sent(ended()))?;
+        let mut waiter = self.answers.wait(call).ok_or_else(|| {
+            not_sent(std::io::Error::new(
+                std::io::ErrorKind::BrokenPipe,
+                "the server's output ended",
+            ))
+        })?;
         if let Some(registered) = &registered {
             registered.sent(id.clone(), token);
         }
         let message = ClientJsonRpcMessage::request(request, id.clone());
-        self.outbox.send::<RoleClient>(message).await.map_err(not_sent)?;
+        // From here a call dropped before its answer is cancelled at the server: once queued,
+        // the request is written even if this send is dropped half-way.
         let mut cancel = CancelOnDrop { peer: Some(peer.clone()), id };
+        if let Err(error) = self.outbox.send::<RoleClient>(message).await {
+            cancel.peer = None;
+            return Err(not_sent(error));
+        }
         let Ok(line) = (&mut waiter.receiver).await else {
             // The output ended: there is nobody left to cancel it with.
             cancel.peer = None;
