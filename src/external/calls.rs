@@ -446,18 +446,19 @@ fn from_answer<T: serde::de::DeserializeOwned>(answer: serde_json::Value) -> Res
 
 /// Send `request` to the server on `peer`, noted in flight for `caller` (so that what the server
 /// sends during it reaches that client) from before it is handed to the connection; dropped
-/// before its answer, it is cancelled at the server.
+/// before its answer, it is cancelled at the server. `modern`: the session began with
+/// `server/discover` (2026-07-28).
 pub(super) async fn send_for(
     peer: &Peer<RoleClient>,
     calls: &Arc<Calls>,
     request: ClientRequest,
     caller: Option<&Arc<Caller>>,
+    modern: bool,
 ) -> Result<ServerResult, ServiceError> {
     let registered = caller.map(|caller| calls.register(caller.clone()));
     let mut options = PeerRequestOptions::no_options();
-    // A 2026-07-28 server learns from each request what its client can answer: the caller's,
-    // so that it asks nothing the caller cannot (rmcp would send orca's own).
-    let modern = peer.peer_info().is_some_and(|info| !info.protocol_version.has_initialize());
+    // A 2026-07-28 server (`modern`) learns from each request what its client can answer: the
+    // caller's, so that it asks nothing the caller cannot (rmcp would send orca's own).
     if modern && let Some(capabilities) = caller.and_then(|caller| caller.capabilities()) {
         let mut meta = RequestMetaObject::default();
         meta.set_client_capabilities(relayable(capabilities));

@@ -136,13 +136,16 @@ pub(crate) struct Connection {
     pub(super) authorizer: Option<Arc<Authorizer>>,
     /// orca's own lane for `tools/call` beside rmcp's client (a stdio session).
     pub(super) lane: Option<Arc<Lane>>,
+    /// Whether the session began with `initialize` (a 2025 revision), rather than
+    /// `server/discover` (2026-07-28); read once, as rmcp keeps it behind a lock.
+    initialized: bool,
 }
 
 impl Connection {
     /// Whether the session began with `initialize` (a 2025 revision), rather than
     /// `server/discover` (2026-07-28).
     pub(super) fn began_with_initialize(&self) -> bool {
-        self.peer.peer_info().is_some_and(|info| info.protocol_version.has_initialize())
+        self.initialized
     }
 
     /// The connection of a session whose handshake `peer` completed.
@@ -153,6 +156,7 @@ impl Connection {
     ) -> Connection {
         let info = peer.peer_info();
         let server_info = info.as_ref().and_then(|info| info.server_info.clone());
+        let initialized = info.as_ref().is_some_and(|info| info.protocol_version.has_initialize());
         let capabilities = info.map(|info| info.capabilities.clone()).unwrap_or_default();
         Connection {
             peer,
@@ -162,6 +166,7 @@ impl Connection {
             calls,
             authorizer,
             lane: None,
+            initialized,
         }
     }
 }

@@ -217,7 +217,9 @@ impl Upstream {
             return result.map(CallToolResponse::Complete);
         }
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let answer = calls::send_for(&connection.peer, &connection.calls, request, caller).await;
+        let modern = !connection.began_with_initialize();
+        let answer =
+            calls::send_for(&connection.peer, &connection.calls, request, caller, modern).await;
         match answer? {
             ServerResult::CallToolResult(result) => Ok(CallToolResponse::Complete(result)),
             ServerResult::InputRequiredResult(result) => {

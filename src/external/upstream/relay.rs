@@ -125,6 +125,7 @@ impl Upstream {
                     &connection.calls,
                     this_round,
                     caller.as_ref(),
+                    !connection.began_with_initialize(),
                 )
                 .await?;
                 let ServerResult::InputRequiredResult(asked) = answer else {
