@@ -515,8 +515,8 @@ async fn ask(
     })
 }
 
-/// Stops the task whose request is no longer awaited.
-struct AbortOnDrop(tokio::task::AbortHandle);
+/// Stops a task when dropped: a request no longer awaited, a connection's listen stream.
+pub(super) struct AbortOnDrop(pub(super) tokio::task::AbortHandle);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {

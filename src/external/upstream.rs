@@ -19,7 +19,7 @@ use secrecy::ExposeSecret;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::calls::Calls;
+use super::calls::{self, Calls};
 use super::child::{Child, describe_exit, inherited, log_stderr};
 use super::frame::{LineLimit, OVERSIZED_CODE, StreamStats};
 use super::handler::{Lists, UpstreamClient};
@@ -404,7 +404,7 @@ impl Upstream {
                 Arc::from(self.config.key.as_str()),
                 self.subscriptions.clone(),
             );
-            AbortOnDrop(tokio::spawn(listening))
+            calls::AbortOnDrop(tokio::spawn(listening).abort_handle())
         });
         self.refresh(&connection, Lists::ALL).await;
         // A new connection knows nothing of the subscriptions of the last one.
@@ -962,15 +962,6 @@ impl Upstream {
             ),
         )
         .with_hint("the server's `timeout` in external-mcps.yaml sets this limit")
-    }
-}
-
-/// Stops a task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 
