@@ -165,6 +165,23 @@ impl AuthConfig {
         !self.api_keys.is_empty() || self.oauth.is_some()
     }
 
+    /// Whether every HTTP caller sees the same lists: without authentication all are the
+    /// anonymous caller; with it, no roles come from tokens and every API key has the same verbs
+    /// and no tool policy. Only then may a list be shared across callers (`cacheScope: public`).
+    /// (The stdio caller is alone on its connection: nothing shares what it is told.)
+    pub(crate) fn lists_alike(&self) -> bool {
+        if !self.required() {
+            return true;
+        }
+        if self.oauth.is_some() || !self.roles.is_empty() {
+            return false;
+        }
+        let mut keys = self.api_keys.iter().map(|key| &key.principal);
+        let Some(first) = keys.next() else { return true };
+        first.tools.is_none()
+            && keys.all(|principal| principal.tools.is_none() && principal.verbs == first.verbs)
+    }
+
     /// Fills the salt of each role's masking policy (`salt` of the policy id, from the orca
     /// secret, as `preview_masked` salts the same policy) and gives API keys with a role the
     /// salted policy.

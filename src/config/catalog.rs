@@ -18,6 +18,12 @@ pub(crate) struct CatalogConfig {
     pub(crate) roles: Vec<String>,
     /// The semantic layer, when a provider with embeddings is configured.
     pub(crate) embeddings: Option<EmbeddingsConfig>,
+    /// How long a client may keep orca's own part of a list (SEP-2549's `ttlMs`): the most any
+    /// merged list says, lowered by what each external server in it says of its own part.
+    pub(crate) cache_ttl: Duration,
+    /// Whether orca's lists may be shared across callers (`cacheScope: public`): said only when
+    /// every external server in a list says so too and no caller sees a list of its own.
+    pub(crate) cache_public: bool,
 }
 
 /// `catalog.embeddings`: which model embeds tools and queries, reached through the `llm:`
@@ -39,6 +45,8 @@ impl Default for CatalogConfig {
             principals: Vec::new(),
             roles: Vec::new(),
             embeddings: None,
+            cache_ttl: Duration::ZERO,
+            cache_public: false,
         }
     }
 }
@@ -53,6 +61,8 @@ pub(super) struct RawCatalog {
     #[serde(default)]
     roles: Vec<String>,
     embeddings: Option<RawEmbeddings>,
+    cache_ttl_ms: Option<u64>,
+    cache_scope: Option<String>,
 }
 
 /// `catalog.embeddings` as written.
@@ -114,6 +124,23 @@ impl RawCatalog {
                 timeout: Duration::from_millis(raw.timeout_ms.unwrap_or(10_000).max(1)),
             })
         });
-        CatalogConfig { search_above, principals: self.principals, roles: self.roles, embeddings }
+        let cache_public = match self.cache_scope.as_deref() {
+            None | Some("private") => false,
+            Some("public") => true,
+            Some(other) => {
+                errors.push(format!(
+                    "{file}: catalog.cache_scope: `{other}` is neither private nor public"
+                ));
+                false
+            }
+        };
+        CatalogConfig {
+            search_above,
+            principals: self.principals,
+            roles: self.roles,
+            embeddings,
+            cache_ttl: Duration::from_millis(self.cache_ttl_ms.unwrap_or(0)),
+            cache_public,
+        }
     }
 }

@@ -324,6 +324,12 @@ fn the_catalog_section_sets_when_search_is_offered_and_its_embeddings() {
     assert_eq!(config.catalog.search_above, 12, "the file wins over the environment");
     assert_eq!(config.catalog.principals, ["ci"]);
     assert_eq!(config.catalog.roles, ["agents"]);
+    assert_eq!((config.catalog.cache_ttl, config.catalog.cache_public), (Duration::ZERO, false));
+    let hinted = check("catalog: {cache_ttl_ms: 1500, cache_scope: public}\n", &[], &[]).unwrap();
+    assert_eq!(
+        (hinted.catalog.cache_ttl, hinted.catalog.cache_public),
+        (Duration::from_millis(1500), true)
+    );
     let embeddings = config.catalog.embeddings.unwrap();
     assert_eq!(
         (embeddings.provider, embeddings.model.as_str(), embeddings.weight),
@@ -356,6 +362,11 @@ fn the_catalog_section_sets_when_search_is_offered_and_its_embeddings() {
             "catalog: {embeddings: {provider: openai, model: m, dimensions: 8}}\n",
             &[],
             &["catalog.embeddings.dimensions: unknown field `dimensions`"],
+        ),
+        (
+            "catalog: {cache_scope: shared}\n",
+            &[],
+            &["catalog.cache_scope: `shared` is neither private nor public"],
         ),
     ];
     for (yaml, env, errors) in cases {

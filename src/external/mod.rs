@@ -8,6 +8,7 @@ mod calls;
 mod child;
 mod exchange;
 mod frame;
+mod freshness;
 mod handler;
 mod lane;
 mod logs;
@@ -46,6 +47,7 @@ pub(crate) use calls::{Caller, LogFilter};
 pub(crate) use exchange::Exchange;
 #[cfg(test)]
 pub(crate) use exchange::Kind;
+pub(crate) use freshness::{CacheHint, ListKind};
 pub(crate) use logs::{ExternalLog, severity};
 pub(crate) use reach::{AnswerStream, Reach};
 pub(crate) use subscriptions::{Subscriber, Target as SubscriptionTarget};
@@ -509,6 +511,25 @@ impl ExternalServers {
 
     pub(crate) fn resource_templates(&self) -> Vec<ResourceTemplate> {
         self.upstreams.iter().flat_map(|upstream| upstream.catalog().templates.clone()).collect()
+    }
+
+    /// What the servers that have a part in a list of `kind` say of its freshness, taking
+    /// only those `in_list` accepts (by key) and that have something in it.
+    pub(crate) fn cache_hint(&self, kind: ListKind, in_list: impl Fn(&str) -> bool) -> CacheHint {
+        let now = Instant::now();
+        self.upstreams
+            .iter()
+            .filter(|upstream| in_list(&upstream.config.key))
+            .map(|upstream| upstream.catalog())
+            .filter(|catalog| match kind {
+                ListKind::Tools => !catalog.tools.is_empty(),
+                ListKind::Prompts => !catalog.prompts.is_empty(),
+                ListKind::Resources => !catalog.resources.is_empty(),
+                ListKind::Templates => !catalog.templates.is_empty(),
+            })
+            .fold(CacheHint::UNBOUNDED, |hint, catalog| {
+                hint.and(catalog.freshness.of(kind).at(now))
+            })
     }
 
     /// The key of the server whose exposed prompt this is, if any.

@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::calls::{self, Calls};
 use super::child::{Child, describe_exit, inherited, log_stderr};
 use super::frame::{LineLimit, OVERSIZED_CODE, StreamStats};
+use super::freshness::{Freshness, ListsFreshness, all_pages};
 use super::handler::{Lists, UpstreamClient};
 use super::lane::{Answers, Lane};
 use super::logs::ExternalLog;
@@ -192,6 +193,8 @@ pub(crate) struct Catalog {
     pub(crate) resources: Vec<Resource>,
     pub(crate) templates: Vec<ResourceTemplate>,
     pub(crate) server_info: Option<Implementation>,
+    /// What the server said of each list's freshness when orca listed it.
+    pub(crate) freshness: ListsFreshness,
 }
 
 /// Something the set should react to.
@@ -458,6 +461,12 @@ impl Upstream {
                         break "shut down".to_owned();
                     }
                     _ = sweep.tick() => self.users.close_idle(),
+                    () = until(self.catalog().freshness.stale_at()) => {
+                        // The server said how long its lists stay fresh: list them again then.
+                        let (tools, prompts, resources) =
+                            self.catalog().freshness.stale(Instant::now());
+                        self.refresh(&connection, Lists { tools, prompts, resources }).await;
+                    }
                     () = connection.cancel.cancelled() => {
                         cancel.cancel();
                         let _ = tokio::time::timeout(Duration::from_secs(2), &mut waiting).await;
@@ -750,8 +759,11 @@ impl Upstream {
             lists
         };
         if lists.tools && capabilities.tools.is_some() {
-            match tokio::time::timeout(timeout, connection.peer.list_all_tools()).await {
-                Ok(Ok(tools)) => {
+            let peer = &connection.peer;
+            let listed = all_pages(|page| peer.list_tools(Some(page)));
+            match tokio::time::timeout(timeout, listed).await {
+                Ok(Ok((tools, freshness))) => {
+                    catalog.freshness.tools = freshness;
                     catalog.tools = tools
                         .into_iter()
                         .filter(|tool| self.config.admits(&tool.name))
@@ -769,14 +781,21 @@ impl Upstream {
                         .collect();
                 }
                 Ok(Err(error)) => {
-                    tracing::warn!(server = %self.config.key, %error, "tools/list failed")
+                    catalog.freshness.tools = Freshness::unknown();
+                    tracing::warn!(server = %self.config.key, %error, "tools/list failed");
                 }
-                Err(_) => tracing::warn!(server = %self.config.key, "tools/list timed out"),
+                Err(_) => {
+                    catalog.freshness.tools = Freshness::unknown();
+                    tracing::warn!(server = %self.config.key, "tools/list timed out");
+                }
             }
         }
         if lists.prompts && capabilities.prompts.is_some() {
-            match tokio::time::timeout(timeout, connection.peer.list_all_prompts()).await {
-                Ok(Ok(prompts)) => {
+            let peer = &connection.peer;
+            let listed = all_pages(|page| peer.list_prompts(Some(page)));
+            match tokio::time::timeout(timeout, listed).await {
+                Ok(Ok((prompts, freshness))) => {
+                    catalog.freshness.prompts = freshness;
                     catalog.prompt_names.clear();
                     catalog.prompts = prompts
                         .into_iter()
@@ -789,21 +808,29 @@ impl Upstream {
                         .collect();
                 }
                 Ok(Err(error)) => {
-                    tracing::warn!(server = %self.config.key, %error, "prompts/list failed")
+                    catalog.freshness.prompts = Freshness::unknown();
+                    tracing::warn!(server = %self.config.key, %error, "prompts/list failed");
                 }
-                Err(_) => tracing::warn!(server = %self.config.key, "prompts/list timed out"),
+                Err(_) => {
+                    catalog.freshness.prompts = Freshness::unknown();
+                    tracing::warn!(server = %self.config.key, "prompts/list timed out");
+                }
             }
         }
         if lists.resources && capabilities.resources.is_some() {
+            let peer = &connection.peer;
             let listed = tokio::time::timeout(timeout, async {
-                let resources = connection.peer.list_all_resources().await?;
-                let templates =
-                    connection.peer.list_all_resource_templates().await.unwrap_or_default();
-                Ok::<_, ServiceError>((resources, templates))
+                let resources = all_pages(|page| peer.list_resources(Some(page)));
+                let (resources, fresh) = resources.await?;
+                let templates = all_pages(|page| peer.list_resource_templates(Some(page)));
+                let templates = templates.await.unwrap_or_else(|_| (Vec::new(), fresh));
+                Ok::<_, ServiceError>(((resources, fresh), templates))
             })
             .await;
             match listed {
-                Ok(Ok((resources, templates))) => {
+                Ok(Ok(((resources, resources_fresh), (templates, templates_fresh)))) => {
+                    catalog.freshness.resources = resources_fresh;
+                    catalog.freshness.templates = templates_fresh;
                     catalog.resources = resources
                         .into_iter()
                         .map(|mut resource| {
@@ -821,9 +848,15 @@ impl Upstream {
                         .collect();
                 }
                 Ok(Err(error)) => {
-                    tracing::warn!(server = %self.config.key, %error, "resources/list failed")
+                    catalog.freshness.resources = Freshness::unknown();
+                    catalog.freshness.templates = Freshness::unknown();
+                    tracing::warn!(server = %self.config.key, %error, "resources/list failed");
                 }
-                Err(_) => tracing::warn!(server = %self.config.key, "resources/list timed out"),
+                Err(_) => {
+                    catalog.freshness.resources = Freshness::unknown();
+                    catalog.freshness.templates = Freshness::unknown();
+                    tracing::warn!(server = %self.config.key, "resources/list timed out");
+                }
             }
         }
         *self.catalog.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(catalog);
@@ -978,5 +1011,13 @@ fn describe_init_error(text: &str) -> String {
         format!("{text} (check the server's credentials)")
     } else {
         text
+    }
+}
+
+/// Resolves at `at`, never without it.
+async fn until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
     }
 }

@@ -10,6 +10,7 @@ mod dpop;
 mod edge;
 mod error;
 mod forwarded;
+mod hints;
 pub(crate) mod http;
 mod input_required;
 mod listen;
@@ -47,6 +48,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::config::{Config, Principal};
+use crate::external::ListKind;
 use crate::registry::{Registry, Route};
 use crate::servers::CallContext;
 use crate::tool::{ErrorCode, ToolError, Verb};
@@ -192,8 +194,17 @@ impl Gateway {
     }
 
     /// The tools `principal` may see and call: its verbs and its tool policy allow them.
-    fn visible_tools(&self, principal: &Principal) -> Vec<Tool> {
-        self.visible_tools_by_server(principal).iter().map(|(tool, _)| tool.clone()).collect()
+    /// The hint of a list of prompts or resources: orca's own part, and the external servers'
+    /// in `reach` that have a part in it.
+    fn list_hint(
+        &self,
+        external: Option<&Arc<crate::external::ExternalServers>>,
+        kind: ListKind,
+        reach: Option<&std::collections::HashSet<String>>,
+    ) -> crate::external::CacheHint {
+        let own = hints::own(&self.state);
+        external
+            .map_or(own, |external| own.and(external.cache_hint(kind, |key| in_reach(reach, key))))
     }
 
     /// The same with each tool's server, kept per access until the catalog changes.
@@ -668,11 +679,20 @@ impl ServerHandler for Gateway {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let principal = self.principal(&context)?;
-        let visible = self.visible_tools(&principal);
+        let visible = self.visible_tools_by_server(&principal);
+        let own = || hints::own(&self.state);
         if search::offered(&self.state.config.catalog, &principal, &context, visible.len()) {
-            return Ok(ListToolsResult::with_all_items(search::meta_tools()));
+            let result = ListToolsResult::with_all_items(search::meta_tools());
+            return Ok(hints::with(result, own, &context));
         }
-        Ok(ListToolsResult::with_all_items(visible))
+        let hint = || {
+            self.state.registry.external().map_or(own(), |external| {
+                let listed = |key: &str| visible.iter().any(|(_, server)| server == key);
+                own().and(external.cache_hint(ListKind::Tools, listed))
+            })
+        };
+        let tools = visible.iter().map(|(tool, _)| tool.clone()).collect();
+        Ok(hints::with(ListToolsResult::with_all_items(tools), hint, &context))
     }
 
     async fn complete(
@@ -756,14 +776,16 @@ impl ServerHandler for Gateway {
         } else {
             Vec::new()
         };
-        if let Some(external) = self.readable_external(&context)? {
+        let external = self.readable_external(&context)?;
+        if let Some(external) = external {
             prompts.extend(external.prompts().into_iter().filter(|prompt| {
                 external
                     .prompt_server(&prompt.name)
                     .is_some_and(|server| in_reach(reach.as_ref(), &server))
             }));
         }
-        Ok(ListPromptsResult::with_all_items(prompts))
+        let hint = || self.list_hint(external, ListKind::Prompts, reach.as_ref());
+        Ok(hints::with(ListPromptsResult::with_all_items(prompts), hint, &context))
     }
 
     async fn get_prompt(
@@ -804,12 +826,14 @@ impl ServerHandler for Gateway {
         let principal = self.principal(&context)?;
         let mut resources =
             if principal.may(Verb::Read) { self.state.registry.resources().0 } else { Vec::new() };
-        if let Some(external) = self.readable_external(&context)? {
+        let reach = self.servers_in_reach(&principal);
+        let external = self.readable_external(&context)?;
+        if let Some(external) = external {
             resources.extend(external.resources());
         }
-        let reach = self.servers_in_reach(&principal);
         resources.retain(|resource| self.resource_in_reach(reach.as_ref(), &resource.uri));
-        Ok(ListResourcesResult::with_all_items(resources))
+        let hint = || self.list_hint(external, ListKind::Resources, reach.as_ref());
+        Ok(hints::with(ListResourcesResult::with_all_items(resources), hint, &context))
     }
 
     async fn list_resource_templates(
@@ -820,12 +844,14 @@ impl ServerHandler for Gateway {
         let principal = self.principal(&context)?;
         let mut templates =
             if principal.may(Verb::Read) { self.state.registry.resources().1 } else { Vec::new() };
-        if let Some(external) = self.readable_external(&context)? {
+        let reach = self.servers_in_reach(&principal);
+        let external = self.readable_external(&context)?;
+        if let Some(external) = external {
             templates.extend(external.resource_templates());
         }
-        let reach = self.servers_in_reach(&principal);
         templates.retain(|template| self.resource_in_reach(reach.as_ref(), &template.uri_template));
-        Ok(ListResourceTemplatesResult::with_all_items(templates))
+        let hint = || self.list_hint(external, ListKind::Templates, reach.as_ref());
+        Ok(hints::with(ListResourceTemplatesResult::with_all_items(templates), hint, &context))
     }
 
     /// Relayed to the external server that owns the resource; orca's own resources do not

@@ -3,6 +3,7 @@
 
 mod auth;
 mod big_results;
+mod cache_hints;
 mod chaos;
 mod client_cli;
 mod client_conformance;
