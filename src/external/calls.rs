@@ -20,8 +20,7 @@ use rmcp::model::{
     CreateMessageRequestParams, CreateMessageResult, ElicitRequest, ElicitRequestParams,
     ElicitResult, GetExtensions as _, InputRequest, InputRequiredResult, InputResponses,
     ListRootsRequest, ListRootsResult, LoggingLevel, LoggingMessageNotificationParam,
-    ProgressNotificationParam, ProgressToken, RequestId, RequestMetaObject, ServerRequest,
-    ServerResult,
+    ProgressNotificationParam, ProgressToken, RequestId, ServerRequest, ServerResult,
 };
 use rmcp::service::{
     InboundStreamOrigin, OriginatingRequestId, Peer, PeerRequestOptions, RequestContext,
@@ -458,11 +457,11 @@ pub(super) async fn send_for(
     let registered = caller.map(|caller| calls.register(caller.clone()));
     let mut options = PeerRequestOptions::no_options();
     // A 2026-07-28 server (`modern`) learns from each request what its client can answer: the
-    // caller's, so that it asks nothing the caller cannot (rmcp would send orca's own).
-    if modern && let Some(capabilities) = caller.and_then(|caller| caller.capabilities()) {
-        let mut meta = RequestMetaObject::default();
-        meta.set_client_capabilities(relayable(capabilities));
-        options.meta = Some(meta);
+    // caller's, so that it asks nothing the caller cannot (else orca's own), and that orca
+    // follows tasks (`upstream/task.rs`).
+    if modern {
+        let capabilities = caller.and_then(|caller| caller.capabilities()).map(relayable);
+        options.meta = Some(super::upstream::declared(capabilities));
     }
     let handle = peer.send_cancellable_request(request, options).await?;
     if let Some(registered) = &registered {

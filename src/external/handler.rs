@@ -40,6 +40,15 @@ impl Lists {
     }
 }
 
+/// What a call's client may be asked for, as orca declares it to a server; a client that lacks
+/// it answers so itself.
+pub(super) fn own_capabilities() -> ClientCapabilities {
+    serde_json::from_value(serde_json::json!({
+        "sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {},
+    }))
+    .expect("valid client capabilities")
+}
+
 /// orca as a client of the external server: it listens for list changes and log messages, and
 /// relays what the server sends during a call to the client that made it (`calls`).
 #[derive(Debug, Clone)]
@@ -53,14 +62,12 @@ pub(super) struct UpstreamClient {
 
 impl ClientHandler for UpstreamClient {
     fn get_info(&self) -> ClientConfig {
-        // What a call's client may be asked for; a client that lacks it answers so itself.
-        let capabilities: ClientCapabilities = serde_json::from_value(serde_json::json!({
-            "sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {},
-        }))
-        .expect("valid client capabilities");
-        ClientConfig::new(capabilities, Implementation::new("orca", env!("CARGO_PKG_VERSION")))
-            // The session-based protocol every MCP server speaks today.
-            .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+        ClientConfig::new(
+            own_capabilities(),
+            Implementation::new("orca", env!("CARGO_PKG_VERSION")),
+        )
+        // The session-based protocol every MCP server speaks today.
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {

@@ -40,6 +40,9 @@ use crate::tool::{ErrorCode, ToolError, Verb};
 
 mod call;
 mod relay;
+mod task;
+
+pub(super) use task::declared;
 
 /// Failures in a row, each within [`STABLE_AFTER`] of its start, that make a crash loop.
 const CRASH_LOOP_AFTER: u32 = 5;

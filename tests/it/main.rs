@@ -45,4 +45,5 @@ mod tidy;
 mod tool_search;
 mod traces;
 mod tracking;
+mod upstream_tasks;
 mod weaviate;

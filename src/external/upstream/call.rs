@@ -190,6 +190,9 @@ impl Upstream {
         for _ in 0..MAX_INPUT_ROUNDS {
             let this_round = params.clone();
             match self.send_call(connection, this_round, caller).await? {
+                CallToolResponse::Task(created) => {
+                    return self.follow_task(connection, created.task, caller).await;
+                }
                 CallToolResponse::InputRequired(asked) => {
                     let (answers, state) = calls::answer_round(&self.config.key, caller, asked)
                         .await

@@ -1,0 +1,137 @@
+//! A 2026-07-28 upstream's own tasks (SEP-2663): orca declares the tasks extension to it, and a
+//! call it answers with a task is followed to the end as the same call (`tasks/get`), what the
+//! task asks is asked of the caller and answered with `tasks/update`, and the task is cancelled
+//! (`tasks/cancel`) when orca stops waiting.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, ElicitResult,
+    ElicitationAction, Implementation, InputResponses, ProtocolVersion,
+};
+use rmcp::service::{RequestContext, RoleClient};
+use serde_json::json;
+
+use crate::support::{OrcaSetup, TestDatabase, call, eventually, meta_of, text_of, wait_for_row};
+
+/// orca in front of the test upstream as `fx`, spoken to on 2026-07-28, which makes every
+/// call a task; its calls are logged to the returned file.
+fn tasks_setup(database: &TestDatabase, timeout: &str) -> (OrcaSetup, tempfile::NamedTempFile) {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let fixture = Path::new(crate::support::orca::BINARY).with_file_name("orca-test-upstream");
+    let setup = OrcaSetup::new(&database.url).with_external(&format!(
+        "mcps:\n  fx:\n    command: {}\n    protocol: 2026-07-28\n    timeout: {timeout}\n    env:\n      FIXTURE_TASKS: \"1\"\n      FIXTURE_ASKS: \"1\"\n      FIXTURE_CALL_LOG: {}\n",
+        fixture.display(),
+        log.path().display()
+    ));
+    (setup, log)
+}
+
+/// A 2025 client that gives its name when asked.
+#[derive(Clone)]
+struct Ada;
+
+impl rmcp::ClientHandler for Ada {
+    fn get_info(&self) -> ClientConfig {
+        let capabilities = ClientCapabilities::builder().enable_elicitation().build();
+        ClientConfig::new(capabilities, Implementation::new("ada", "1"))
+    }
+
+    async fn create_elicitation(
+        &self,
+        _params: rmcp::model::ElicitRequestParams,
+        _: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        let mut result = ElicitResult::new(ElicitationAction::Accept);
+        result.content = Some(json!({"name": "Ada"}));
+        Ok(result)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upstreams_task_is_followed_to_its_end_and_its_questions_reach_a_2025_caller() {
+    let database = TestDatabase::create().await;
+    let (setup, log) = tasks_setup(&database, "10s");
+    let client = setup.stdio_client_with(Ada).await;
+    let echoed = call(&client, "fx_echo", json!({"text": "through a task"}), None).await.unwrap();
+    assert_eq!(text_of(&echoed), "through a task");
+    let asked = client.peer().call_tool(CallToolRequestParams::new("fx_ask_name")).await.unwrap();
+    assert_eq!(text_of(&asked), "Hello, Ada");
+    let logged = std::fs::read_to_string(log.path()).unwrap();
+    assert!(logged.contains("task echo") && logged.contains("task ask_name"), "{logged}");
+
+    // The task, with its question, is one call, recorded under the tool's name.
+    let execution_id: uuid::Uuid =
+        meta_of(&asked)["execution_id"].as_str().unwrap().parse().unwrap();
+    let pool = database.connect().await;
+    wait_for_row(&pool, "SELECT 1 FROM orca.mcp_executions WHERE id = $1", execution_id).await;
+    let (rows, status): (i64, String) = sqlx::query_as(
+        "SELECT count(*) OVER (), status FROM orca.mcp_executions WHERE tool_name = 'fx_ask_name'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!((rows, status.as_str()), (1, "success"));
+
+    // A task that fails with a protocol error fails the call with it.
+    let failed = call(&client, "fx_echo", json!({"wrong": 1}), None).await.unwrap();
+    assert_eq!(failed.is_error, Some(true), "{failed:?}");
+    let error = &failed.structured_content.as_ref().unwrap()["error"];
+    assert_eq!(error["details"]["jsonrpc_code"], -32602, "{error}");
+    client.cancel().await.unwrap();
+}
+
+/// A 2026-07-28 client.
+#[derive(Clone)]
+struct Modern;
+
+impl rmcp::ClientHandler for Modern {
+    fn get_info(&self) -> ClientConfig {
+        let capabilities = ClientCapabilities::builder().enable_elicitation().build();
+        ClientConfig::new(capabilities, Implementation::new("modern", "1"))
+            .with_protocol_version(ProtocolVersion::V_2026_07_28)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_2026_caller_answers_an_upstreams_task_by_retrying_its_call() {
+    let database = TestDatabase::create().await;
+    let (setup, log) = tasks_setup(&database, "10s");
+    let server = setup.http_server(&[]);
+    let client = crate::support::modern_client(Modern, &server.url("/mcp"), None).await;
+    let first = client.call_tool_once(CallToolRequestParams::new("fx_ask_name")).await.unwrap();
+    let CallToolResponse::InputRequired(asked) = first else {
+        panic!("expected an InputRequiredResult, got {first:?}");
+    };
+    let requests = asked.input_requests.clone().unwrap();
+    assert_eq!(requests.keys().collect::<Vec<_>>(), ["name"], "{asked:?}");
+    let answers: InputResponses =
+        [("name".to_owned(), json!({"action": "accept", "content": {"name": "Grace"}}))]
+            .into_iter()
+            .collect();
+    let again = CallToolRequestParams::new("fx_ask_name")
+        .with_input_responses(answers)
+        .with_request_state(asked.request_state.clone().unwrap());
+    let CallToolResponse::Complete(result) = client.call_tool_once(again).await.unwrap() else {
+        panic!("expected the call's result");
+    };
+    assert_eq!(text_of(&result), "Hello, Grace");
+    assert!(std::fs::read_to_string(log.path()).unwrap().contains("task ask_name"));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_orca_stops_waiting_for_cancels_the_upstreams_task() {
+    let database = TestDatabase::create().await;
+    let (setup, log) = tasks_setup(&database, "2s");
+    let client = setup.stdio_client().await;
+    let hung = call(&client, "fx_hang", json!({}), None).await.unwrap();
+    assert_eq!(hung.is_error, Some(true), "{hung:?}");
+    eventually("tasks/cancel at the upstream", Duration::from_secs(10), || async {
+        std::fs::read_to_string(log.path()).unwrap().contains("cancelled task hang")
+    })
+    .await;
+    assert!(std::fs::read_to_string(log.path()).unwrap().contains("task hang"));
+    client.cancel().await.unwrap();
+}
