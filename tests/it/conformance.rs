@@ -154,9 +154,15 @@ pub(crate) struct DirectFixture {
 
 impl DirectFixture {
     pub(crate) fn start() -> DirectFixture {
+        DirectFixture::start_with(&[])
+    }
+
+    /// The same with `env` set for the fixture (`FIXTURE_NATIVE_TASKS`).
+    pub(crate) fn start_with(env: &[(&str, &str)]) -> DirectFixture {
         use std::io::BufRead as _;
         let mut child = Command::new(binary("orca-conformance-upstream"))
             .args(["--http", "127.0.0.1:0"])
+            .envs(env.iter().copied())
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();

@@ -109,7 +109,8 @@ async fn the_next_conformance_suite_passes_through_orca_except_what_is_not_relay
 }
 
 /// The same with orca speaking 2026-07-28 to the fixture: what the fixture asks comes to orca
-/// as `InputRequiredResult`s, list changes and resource updates on a listen stream.
+/// as `InputRequiredResult`s, list changes and resource updates on a listen stream, and the
+/// fixture's slow tools are tasks of its own (`FIXTURE_NATIVE_TASKS`), which orca follows.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_next_conformance_suite_passes_the_same_with_orca_speaking_2026_07_28_upstream() {
     through_orca("2026-07-28").await;
@@ -122,7 +123,9 @@ async fn through_orca(protocol: &str) {
     // The fixture over Streamable HTTP: a request it makes during a call comes on that call's
     // own response stream, so calls waiting for a client's input (a round the suite never
     // finishes) cannot be mistaken for the one a new request belongs to, as over stdio.
-    let fixture = DirectFixture::start();
+    let native_tasks: &[(&str, &str)] =
+        if protocol == "2026-07-28" { &[("FIXTURE_NATIVE_TASKS", "1")] } else { &[] };
+    let fixture = DirectFixture::start_with(native_tasks);
     let yaml = format!(
         "mcps:\n  conformance:\n    url: {}\n    prefix: \"\"\n    timeout: 10s\n    protocol: {protocol}\n",
         fixture.url
