@@ -18,7 +18,7 @@ use rmcp::service::{RequestContext, RoleClient};
 use serde_json::json;
 
 use crate::support::{
-    OrcaSetup, TestDatabase, call, eventually, meta_of, text_of, tool_names, wait_for_row,
+    OrcaSetup, TestDatabase, call, eventually, recorded_under, text_of, tool_names,
 };
 
 /// The test upstream over stdio as `fx`, asking the 2026-07-28 way (`ask_name`), spoken to on
@@ -72,16 +72,7 @@ async fn a_2026_upstreams_questions_reach_a_2025_caller_as_requests_and_its_answ
     assert_eq!(text_of(&result), "Hello, Ada; 2 roots");
 
     // Both rounds with the server are one call, recorded under the tool's name.
-    let execution_id: uuid::Uuid =
-        meta_of(&result)["execution_id"].as_str().unwrap().parse().unwrap();
-    let pool = database.connect().await;
-    wait_for_row(&pool, "SELECT 1 FROM orca.mcp_executions WHERE id = $1", execution_id).await;
-    let (rows, status): (i64, String) = sqlx::query_as(
-        "SELECT count(*) OVER (), status FROM orca.mcp_executions WHERE tool_name = 'fx_ask_name'",
-    )
-    .fetch_one(&pool)
-    .await
-    .unwrap();
+    let (rows, status) = recorded_under(&database, &result, "fx_ask_name").await;
     assert_eq!((rows, status.as_str()), (1, "success"));
     client.cancel().await.unwrap();
 }

@@ -13,7 +13,7 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleClient};
 use serde_json::json;
 
-use crate::support::{OrcaSetup, TestDatabase, call, eventually, meta_of, text_of, wait_for_row};
+use crate::support::{OrcaSetup, TestDatabase, call, eventually, recorded_under, text_of};
 
 /// orca in front of the test upstream as `fx`, spoken to on 2026-07-28, which makes every
 /// call a task; its calls are logged to the returned file.
@@ -62,16 +62,7 @@ async fn an_upstreams_task_is_followed_to_its_end_and_its_questions_reach_a_2025
     assert!(logged.contains("task echo") && logged.contains("task ask_name"), "{logged}");
 
     // The task, with its question, is one call, recorded under the tool's name.
-    let execution_id: uuid::Uuid =
-        meta_of(&asked)["execution_id"].as_str().unwrap().parse().unwrap();
-    let pool = database.connect().await;
-    wait_for_row(&pool, "SELECT 1 FROM orca.mcp_executions WHERE id = $1", execution_id).await;
-    let (rows, status): (i64, String) = sqlx::query_as(
-        "SELECT count(*) OVER (), status FROM orca.mcp_executions WHERE tool_name = 'fx_ask_name'",
-    )
-    .fetch_one(&pool)
-    .await
-    .unwrap();
+    let (rows, status) = recorded_under(&database, &asked, "fx_ask_name").await;
     assert_eq!((rows, status.as_str()), (1, "success"));
 
     // A task that fails with a protocol error fails the call with it.

@@ -75,6 +75,26 @@ pub(crate) async fn wait_for_row(pool: &sqlx::PgPool, query: &'static str, id: u
     .await;
 }
 
+/// The rows recorded under `tool` and the status of one, once `result`'s own row is in: what
+/// a call that went through several rounds or a task should leave is one row.
+pub(crate) async fn recorded_under(
+    database: &TestDatabase,
+    result: &CallToolResult,
+    tool: &str,
+) -> (i64, String) {
+    let execution_id: uuid::Uuid =
+        meta_of(result)["execution_id"].as_str().unwrap().parse().unwrap();
+    let pool = database.connect().await;
+    wait_for_row(&pool, "SELECT 1 FROM orca.mcp_executions WHERE id = $1", execution_id).await;
+    sqlx::query_as(
+        "SELECT count(*) OVER (), status FROM orca.mcp_executions WHERE tool_name = $1 LIMIT 1",
+    )
+    .bind(tool)
+    .fetch_one(&pool)
+    .await
+    .unwrap()
+}
+
 /// Assert that the gateway refused a call before running it: a tool error `UNAUTHORIZED` (a
 /// tool outside the caller's verbs or role), not a protocol error.
 #[track_caller]
