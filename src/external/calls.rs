@@ -20,7 +20,8 @@ use rmcp::model::{
     CreateMessageRequestParams, CreateMessageResult, ElicitRequest, ElicitRequestParams,
     ElicitResult, GetExtensions as _, InputRequest, InputRequiredResult, InputResponses,
     ListRootsRequest, ListRootsResult, LoggingLevel, LoggingMessageNotificationParam,
-    ProgressNotificationParam, ProgressToken, RequestId, ServerRequest, ServerResult,
+    ProgressNotificationParam, ProgressToken, RequestId, RequestMetaObject, ServerRequest,
+    ServerResult,
 };
 use rmcp::service::{
     InboundStreamOrigin, OriginatingRequestId, Peer, PeerRequestOptions, RequestContext,
@@ -461,7 +462,7 @@ pub(super) async fn send_for(
     // follows tasks (`upstream/task.rs`).
     if modern {
         let capabilities = caller.and_then(|caller| caller.capabilities()).map(relayable);
-        options.meta = Some(super::upstream::declared(capabilities));
+        options.meta = Some(declared(capabilities));
     }
     let handle = peer.send_cancellable_request(request, options).await?;
     if let Some(registered) = &registered {
@@ -474,6 +475,28 @@ pub(super) async fn send_for(
         registered.settle().await;
     }
     answer
+}
+
+/// What a call's client may be asked for, as orca declares it to a server; a client that lacks
+/// it answers so itself.
+pub(super) fn own_capabilities() -> ClientCapabilities {
+    serde_json::from_value(serde_json::json!({
+        "sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {},
+    }))
+    .expect("valid client capabilities")
+}
+
+/// What orca declares to a 2026-07-28 server in a request's `_meta`: what its caller can
+/// answer (`capabilities`, else orca's own), and the tasks extension, which orca follows itself.
+pub(super) fn declared(capabilities: Option<ClientCapabilities>) -> RequestMetaObject {
+    let mut capabilities = capabilities.unwrap_or_else(own_capabilities);
+    capabilities
+        .extensions
+        .get_or_insert_default()
+        .insert(rmcp::model::TASKS_EXTENSION_ID.to_owned(), serde_json::Map::new());
+    let mut meta = RequestMetaObject::default();
+    meta.set_client_capabilities(capabilities);
+    meta
 }
 
 /// What of a client's capabilities orca relays from a server: its answers to sampling,

@@ -6,14 +6,14 @@
 use std::sync::Arc;
 
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, Implementation,
-    ProgressNotificationParam, ProtocolVersion,
+    ClientConfig, ElicitRequestParams, ElicitResult, Implementation, ProgressNotificationParam,
+    ProtocolVersion,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleClient};
 use rmcp::{ClientHandler, ErrorData as McpError};
 use tokio::sync::{broadcast, mpsc};
 
-use super::calls::Calls;
+use super::calls::{Calls, own_capabilities};
 use super::logs::ExternalLog;
 use super::subscriptions::Subscriptions;
 
@@ -38,15 +38,6 @@ impl Lists {
             resources: self.resources || other.resources,
         }
     }
-}
-
-/// What a call's client may be asked for, as orca declares it to a server; a client that lacks
-/// it answers so itself.
-pub(super) fn own_capabilities() -> ClientCapabilities {
-    serde_json::from_value(serde_json::json!({
-        "sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {},
-    }))
-    .expect("valid client capabilities")
 }
 
 /// orca as a client of the external server: it listens for list changes and log messages, and

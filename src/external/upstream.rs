@@ -42,8 +42,6 @@ mod call;
 mod relay;
 mod task;
 
-pub(super) use task::declared;
-
 /// Failures in a row, each within [`STABLE_AFTER`] of its start, that make a crash loop.
 const CRASH_LOOP_AFTER: u32 = 5;
 /// A connection that lasted this long resets the count of fast failures.

@@ -11,15 +11,14 @@ use std::time::Duration;
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
-    CallToolResponse, CallToolResult, CancelTaskParams, CancelTaskRequest, ClientCapabilities,
-    ClientRequest, GetTaskParams, GetTaskRequest, InputRequests, InputRequiredResult,
-    RequestMetaObject, ServerResult, Task, TaskPayload, UpdateTaskParams, UpdateTaskRequest,
+    CallToolResponse, CallToolResult, CancelTaskParams, CancelTaskRequest, ClientRequest,
+    GetTaskParams, GetTaskRequest, InputRequests, InputRequiredResult, ServerResult, Task,
+    TaskPayload, UpdateTaskParams, UpdateTaskRequest,
 };
 use rmcp::service::{Peer, PeerRequestOptions, RoleClient, ServiceError};
 use serde_json::Value;
 
-use super::super::calls::{self, Caller};
-use super::super::handler;
+use super::super::calls::{self, Caller, declared};
 use super::call::unanswered;
 use super::{Connection, Upstream};
 
@@ -27,19 +26,6 @@ use super::{Connection, Upstream};
 const DEFAULT_POLL: Duration = Duration::from_millis(500);
 /// The bounds put on what a server says.
 const POLL_BOUNDS: (Duration, Duration) = (Duration::from_millis(10), Duration::from_secs(5));
-
-/// What orca declares to a 2026-07-28 server in a request's `_meta`: what its caller can
-/// answer (`capabilities`, else orca's own), and the tasks extension, which orca follows itself.
-pub(in crate::external) fn declared(capabilities: Option<ClientCapabilities>) -> RequestMetaObject {
-    let mut capabilities = capabilities.unwrap_or_else(handler::own_capabilities);
-    capabilities
-        .extensions
-        .get_or_insert_default()
-        .insert(rmcp::model::TASKS_EXTENSION_ID.to_owned(), serde_json::Map::new());
-    let mut meta = RequestMetaObject::default();
-    meta.set_client_capabilities(capabilities);
-    meta
-}
 
 /// Cancels the server's task when dropped before it ended.
 struct CancelOnDrop {
