@@ -135,6 +135,11 @@ impl Gateway {
                     self.record_read(read, &principal, &request, &context, started, Ok(text));
                 }
                 result.result_type = Some(ResultType::COMPLETE);
+                // The answer carries this read's own feedback token: never shared across
+                // callers, whatever its server said of the content (its `ttlMs` stands).
+                if result.cache_scope.is_some() {
+                    result.cache_scope = Some(rmcp::model::CacheScope::Private);
+                }
                 Ok(result)
             }
             Err(tool_error) => {

@@ -60,6 +60,16 @@ async fn a_merged_list_is_no_fresher_and_no_more_shared_than_its_upstreams_part(
     let templates = client.peer().list_resource_templates(None).await.unwrap();
     assert!((15_000..=20_000).contains(&ms(templates.ttl_ms)), "{:?}", templates.ttl_ms);
     assert_eq!(templates.cache_scope, Some(CacheScope::Public));
+
+    // A read keeps its server's time, but carries a feedback token of its own: never public.
+    let greeting = resources.resources.iter().find(|listed| listed.uri.contains("greeting"));
+    let uri = greeting.expect("the fixture's greeting is listed").uri.clone();
+    let read = client
+        .peer()
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(uri))
+        .await
+        .unwrap();
+    assert_eq!((read.ttl_ms, read.cache_scope), (Some(20_000), Some(CacheScope::Private)));
     client.cancel().await.unwrap();
 }
 
