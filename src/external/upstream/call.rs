@@ -134,7 +134,7 @@ impl Upstream {
             }
             Ok(Ok(_)) => Err(reached(
                 ToolError::upstream_unavailable(format!(
-                    "external server `{key}` answered with a task, which orca does not relay"
+                    "external server `{key}` answered with a task, which orca follows only from a server spoken to on 2026-07-28 (`protocol:` in external-mcps.yaml)"
                 ))
                 .not_retryable(),
             )),
