@@ -634,6 +634,20 @@ impl ServerHandler for Gateway {
             .with_instructions(&*self.state.instructions)
     }
 
+    /// What orca is, with orca's own caching hint (`catalog.cache_ttl_ms`, `catalog.cache_scope`):
+    /// it names the servers behind orca and what they offer together, which change when orca's
+    /// configuration does, not with any one server's lists.
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::DiscoverResult, McpError> {
+        let (ttl, scope) = hints::own(&self.state).wire();
+        let versions = self.supported_protocol_versions().into_owned();
+        Ok(rmcp::model::DiscoverResult::from_server_info(versions, self.get_info())
+            .with_ttl_ms(ttl)
+            .with_cache_scope(scope))
+    }
+
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         let Some(external) = self.state.registry.external() else { return };
         // Relay external log messages to a session that has a stream for them and may read.

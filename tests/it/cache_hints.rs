@@ -135,3 +135,43 @@ async fn a_2025_client_gets_lists_without_hints() {
     assert_eq!((tools.ttl_ms, tools.cache_scope), (None, None));
     client.cancel().await.unwrap();
 }
+
+/// `server/discover`, posted as a 2026-07-28 client would; its result.
+async fn discover(url: &str) -> serde_json::Value {
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover",
+        "params": {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let response = reqwest::Client::new()
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-method", "server/discover")
+        .header("mcp-protocol-version", "2026-07-28")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let answer: serde_json::Value = response.json().await.unwrap();
+    answer["result"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn server_discover_says_orcas_own_setting() {
+    let database = TestDatabase::create().await;
+    let server = setup(&database, SHARED_MINUTE, "20000:public").http_server(&[]);
+    let discovered = discover(&server.url("/mcp")).await;
+    assert_eq!(
+        (discovered["ttlMs"].clone(), discovered["cacheScope"].clone()),
+        (60_000.into(), "public".into()),
+        "{discovered}"
+    );
+    drop(server);
+    let server = setup(&database, "", "20000:public").http_server(&[]);
+    let discovered = discover(&server.url("/mcp")).await;
+    assert_eq!(
+        (discovered["ttlMs"].clone(), discovered["cacheScope"].clone()),
+        (0.into(), "private".into()),
+        "{discovered}"
+    );
+}
