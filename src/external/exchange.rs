@@ -99,6 +99,9 @@ pub(crate) struct Exchange {
     capabilities: Option<ClientCapabilities>,
     /// Cancelled when the call is abandoned: the client went away or never came back.
     pub(crate) cancelled: CancellationToken,
+    /// What the server last said of its own task for this call (`statusMessage`), for the
+    /// caller's task to say too.
+    status: watch::Sender<Option<String>>,
 }
 
 impl std::fmt::Debug for Exchange {
@@ -137,7 +140,22 @@ impl Exchange {
             arrivals: watch::channel(0).0,
             capabilities,
             cancelled: CancellationToken::new(),
+            status: watch::channel(None).0,
         })
+    }
+
+    /// Note what the server says of its task for this call now.
+    pub(crate) fn set_status(&self, message: Option<String>) {
+        self.status.send_if_modified(|status| {
+            let changed = *status != message;
+            *status = message;
+            changed
+        });
+    }
+
+    /// What the server says of its task for this call, each time it says something new.
+    pub(crate) fn status(&self) -> watch::Receiver<Option<String>> {
+        self.status.subscribe()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {

@@ -141,8 +141,17 @@ async fn follow(
 ) -> Result<CallToolResult, TaskExit> {
     let mut seen = HashSet::new();
     let mut asking = FuturesUnordered::new();
+    // What an upstream says of its own task for this call becomes this task's message, from
+    // what it said before this task began.
+    let mut status = exchange.status();
+    status.mark_changed();
     loop {
         tokio::select! {
+            Ok(()) = status.changed() => {
+                if let Some(message) = status.borrow_and_update().clone() {
+                    task.set_status_message(message);
+                }
+            }
             done = &mut outcome => {
                 return match done.unwrap_or_else(|_| Err(ended())) {
                     Ok(result) => match protocol_error(&result) {

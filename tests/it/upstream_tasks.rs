@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, ElicitResult,
-    ElicitationAction, Implementation, InputResponses, ProtocolVersion,
+    ElicitationAction, GetTaskParams, Implementation, InputResponses, ProtocolVersion,
 };
 use rmcp::service::{RequestContext, RoleClient};
 use serde_json::json;
@@ -124,5 +124,47 @@ async fn a_call_orca_stops_waiting_for_cancels_the_upstreams_task() {
     })
     .await;
     assert!(std::fs::read_to_string(log.path()).unwrap().contains("task hang"));
+    client.cancel().await.unwrap();
+}
+
+/// A 2026-07-28 client that takes tasks.
+#[derive(Clone)]
+struct TakesTasks;
+
+impl rmcp::ClientHandler for TakesTasks {
+    fn get_info(&self) -> ClientConfig {
+        let capabilities: ClientCapabilities = serde_json::from_value(json!({
+            "extensions": {"io.modelcontextprotocol/tasks": {}},
+        }))
+        .unwrap();
+        ClientConfig::new(capabilities, Implementation::new("tasks", "1"))
+            .with_protocol_version(ProtocolVersion::V_2026_07_28)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn what_an_upstreams_task_says_of_itself_reaches_the_callers_own_task() {
+    let database = TestDatabase::create().await;
+    let (setup, _log) = tasks_setup(&database, "10s");
+    let server = setup.http_server(&[]);
+    let client = crate::support::modern_client(TakesTasks, &server.url("/mcp"), None).await;
+    let arguments = json!({"ms": 1500}).as_object().unwrap().clone();
+    let slow = CallToolRequestParams::new("fx_slow").with_arguments(arguments);
+    let CallToolResponse::Task(created) = client.call_tool_once(slow).await.unwrap() else {
+        panic!("expected orca's own task for a slow call");
+    };
+    let id = created.task.task_id;
+    let mut said = Vec::new();
+    for _ in 0..100 {
+        let task = client.get_task(GetTaskParams::new(&id)).await.unwrap();
+        let task = serde_json::to_value(&task).unwrap();
+        said.push(task["statusMessage"].clone());
+        if task["status"] == "completed" {
+            assert_eq!(task["result"]["content"][0]["text"], "slept 1500", "{task}");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(said.contains(&json!("running slow")), "{said:?}");
     client.cancel().await.unwrap();
 }

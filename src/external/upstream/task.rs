@@ -2,8 +2,9 @@
 //! to such a server, and when a `tools/call` is answered with a task, orca follows it to its end
 //! as the same call: `tasks/get` at the pace the server asks for, what the task asks for
 //! (`input_required`) asked of the caller like any request during a call and answered with
-//! `tasks/update`, and `tasks/cancel` when the caller cancels or orca stops waiting. The call's
-//! timeout covers the whole task.
+//! `tasks/update`, and `tasks/cancel` when the caller cancels or orca stops waiting. What the
+//! task says of itself (`statusMessage`) goes to the caller's own task, when it has one. The
+//! call's timeout covers the whole task.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -89,6 +90,9 @@ impl Upstream {
             };
             let current = current.task;
             pause = poll_interval(&current.task);
+            if let Some(exchange) = caller.and_then(|caller| caller.exchange.as_ref()) {
+                exchange.set_status(current.task.status_message.clone());
+            }
             look = false;
             match current.payload {
                 TaskPayload::InputRequired { input_requests } => {
