@@ -455,6 +455,20 @@ pub(super) async fn send_for(
     caller: Option<&Arc<Caller>>,
     modern: bool,
 ) -> Result<ServerResult, ServiceError> {
+    let (answer, _registered) = send_held(peer, calls, request, caller, modern).await?;
+    Ok(answer)
+}
+
+/// As [`send_for`], with the call still noted in flight for its caller while the returned
+/// registration lives: a server that answered with a task goes on sending the call's progress
+/// (under the token orca sent it with) and log messages until the task ends.
+pub(super) async fn send_held(
+    peer: &Peer<RoleClient>,
+    calls: &Arc<Calls>,
+    request: ClientRequest,
+    caller: Option<&Arc<Caller>>,
+    modern: bool,
+) -> Result<(ServerResult, Option<Registered>), ServiceError> {
     let registered = caller.map(|caller| calls.register(caller.clone()));
     let mut options = PeerRequestOptions::no_options();
     // A 2026-07-28 server (`modern`) learns from each request what its client can answer: the
@@ -474,7 +488,7 @@ pub(super) async fn send_for(
     if let Some(registered) = &registered {
         registered.settle().await;
     }
-    answer
+    Ok((answer?, registered))
 }
 
 /// What a call's client may be asked for, as orca declares it to a server; a client that lacks

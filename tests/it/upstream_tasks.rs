@@ -4,13 +4,15 @@
 //! (`tasks/cancel`) when orca stops waiting.
 
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, ElicitResult,
-    ElicitationAction, GetTaskParams, Implementation, InputResponses, ProtocolVersion,
+    ElicitationAction, GetTaskParams, Implementation, InputResponses, ProgressNotificationParam,
+    ProtocolVersion,
 };
-use rmcp::service::{RequestContext, RoleClient};
+use rmcp::service::{NotificationContext, RequestContext, RoleClient};
 use serde_json::json;
 
 use crate::support::{OrcaSetup, TestDatabase, call, eventually, recorded_under, text_of};
@@ -166,5 +168,38 @@ async fn what_an_upstreams_task_says_of_itself_reaches_the_callers_own_task() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(said.contains(&json!("running slow")), "{said:?}");
+    client.cancel().await.unwrap();
+}
+
+/// A 2025 client that keeps the progress it is sent.
+#[derive(Clone, Default)]
+struct Watching {
+    progress: Arc<Mutex<Vec<(f64, Option<f64>)>>>,
+}
+
+impl rmcp::ClientHandler for Watching {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) {
+        self.progress.lock().unwrap().push((params.progress, params.total));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upstream_tasks_progress_reaches_the_caller_until_the_task_ends() {
+    let database = TestDatabase::create().await;
+    let (setup, log) = tasks_setup(&database, "10s");
+    let watching = Watching::default();
+    let client = setup.stdio_client_with(watching.clone()).await;
+    // The steps come after the task was created, 100 ms apart.
+    let arguments = json!({"steps": 3, "ms": 100}).as_object().unwrap().clone();
+    let steps = CallToolRequestParams::new("fx_steps").with_arguments(arguments);
+    let result = client.peer().call_tool(steps).await.unwrap();
+    assert_eq!(text_of(&result), "3 steps");
+    assert!(std::fs::read_to_string(log.path()).unwrap().contains("task steps"));
+    let progress = watching.progress.lock().unwrap().clone();
+    assert_eq!(progress, [(1.0, Some(3.0)), (2.0, Some(3.0)), (3.0, Some(3.0))]);
     client.cancel().await.unwrap();
 }

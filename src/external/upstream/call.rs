@@ -13,7 +13,7 @@ use rmcp::model::{
 use rmcp::service::ServiceError;
 use serde_json::{Map, Value};
 
-use super::super::calls::{self, Caller};
+use super::super::calls::{self, Caller, Registered};
 use super::{Attempts, Connection, ExternalTool, Upstream};
 use crate::config::ExternalTransport;
 use crate::tool::{ErrorCode, ToolError};
@@ -185,22 +185,23 @@ impl Upstream {
         // A session begun with `initialize` asks during the call, never in rounds: its one
         // round needs no copy of the arguments.
         if connection.began_with_initialize() {
-            return self.send_call(connection, params, caller).await;
+            let (answer, _) = self.send_call(connection, params, caller).await?;
+            return Ok(answer);
         }
         for _ in 0..MAX_INPUT_ROUNDS {
             let this_round = params.clone();
             match self.send_call(connection, this_round, caller).await? {
-                CallToolResponse::Task(created) => {
-                    return self.follow_task(connection, created.task, caller).await;
+                (CallToolResponse::Task(created), held) => {
+                    return self.follow_task(connection, created.task, caller, held).await;
                 }
-                CallToolResponse::InputRequired(asked) => {
+                (CallToolResponse::InputRequired(asked), _) => {
                     let (answers, state) = calls::answer_round(&self.config.key, caller, asked)
                         .await
                         .map_err(|error| ServiceError::McpError(unanswered(error)))?;
                     params.input_responses = Some(answers);
                     params.request_state = state;
                 }
-                answered => return Ok(answered),
+                (answered, _) => return Ok(answered),
             }
         }
         Err(ServiceError::InputRequiredRoundsExceeded { max_rounds: MAX_INPUT_ROUNDS })
@@ -208,28 +209,30 @@ impl Upstream {
 
     /// Send `tools/call` and wait for its answer, the call noted in flight for `caller` so
     /// that what the server sends during it reaches the caller; dropped before the answer, it
-    /// is cancelled upstream.
+    /// is cancelled upstream. With a task for answer comes the call's registration, which
+    /// keeps it noted while the task runs.
     async fn send_call(
         &self,
         connection: &Connection,
         params: CallToolRequestParams,
         caller: Option<&Arc<Caller>>,
-    ) -> Result<CallToolResponse, ServiceError> {
+    ) -> Result<(CallToolResponse, Option<Registered>), ServiceError> {
         if let Some(lane) = &connection.lane {
             let result = lane.call(&connection.peer, &connection.calls, params, caller).await;
-            return result.map(CallToolResponse::Complete);
+            return result.map(|result| (CallToolResponse::Complete(result), None));
         }
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let modern = !connection.began_with_initialize();
-        let answer =
-            calls::send_for(&connection.peer, &connection.calls, request, caller, modern).await;
-        match answer? {
-            ServerResult::CallToolResult(result) => Ok(CallToolResponse::Complete(result)),
-            ServerResult::InputRequiredResult(result) => {
-                Ok(CallToolResponse::InputRequired(result))
+        let (answer, registered) =
+            calls::send_held(&connection.peer, &connection.calls, request, caller, modern).await?;
+        let answer = match answer {
+            ServerResult::CallToolResult(result) => CallToolResponse::Complete(result),
+            ServerResult::InputRequiredResult(result) => CallToolResponse::InputRequired(result),
+            ServerResult::CreateTaskResult(result) => {
+                return Ok((CallToolResponse::Task(result), registered));
             }
-            ServerResult::CreateTaskResult(result) => Ok(CallToolResponse::Task(result)),
-            _ => Err(ServiceError::UnexpectedResponse),
-        }
+            _ => return Err(ServiceError::UnexpectedResponse),
+        };
+        Ok((answer, None))
     }
 }

@@ -19,7 +19,7 @@ use rmcp::model::{
 use rmcp::service::{Peer, PeerRequestOptions, RoleClient, ServiceError};
 use serde_json::Value;
 
-use super::super::calls::{self, Caller, declared};
+use super::super::calls::{self, Caller, Registered, declared};
 use super::call::unanswered;
 use super::{Connection, Upstream};
 
@@ -64,12 +64,15 @@ fn poll_interval(task: &Task) -> Duration {
 }
 
 impl Upstream {
-    /// Follow the server's `task` until it ends; its end is the call's answer.
+    /// Follow the server's `task` until it ends; its end is the call's answer. `_held` keeps
+    /// the call noted in flight meanwhile, so that the task's progress and log messages reach
+    /// the caller.
     pub(super) async fn follow_task(
         &self,
         connection: &Connection,
         task: Task,
         caller: Option<&Arc<Caller>>,
+        _held: Option<Registered>,
     ) -> Result<CallToolResponse, ServiceError> {
         let peer = &connection.peer;
         let task_id = task.task_id.clone();
