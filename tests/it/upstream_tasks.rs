@@ -171,10 +171,13 @@ async fn what_an_upstreams_task_says_of_itself_reaches_the_callers_own_task() {
     client.cancel().await.unwrap();
 }
 
+/// Each progress notification's `progress` and `total`.
+type Heard = Vec<(f64, Option<f64>)>;
+
 /// A 2025 client that keeps the progress it is sent.
 #[derive(Clone, Default)]
 struct Watching {
-    progress: Arc<Mutex<Vec<(f64, Option<f64>)>>>,
+    progress: Arc<Mutex<Heard>>,
 }
 
 impl rmcp::ClientHandler for Watching {
