@@ -16,6 +16,12 @@
 //!   query does not hold itself, and that some tool holds, count with [`SYNONYM_WEIGHT`].
 //! - A query that names a server (its whole name as one of the query's stems) looks there
 //!   first: the tools of every other server score [`OTHER_SERVERS`] of what they would.
+//! - What a query asks to do (its first word that says it: `show`, `which` and `find` read,
+//!   `make` and `add` create, `change` and `disable` update, `remove` and `cancel` delete) is
+//!   matched with what each tool does (the first word of its name that says it: `list_users`
+//!   reads, `deactivate_user` updates): a tool that does it scores [`SAME_ACTION`] times what it
+//!   would, one that does something else [`OTHER_ACTION`] times; a tool whose name says no
+//!   action, or a query that asks none, is left as it is.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -47,6 +53,58 @@ pub(crate) const SYNONYM_WEIGHT: f64 = 0.5;
 /// What a tool of a server the query does not name keeps of its score when it names one.
 pub(crate) const OTHER_SERVERS: f64 = 0.5;
 
+/// A tool's score when it does what the query asks, and when it does something else.
+pub(crate) const SAME_ACTION: f64 = 1.2;
+pub(crate) const OTHER_ACTION: f64 = 0.85;
+
+/// What a request asks to do to what it names, and what a tool does, as API names say it.
+/// Listing and getting are one: people say `show` and `what` of both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Action {
+    Read,
+    Create,
+    Update,
+    Delete,
+}
+
+impl Action {
+    /// The action a word of a tool's name says.
+    fn of_name_word(word: &str) -> Option<Action> {
+        Some(match word {
+            "list" | "search" | "find" | "query" | "browse" | "enumerate" | "get" | "read"
+            | "fetch" | "retrieve" | "show" | "describe" | "view" | "inspect" | "lookup"
+            | "check" | "info" | "details" | "download" | "export" => Action::Read,
+            "create" | "add" | "new" | "insert" | "make" | "post" | "upload" | "open" | "write"
+            | "invite" | "generate" | "start" => Action::Create,
+            "update" | "edit" | "modify" | "change" | "set" | "rename" | "replace" | "patch"
+            | "move" | "toggle" | "enable" | "disable" | "activate" | "deactivate" | "assign"
+            | "merge" | "close" | "reopen" => Action::Update,
+            "delete" | "remove" | "drop" | "destroy" | "cancel" | "revoke" | "archive"
+            | "clear" | "unassign" | "purge" => Action::Delete,
+            _ => return None,
+        })
+    }
+
+    /// The action a word of a request asks for.
+    fn of_query_word(word: &str) -> Option<Action> {
+        Some(match word {
+            "list" | "which" | "all" | "every" | "search" | "find" | "any" | "enumerate"
+            | "get" | "show" | "what" | "whats" | "read" | "fetch" | "see" | "view" | "look"
+            | "check" | "display" | "describe" | "details" | "how" | "retrieve" | "lookup" => {
+                Action::Read
+            }
+            "create" | "add" | "new" | "make" | "open" | "start" | "post" | "write" | "upload"
+            | "invite" | "generate" | "register" => Action::Create,
+            "update" | "edit" | "modify" | "change" | "rename" | "set" | "replace" | "move"
+            | "enable" | "disable" | "turn" | "switch" | "activate" | "deactivate" | "assign"
+            | "mark" | "merge" | "close" | "reopen" => Action::Update,
+            "delete" | "remove" | "drop" | "destroy" | "cancel" | "revoke" | "archive"
+            | "clear" | "erase" | "purge" | "unassign" => Action::Delete,
+            _ => return None,
+        })
+    }
+}
+
 /// A BM25F index over a list of documents, built once and searched many times: for every term,
 /// the documents holding it with the term's whole BM25F contribution, which depends on nothing
 /// of the query, so a search only adds.
@@ -58,6 +116,8 @@ pub(crate) struct Lexical {
     documents: usize,
     /// Each server's name as one stem (`maestro`; words joined by `_`), with its documents.
     servers: HashMap<String, Vec<u32>>,
+    /// What each tool does, as the first word of its name that says it.
+    actions: Vec<Option<Action>>,
 }
 
 impl Lexical {
@@ -129,7 +189,15 @@ impl Lexical {
                 *contribution *= idf;
             }
         }
-        Lexical { terms, synonyms, postings, documents: documents.len(), servers }
+        let actions = documents
+            .iter()
+            .map(|document| {
+                name_words(&document.name, &document.server)
+                    .iter()
+                    .find_map(|word| Action::of_name_word(word))
+            })
+            .collect();
+        Lexical { terms, synonyms, postings, documents: documents.len(), servers, actions }
     }
 
     /// The weighted stems of `query`: its own, then the synonyms of each.
@@ -168,7 +236,22 @@ impl Lexical {
             }
         }
         self.prefer_named_servers(query, &mut scores);
+        self.prefer_the_asked_action(query, &mut scores);
         scores
+    }
+
+    /// Raises the tools that do what `query` asks and lowers those that do something else.
+    fn prefer_the_asked_action(&self, query: &str, scores: &mut [f64]) {
+        let Some(asked) = words(query).iter().find_map(|word| Action::of_query_word(word)) else {
+            return;
+        };
+        for (score, action) in scores.iter_mut().zip(&self.actions) {
+            match action {
+                Some(action) if *action == asked => *score *= SAME_ACTION,
+                Some(_) => *score *= OTHER_ACTION,
+                None => {}
+            }
+        }
     }
 
     /// Lowers the scores of the tools of every server `query` does not name, when it names one.
@@ -327,6 +410,25 @@ mod tests {
         assert!(scores[0] > scores[1], "{scores:?}");
         let unnamed = lexical.scores("create an issue");
         assert!(unnamed[1] > 0.0 && scores[1] < unnamed[1], "{scores:?} {unnamed:?}");
+    }
+
+    #[test]
+    fn what_a_query_asks_to_do_prefers_the_tools_that_do_it() {
+        let documents = vec![
+            document("okta", "get_user", "Get a user's account."),
+            document("okta", "deactivate_user", "Deactivate a user's account."),
+            document("okta", "user_schema", "The schema of a user's account."),
+        ];
+        let terms = Terms::default();
+        let synonyms = Synonyms::from_lines("", &terms);
+        let lexical = Lexical::with_synonyms(&documents, terms, Arc::new(synonyms));
+        let plain = lexical.scores("account of a user");
+        assert!(plain[0] == plain[1] && plain[1] == plain[2], "{plain:?}");
+        // `disable` and `show` are in no tool's text: only the action tells them apart.
+        let scores = lexical.scores("disable the account of a user");
+        assert!(scores[1] > scores[2] && scores[2] > scores[0], "{scores:?}");
+        let scores = lexical.scores("show the account of a user");
+        assert!(scores[0] > scores[2] && scores[2] > scores[1], "{scores:?}");
     }
 
     #[test]
