@@ -6,6 +6,7 @@
 mod batched;
 mod calls;
 mod child;
+mod connection;
 mod exchange;
 mod frame;
 mod freshness;

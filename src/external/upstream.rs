@@ -11,16 +11,17 @@ use std::time::{Duration, Instant};
 
 use rmcp::ServiceExt;
 use rmcp::model::{
-    Implementation, Prompt, ProtocolVersion, Resource, ResourceTemplate, ServerCapabilities,
-    SubscribeRequestParams, Tool,
+    Implementation, Prompt, ProtocolVersion, Resource, ResourceTemplate, SubscribeRequestParams,
+    Tool,
 };
-use rmcp::service::{Peer, RoleClient, RunningService, ServiceError};
+use rmcp::service::{RoleClient, RunningService, ServiceError};
 use secrecy::ExposeSecret;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::calls::{self, Calls};
 use super::child::{Child, describe_exit, inherited, log_stderr};
+use super::connection::Connection;
 use super::frame::{LineLimit, OVERSIZED_CODE, StreamStats};
 use super::freshness::{Freshness, ListsFreshness, all_pages};
 use super::handler::{Lists, UpstreamClient};
@@ -41,6 +42,7 @@ use crate::tool::{ErrorCode, ToolError, Verb};
 mod call;
 mod relay;
 mod task;
+mod users;
 
 /// Failures in a row, each within [`STABLE_AFTER`] of its start, that make a crash loop.
 const CRASH_LOOP_AFTER: u32 = 5;
@@ -121,55 +123,6 @@ pub(crate) fn identity_of(oauth: &UpstreamOAuth) -> ClientIdentity {
         private_key: oauth.private_key.clone().map(|key| (key, oauth.signing_algorithm.clone())),
         metadata_url: oauth.client_metadata_url.clone(),
         client_name: "orca".to_owned(),
-    }
-}
-
-/// A live MCP session with the server.
-#[derive(Debug)]
-pub(crate) struct Connection {
-    pub(super) peer: Peer<RoleClient>,
-    /// Ends the session (its supervisor then connects again).
-    pub(super) cancel: CancellationToken,
-    pub(crate) server_info: Option<Implementation>,
-    pub(crate) capabilities: ServerCapabilities,
-    /// The calls in flight on this session (request ids are the session's own).
-    pub(super) calls: Arc<Calls>,
-    /// The user's sign-in of a per-user session; `None` for the supervised connection.
-    pub(super) authorizer: Option<Arc<Authorizer>>,
-    /// orca's own lane for `tools/call` beside rmcp's client (a stdio session).
-    pub(super) lane: Option<Arc<Lane>>,
-    /// Whether the session began with `initialize` (a 2025 revision), rather than
-    /// `server/discover` (2026-07-28); read once, as rmcp keeps it behind a lock.
-    initialized: bool,
-}
-
-impl Connection {
-    /// Whether the session began with `initialize` (a 2025 revision), rather than
-    /// `server/discover` (2026-07-28).
-    pub(super) fn began_with_initialize(&self) -> bool {
-        self.initialized
-    }
-
-    /// The connection of a session whose handshake `peer` completed.
-    pub(super) fn new(
-        peer: Peer<RoleClient>,
-        calls: Arc<Calls>,
-        authorizer: Option<Arc<Authorizer>>,
-    ) -> Connection {
-        let info = peer.peer_info();
-        let server_info = info.as_ref().and_then(|info| info.server_info.clone());
-        let initialized = info.as_ref().is_some_and(|info| info.protocol_version.has_initialize());
-        let capabilities = info.map(|info| info.capabilities.clone()).unwrap_or_default();
-        Connection {
-            peer,
-            cancel: CancellationToken::new(),
-            server_info,
-            capabilities,
-            calls,
-            authorizer,
-            lane: None,
-            initialized,
-        }
     }
 }
 
