@@ -200,20 +200,20 @@ impl Lexical {
         Lexical { terms, synonyms, postings, documents: documents.len(), servers, actions }
     }
 
-    /// The weighted stems of `query`: its own, then the synonyms of each.
-    fn query_terms(&self, query: &str) -> Vec<(String, f64)> {
+    /// The weighted stems of a query, from its words and its own stems: those stems, the whole
+    /// query as one identifier when a tool's name is that, then the synonyms of each stem.
+    fn query_terms(&self, query_words: &[String], own: &[String]) -> Vec<(String, f64)> {
         let mut weighted: Vec<(String, f64)> = Vec::new();
-        let own = self.terms.of(query);
-        for stem in &own {
+        for stem in own {
             if !weighted.iter().any(|(term, _)| term == stem) {
                 weighted.push((stem.clone(), 1.0));
             }
         }
-        let whole = words(query).join("_");
+        let whole = query_words.join("_");
         if whole.contains('_') && self.postings.contains_key(&whole) {
             weighted.push((whole, 1.0));
         }
-        for stem in &own {
+        for stem in own {
             for synonym in self.synonyms.of(stem) {
                 if !weighted.iter().any(|(term, _)| term == synonym)
                     && self.postings.contains_key(synonym)
@@ -228,21 +228,24 @@ impl Lexical {
     /// The score of every document against `query`, in the documents' order (0: no term met).
     #[must_use]
     pub(crate) fn scores(&self, query: &str) -> Vec<f64> {
+        let query_words = words(query);
+        let own = self.terms.of_words(&query_words);
         let mut scores = vec![0.0; self.documents];
-        for (term, query_weight) in self.query_terms(query) {
+        for (term, query_weight) in self.query_terms(&query_words, &own) {
             let Some(list) = self.postings.get(&term) else { continue };
             for &(document, contribution) in list {
                 scores[document as usize] += query_weight * contribution;
             }
         }
-        self.prefer_named_servers(query, &mut scores);
-        self.prefer_the_asked_action(query, &mut scores);
+        self.prefer_named_servers(&own, &mut scores);
+        self.prefer_the_asked_action(&query_words, &mut scores);
         scores
     }
 
-    /// Raises the tools that do what `query` asks and lowers those that do something else.
-    fn prefer_the_asked_action(&self, query: &str, scores: &mut [f64]) {
-        let Some(asked) = words(query).iter().find_map(|word| Action::of_query_word(word)) else {
+    /// Raises the tools that do what a query (its words) asks and lowers those that do
+    /// something else.
+    fn prefer_the_asked_action(&self, query_words: &[String], scores: &mut [f64]) {
+        let Some(asked) = query_words.iter().find_map(|word| Action::of_query_word(word)) else {
             return;
         };
         for (score, action) in scores.iter_mut().zip(&self.actions) {
@@ -254,12 +257,12 @@ impl Lexical {
         }
     }
 
-    /// Lowers the scores of the tools of every server `query` does not name, when it names one.
-    fn prefer_named_servers(&self, query: &str, scores: &mut [f64]) {
-        let stems = self.terms.of(query);
+    /// Lowers the scores of the tools of every server the query (its `stems`) does not name,
+    /// when it names one.
+    fn prefer_named_servers(&self, stems: &[String], scores: &mut [f64]) {
         let mut named = vec![false; self.documents];
         let mut any = false;
-        for stem in &stems {
+        for stem in stems {
             for &document in self.servers.get(stem).map_or(&[][..], Vec::as_slice) {
                 named[document as usize] = true;
                 any = true;

@@ -39,10 +39,16 @@ impl Terms {
 
     /// The stemmed terms of `text`, in order, stop words and one-letter words left out.
     pub(crate) fn of(&self, text: &str) -> Vec<String> {
-        words(text)
-            .into_iter()
+        self.of_words(&words(text))
+    }
+
+    /// The stemmed terms of `words` (as [`words`] gives them), in order, stop words and
+    /// one-letter words left out.
+    pub(crate) fn of_words(&self, words: &[String]) -> Vec<String> {
+        words
+            .iter()
             .filter(|word| word.chars().nth(1).is_some() && !STOP_WORDS.contains(&word.as_str()))
-            .map(|word| self.stem(&word))
+            .map(|word| self.stem(word))
             .collect()
     }
 }
