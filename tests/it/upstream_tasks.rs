@@ -174,10 +174,11 @@ async fn what_an_upstreams_task_says_of_itself_reaches_the_callers_own_task() {
 /// Each progress notification's `progress` and `total`.
 type Heard = Vec<(f64, Option<f64>)>;
 
-/// A 2025 client that keeps the progress it is sent.
+/// A 2025 client that keeps the progress and the log messages it is sent.
 #[derive(Clone, Default)]
 struct Watching {
     progress: Arc<Mutex<Heard>>,
+    logged: Arc<Mutex<Vec<serde_json::Value>>>,
 }
 
 impl rmcp::ClientHandler for Watching {
@@ -187,6 +188,15 @@ impl rmcp::ClientHandler for Watching {
         _: NotificationContext<RoleClient>,
     ) {
         self.progress.lock().unwrap().push((params.progress, params.total));
+    }
+
+    #[expect(deprecated, reason = "MCP logging is deprecated by SEP-2577 but still spoken")]
+    async fn on_logging_message(
+        &self,
+        message: rmcp::model::LoggingMessageNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) {
+        self.logged.lock().unwrap().push(message.data);
     }
 }
 
@@ -205,4 +215,38 @@ async fn an_upstream_tasks_progress_reaches_the_caller_until_the_task_ends() {
     let progress = watching.progress.lock().unwrap().clone();
     assert_eq!(progress, [(1.0, Some(3.0)), (2.0, Some(3.0)), (3.0, Some(3.0))]);
     client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upstream_tasks_log_messages_reach_its_caller_and_no_other_session() {
+    let database = TestDatabase::create().await;
+    let (setup, log) = tasks_setup(&database, "10s");
+    let server = setup.http_server(&["--stateful"]);
+    let session = || async {
+        let watching = Watching::default();
+        let transport = rmcp::transport::StreamableHttpClientTransport::from_config(
+            rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+                server.url("/mcp"),
+            ),
+        );
+        let client = rmcp::ServiceExt::serve(watching.clone(), transport).await.unwrap();
+        (client, watching)
+    };
+    let (caller, caller_heard) = session().await;
+    let (other, other_heard) = session().await;
+    // The message comes 200 ms after the task was created.
+    let arguments = json!({"steps": 1, "ms": 200, "log": true});
+    let stepped = call(&caller, "fx_steps", arguments, None).await.unwrap();
+    assert_eq!(text_of(&stepped), "1 steps");
+    assert!(std::fs::read_to_string(log.path()).unwrap().contains("task steps"));
+    eventually("the caller hears the task's log message", Duration::from_secs(10), || async {
+        caller_heard.logged.lock().unwrap().iter().any(|data| data["text"] == "step 1")
+    })
+    .await;
+    // Another session's stream would have had it too, had it been nobody's call's.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let elsewhere = other_heard.logged.lock().unwrap().clone();
+    assert!(elsewhere.is_empty(), "{elsewhere:?}");
+    caller.cancel().await.unwrap();
+    other.cancel().await.unwrap();
 }
