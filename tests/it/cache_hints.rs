@@ -6,21 +6,10 @@
 use std::path::Path;
 use std::time::Duration;
 
-use rmcp::model::{CacheScope, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion};
+use rmcp::model::CacheScope;
 use sha2::{Digest, Sha256};
 
-use crate::support::{OrcaSetup, TestDatabase};
-
-/// A 2026-07-28 client.
-#[derive(Clone)]
-struct Modern;
-
-impl rmcp::ClientHandler for Modern {
-    fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(ClientCapabilities::default(), Implementation::new("modern", "1"))
-            .with_protocol_version(ProtocolVersion::V_2026_07_28)
-    }
-}
+use crate::support::{Modern, OrcaSetup, TestDatabase};
 
 /// orca with `config` in front of the test upstream as `fx`, which says `hint`
 /// (`FIXTURE_CACHE`) of its lists.

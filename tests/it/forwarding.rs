@@ -11,12 +11,12 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, ClientCapabilities, ClientConfig, ClientRequest,
-    Implementation, ProtocolVersion, ResourceUpdatedNotificationParam, ServerNotification,
-    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+    Implementation, ResourceUpdatedNotificationParam, ServerNotification, SubscribeRequestParams,
+    SubscriptionFilter, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RoleClient};
 
-use crate::support::{OrcaSetup, TestDatabase, eventually};
+use crate::support::{Modern, OrcaSetup, TestDatabase, eventually};
 
 /// orca with the test upstream as `fx`, which writes what it is called with and what is
 /// cancelled to the returned file; its timeout is far beyond any test's patience, so only the
@@ -106,17 +106,6 @@ async fn subscribed_client_hears_of_the_change(protocol: &str) {
     let own = client.subscribe(SubscribeRequestParams::new("res://catalogs")).await;
     assert!(own.unwrap_err().to_string().contains("it is orca's own"));
     client.cancel().await.unwrap();
-}
-
-/// A 2026-07-28 client with nothing to offer.
-#[derive(Clone)]
-struct Modern;
-
-impl rmcp::ClientHandler for Modern {
-    fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(ClientCapabilities::default(), Implementation::new("modern", "1"))
-            .with_protocol_version(ProtocolVersion::V_2026_07_28)
-    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

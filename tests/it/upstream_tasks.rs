@@ -224,13 +224,7 @@ async fn an_upstream_tasks_log_messages_reach_its_caller_and_no_other_session() 
     let server = setup.http_server(&["--stateful"]);
     let session = || async {
         let watching = Watching::default();
-        let transport = rmcp::transport::StreamableHttpClientTransport::from_config(
-            rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
-                server.url("/mcp"),
-            ),
-        );
-        let client = rmcp::ServiceExt::serve(watching.clone(), transport).await.unwrap();
-        (client, watching)
+        (server.client_with(watching.clone(), None).await, watching)
     };
     let (caller, caller_heard) = session().await;
     let (other, other_heard) = session().await;

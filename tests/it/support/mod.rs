@@ -18,6 +18,18 @@ use serde_json::{Map, Value};
 pub(crate) use orca::{OrcaSetup, eventually, read, run};
 pub(crate) use pg::{PrivateCluster, TestDatabase};
 
+/// A 2026-07-28 client with nothing to offer.
+#[derive(Clone)]
+pub(crate) struct Modern;
+
+impl rmcp::ClientHandler for Modern {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let info = rmcp::model::Implementation::new("modern", "1");
+        rmcp::model::ClientConfig::new(rmcp::model::ClientCapabilities::default(), info)
+            .with_protocol_version(rmcp::model::ProtocolVersion::V_2026_07_28)
+    }
+}
+
 /// A 2026-07-28 client (`server/discover`, no session) of orca's Streamable HTTP `url`, with
 /// `key` as its bearer credential when given.
 pub(crate) async fn modern_client<H: rmcp::ClientHandler>(

@@ -219,12 +219,29 @@ impl HttpServer {
         &self,
         key: Option<&str>,
     ) -> Result<RunningService<RoleClient, ()>, String> {
+        self.try_client_with((), key).await
+    }
+
+    /// An rmcp client for `/mcp` with its own `handler`, and an optional bearer key.
+    pub(crate) async fn client_with<H: rmcp::ClientHandler>(
+        &self,
+        handler: H,
+        key: Option<&str>,
+    ) -> RunningService<RoleClient, H> {
+        self.try_client_with(handler, key).await.expect("MCP handshake with orca over HTTP failed")
+    }
+
+    async fn try_client_with<H: rmcp::ClientHandler>(
+        &self,
+        handler: H,
+        key: Option<&str>,
+    ) -> Result<RunningService<RoleClient, H>, String> {
         let mut config = StreamableHttpClientTransportConfig::with_uri(self.url("/mcp"));
         if let Some(key) = key {
             config = config.auth_header(key);
         }
         let transport = StreamableHttpClientTransport::from_config(config);
-        ().serve(transport).await.map_err(|error| error.to_string())
+        handler.serve(transport).await.map_err(|error| error.to_string())
     }
 
     /// Stop with SIGTERM and wait for an orderly exit (tracking flushed).
