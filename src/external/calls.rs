@@ -20,8 +20,8 @@ use rmcp::model::{
     CreateMessageRequestParams, CreateMessageResult, ElicitRequest, ElicitRequestParams,
     ElicitResult, GetExtensions as _, InputRequest, InputRequiredResult, InputResponses,
     ListRootsRequest, ListRootsResult, LoggingLevel, LoggingMessageNotificationParam,
-    ProgressNotificationParam, ProgressToken, RequestId, RequestMetaObject, ServerRequest,
-    ServerResult,
+    ProgressNotificationParam, ProgressToken, RequestId, RequestMetaObject, ServerNotification,
+    ServerRequest, ServerResult,
 };
 use rmcp::service::{
     InboundStreamOrigin, OriginatingRequestId, Peer, PeerRequestOptions, RequestContext,
@@ -103,8 +103,8 @@ impl std::fmt::Debug for Caller {
 
 struct InFlight {
     key: u64,
-    /// Notifications of the call being relayed to its caller.
-    relaying: Arc<AtomicUsize>,
+    /// Notifications of the call read and not yet relayed to its caller.
+    relaying: Arc<Pending>,
     /// orca's id for the call on the upstream connection, and its progress token there; `None`
     /// from its registration until the request is handed to the connection.
     upstream_request: Option<RequestId>,
@@ -129,7 +129,7 @@ impl std::fmt::Debug for Calls {
 pub(crate) struct Registered {
     calls: Arc<Calls>,
     key: u64,
-    relaying: Arc<AtomicUsize>,
+    relaying: Arc<Pending>,
 }
 
 impl Registered {
@@ -144,31 +144,55 @@ impl Registered {
     /// Wait (briefly) for the call's notifications to reach its caller before its answer does:
     /// rmcp hands each notification to a task of its own but the answer straight back, so a
     /// notification the server sent before its answer could otherwise arrive after it, when
-    /// the client no longer listens for the call's progress.
+    /// the client no longer listens for the call's progress. Each was counted when it was read
+    /// (`heard`), before the answer behind it, so none is missed however late its task runs;
+    /// a client too slow to take them is not waited for past a second.
     pub(crate) async fn settle(&self) {
-        for _ in 0..4 {
-            tokio::task::yield_now().await;
-        }
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(1);
-        while self.relaying.load(Ordering::Acquire) > 0 && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        loop {
+            let drained = self.relaying.drained.notified();
+            tokio::pin!(drained);
+            drained.as_mut().enable();
+            if self.relaying.count.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, drained).await.is_err() {
+                return;
+            }
         }
     }
 }
 
-/// Counts a notification as being relayed until dropped.
-struct Relaying(Arc<AtomicUsize>);
+/// A call's notifications read from the server and not yet relayed to its caller.
+#[derive(Default)]
+struct Pending {
+    count: AtomicUsize,
+    /// Told when the count falls to zero.
+    drained: tokio::sync::Notify,
+}
+
+/// Counts a notification as pending until dropped: it travels with the notification (in its
+/// extensions, from the moment it is read) into the task that relays it.
+pub(crate) struct Relaying(Arc<Pending>);
 
 impl Relaying {
-    fn start(counter: &Arc<AtomicUsize>) -> Relaying {
-        counter.fetch_add(1, Ordering::AcqRel);
-        Relaying(counter.clone())
+    fn start(pending: &Arc<Pending>) -> Relaying {
+        pending.count.fetch_add(1, Ordering::AcqRel);
+        Relaying(pending.clone())
+    }
+}
+
+impl Clone for Relaying {
+    fn clone(&self) -> Relaying {
+        Relaying::start(&self.0)
     }
 }
 
 impl Drop for Relaying {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        if self.0.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.drained.notify_waiters();
+        }
     }
 }
 
@@ -188,7 +212,7 @@ impl Calls {
     /// can otherwise arrive before the call is noted and find no call to belong to.
     pub(crate) fn register(self: &Arc<Self>, caller: Arc<Caller>) -> Registered {
         let key = self.next.fetch_add(1, Ordering::Relaxed);
-        let relaying = Arc::new(AtomicUsize::new(0));
+        let relaying = Arc::new(Pending::default());
         let call = InFlight {
             key,
             relaying: relaying.clone(),
@@ -227,6 +251,24 @@ impl Calls {
         match (live.next(), live.next()) {
             (Some(only), None) => Some((only.caller.clone(), Relaying::start(&only.relaying))),
             _ => None,
+        }
+    }
+
+    /// Count a notification just read from the server as pending for the call it belongs to
+    /// (progress by its token, a log message by the one call listening), so that the call's
+    /// answer, read after it, waits for it to be relayed (`Registered::settle`).
+    pub(super) fn hear(&self, notification: &mut ServerNotification) {
+        let relaying = match notification {
+            ServerNotification::ProgressNotification(progress) => {
+                self.by_token(&progress.params.progress_token).map(|(_, relaying)| relaying)
+            }
+            ServerNotification::LoggingMessageNotification(_) => {
+                self.sole_relaying(listening).map(|(_, relaying)| relaying)
+            }
+            _ => None,
+        };
+        if let Some(relaying) = relaying {
+            notification.extensions_mut().insert(relaying);
         }
     }
 
@@ -269,8 +311,6 @@ impl Calls {
     /// A log message during the one call in flight goes to its caller (at the caller's level);
     /// `false` when there is no such call and the message is everyone's.
     pub(crate) async fn log(&self, message: &LoggingMessageNotificationParam) -> bool {
-        // Between rounds a client that answers by retrying has no stream to hear it on.
-        let listening = |caller: &Caller| caller.is_live() && !caller.reach.is_transport_closed();
         let Some((caller, _relaying)) = self.sole_relaying(listening) else { return false };
         if (caller.admits)(message.level) {
             caller.reach.notify_logging_message(message.clone()).await;
@@ -489,6 +529,12 @@ pub(super) async fn send_held(
         registered.settle().await;
     }
     Ok((answer?, registered))
+}
+
+/// Whether a call's client hears its log messages: between rounds a client that answers by
+/// retrying has no stream to hear them on.
+fn listening(caller: &Caller) -> bool {
+    caller.is_live() && !caller.reach.is_transport_closed()
 }
 
 /// What a call's client may be asked for, as orca declares it to a server; a client that lacks

@@ -11,6 +11,7 @@ mod exchange;
 mod frame;
 mod freshness;
 mod handler;
+mod heard;
 mod lane;
 mod logs;
 mod names;

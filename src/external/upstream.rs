@@ -662,6 +662,8 @@ impl Upstream {
         E: std::error::Error + Send + Sync + 'static,
     {
         use rmcp::{ClientLifecycleMode, ClientServiceExt as _};
+        let transport =
+            super::heard::Heard { inner: transport.into_transport(), calls: handler.calls.clone() };
         let modern = vec![ProtocolVersion::V_2026_07_28];
         let lifecycle = match self.config.protocol {
             UpstreamProtocol::Session => return handler.serve(transport).await,

@@ -315,6 +315,10 @@ async fn over_stdio_a_proxied_calls_progress_and_elicitation_reach_the_client_an
     // Under the client's own token (rmcp's client sends its request id; the upstream was sent
     // orca's, and answers with it).
     let upstreams = result.content[0].as_text().unwrap().text.clone();
+    // orca sends the progress before the answer, but rmcp's client hands each notification to
+    // a task of its own, which may run after the answer is back.
+    let heard = || async { handler.progress.lock().unwrap().len() >= 3 };
+    eventually("three progress steps", Duration::from_secs(5), heard).await;
     let progress = handler.progress.lock().unwrap().clone();
     let steps: Vec<f64> = progress.iter().map(|(_, step)| *step).collect();
     assert_eq!(steps, [0.0, 50.0, 100.0]);

@@ -212,6 +212,10 @@ async fn an_upstream_tasks_progress_reaches_the_caller_until_the_task_ends() {
     let result = client.peer().call_tool(steps).await.unwrap();
     assert_eq!(text_of(&result), "3 steps");
     assert!(std::fs::read_to_string(log.path()).unwrap().contains("task steps"));
+    // rmcp's client hands each notification to a task of its own, which may run after the
+    // answer is back.
+    let heard = || async { watching.progress.lock().unwrap().len() >= 3 };
+    eventually("three progress steps", Duration::from_secs(5), heard).await;
     let progress = watching.progress.lock().unwrap().clone();
     assert_eq!(progress, [(1.0, Some(3.0)), (2.0, Some(3.0)), (3.0, Some(3.0))]);
     client.cancel().await.unwrap();
