@@ -424,19 +424,23 @@ impl LogCollector {
     }
 }
 
-/// Log through the fixture at `level`, then at `error` as a marker, and wait for the marker.
+/// Log through the fixture at `level`, then at `error` as a marker, and wait for the marker (and
+/// for the message itself when the client is to `hear` it: rmcp's client runs each
+/// notification's handler in a task of its own, so they may land in either order).
 async fn log_and_wait(
     client: &RunningService<RoleClient, LogCollector>,
     collector: &LogCollector,
     level: &str,
     text: &str,
+    hear: bool,
 ) {
     let result = call(client, "fx_log", json!({"level": level, "text": text}), None).await.unwrap();
     assert_eq!(text_of(&result), "logged");
     let marker = format!("after {text}");
     call(client, "fx_log", json!({"level": "error", "text": marker}), None).await.unwrap();
     eventually("the marker log message", Duration::from_secs(10), || async {
-        collector.texts().contains(&marker)
+        let texts = collector.texts();
+        texts.contains(&marker) && (!hear || texts.iter().any(|heard| heard == text))
     })
     .await;
 }
@@ -456,13 +460,15 @@ async fn upstream_log_messages_reach_stdio_and_session_clients_at_their_level() 
     let collector = LogCollector::default();
     let client = setup.stdio_client_with(collector.clone()).await;
     assert!(client.peer_info().unwrap().capabilities.logging.is_some());
-    log_and_wait(&client, &collector, "info", "hello over stdio").await;
-    let first = collector.messages.lock().unwrap()[0].clone();
+    log_and_wait(&client, &collector, "info", "hello over stdio", true).await;
+    let messages = collector.messages.lock().unwrap().clone();
+    let first = messages.iter().find(|message| message["data"]["text"] == "hello over stdio");
+    let first = first.expect("the message").clone();
     assert_eq!(first["level"], "info");
     assert_eq!(first["logger"], "fx/fixture", "the logger names the server: {first}");
     set_level(&client, "warning").await;
-    log_and_wait(&client, &collector, "info", "quiet").await;
-    log_and_wait(&client, &collector, "warning", "loud").await;
+    log_and_wait(&client, &collector, "info", "quiet", false).await;
+    log_and_wait(&client, &collector, "warning", "loud", true).await;
     let texts = collector.texts();
     assert!(
         texts.contains(&"loud".to_owned()) && !texts.contains(&"quiet".to_owned()),
@@ -476,9 +482,9 @@ async fn upstream_log_messages_reach_stdio_and_session_clients_at_their_level() 
         StreamableHttpClientTransportConfig::with_uri(server.url("/mcp")),
     );
     let client = collector.clone().serve(transport).await.unwrap();
-    log_and_wait(&client, &collector, "notice", "hello over a session").await;
+    log_and_wait(&client, &collector, "notice", "hello over a session", true).await;
     set_level(&client, "error").await;
-    log_and_wait(&client, &collector, "warning", "below error").await;
+    log_and_wait(&client, &collector, "warning", "below error", false).await;
     let texts = collector.texts();
     assert!(texts.contains(&"hello over a session".to_owned()), "{texts:?}");
     assert!(!texts.contains(&"below error".to_owned()), "{texts:?}");
