@@ -20,7 +20,7 @@ use crate::servers::postgres::PostgresServer;
 use crate::sql;
 use crate::tool::{ErrorCode, LlmUsage, ToolError, ToolOutput};
 use crate::tracking::{
-    Execution, ExecutionStatus, Failure, Source, Tracker, cut_response, redact_object,
+    Execution, ExecutionStatus, Failure, Origin, Source, Tracker, cut_response, redact_object,
     redact_response,
 };
 
@@ -239,37 +239,27 @@ impl Runner {
             Some(error) if error.code == ErrorCode::Timeout => ExecutionStatus::Timeout,
             Some(_) => ExecutionStatus::Error,
         };
-        self.tracker.record(Execution {
-            id: Uuid::now_v7(),
-            server: "postgres".to_owned(),
-            tool: "generate_sql".to_owned(),
-            upstream_tool: None,
+        let origin = Origin {
             principal: self.principal.name.clone(),
-            user_id: None,
-            agent_id: None,
-            session_id: None,
+            client_id: self.principal.client.clone(),
+            role: self.principal.role.clone(),
             transport: "cli".to_owned(),
-            trace_id,
+            source: Source::Eval,
+            ..Origin::default()
+        };
+        let (server, tool) = ("postgres".to_owned(), "generate_sql".to_owned());
+        self.tracker.record(Execution {
             request_data: request,
             response_data: Some(response_data),
             response_bytes,
-            llm_provider: llm.as_ref().map(|usage| usage.provider.clone()),
-            llm_model: llm.as_ref().map(|usage| usage.model.clone()),
-            llm_prompt_tokens: llm.as_ref().and_then(|usage| usage.prompt_tokens),
-            llm_completion_tokens: llm.as_ref().and_then(|usage| usage.completion_tokens),
-            llm_latency_ms: llm.as_ref().and_then(|usage| usage.latency_ms),
             execution_time_ms: i32::try_from(elapsed.as_millis()).unwrap_or(i32::MAX),
             status,
             error_code: error.map(|error| error.code.as_str().to_owned()),
             error_message: error.map(|error| error.message.clone()),
-            feedback_token: Uuid::new_v4(),
             created_at: now,
             failures,
-            source: Source::Eval,
-            client_id: self.principal.client.clone(),
-            role: self.principal.role.clone(),
             database,
-            span: None,
+            ..Execution::of(origin, server, tool, trace_id).with_llm(llm.as_ref())
         });
     }
 }

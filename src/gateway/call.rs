@@ -12,10 +12,7 @@ use rmcp::model::{CallToolRequestParams, CallToolResult};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use super::{
-    AppState, Carried, Gateway, Transport, error, header_string, incoming_traceparent, meta_string,
-    trace_id,
-};
+use super::{AppState, Carried, Gateway, Transport, error, incoming_traceparent, origin, trace_id};
 use crate::config::Principal;
 use crate::registry::Route;
 use crate::servers::CallContext;
@@ -184,37 +181,22 @@ pub(crate) fn record_refused_token(state: &AppState, tool: &str, method: &str, r
         serde_json::to_string(&error.to_json(&trace_id)).unwrap_or_default(),
         state.config.tracking.max_response_bytes,
     );
-    state.tracker.record(Execution {
-        id: Uuid::now_v7(),
-        server: "orca".to_owned(),
-        tool: tool.chars().take(128).collect(),
-        upstream_tool: None,
+    let origin = crate::tracking::Origin {
         principal: "unauthenticated".to_owned(),
-        user_id: None,
-        agent_id: None,
-        session_id: None,
         transport: Transport::Http.as_str().to_owned(),
-        trace_id,
+        ..crate::tracking::Origin::default()
+    };
+    let tool = tool.chars().take(128).collect();
+    state.tracker.record(Execution {
         request_data: serde_json::json!({ "method": method.chars().take(128).collect::<String>() }),
         response_data: Some(response_data),
         response_bytes,
-        llm_provider: None,
-        llm_model: None,
-        llm_prompt_tokens: None,
-        llm_completion_tokens: None,
-        llm_latency_ms: None,
-        execution_time_ms: 0,
         status: ExecutionStatus::Error,
         error_code: Some(error.code.as_str().to_owned()),
         error_message: Some(error.message),
-        feedback_token: Uuid::new_v4(),
         created_at: now,
         failures,
-        source: crate::tracking::Source::Mcp,
-        client_id: None,
-        role: None,
-        database: None,
-        span: None,
+        ..Execution::of(origin, "orca".to_owned(), tool, trace_id)
     });
 }
 
@@ -360,30 +342,14 @@ impl Gateway {
                     created_at: now,
                 });
             }
-            let agent_id = meta_string(request.meta.as_ref(), &carried, "agent_id")
-                .or_else(|| header_string(&carried, "x-agent-id"));
+            let origin = origin(&principal, request.meta.as_ref(), &carried, self.transport);
             self.state.tracker.record(Execution {
                 id: execution_id,
-                server,
-                tool: tool_name,
                 upstream_tool,
-                principal: principal.name,
-                client_id: principal.client,
-                role: principal.role,
                 database: call_context.database(),
-                user_id: meta_string(request.meta.as_ref(), &carried, "user_id"),
-                agent_id,
-                session_id: header_string(&carried, "mcp-session-id"),
-                transport: self.transport.as_str().to_owned(),
-                trace_id,
                 request_data: stored_arguments,
                 response_data: Some(response_data),
                 response_bytes,
-                llm_provider: llm.as_ref().map(|usage| usage.provider.clone()),
-                llm_model: llm.as_ref().map(|usage| usage.model.clone()),
-                llm_prompt_tokens: llm.as_ref().and_then(|usage| usage.prompt_tokens),
-                llm_completion_tokens: llm.as_ref().and_then(|usage| usage.completion_tokens),
-                llm_latency_ms: llm.as_ref().and_then(|usage| usage.latency_ms),
                 execution_time_ms: i32::try_from(elapsed.as_millis()).unwrap_or(i32::MAX),
                 status,
                 error_code: error.as_ref().map(|tool_error| tool_error.code.as_str().to_owned()),
@@ -394,8 +360,8 @@ impl Gateway {
                 feedback_token,
                 created_at: now,
                 failures,
-                source: crate::tracking::Source::Mcp,
                 span: span.parent(),
+                ..Execution::of(origin, server, tool_name, trace_id).with_llm(llm.as_ref())
             });
         }
         // 2026-07-28 wants `resultType` on every result (rmcp takes it off for older clients).

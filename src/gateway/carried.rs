@@ -72,3 +72,25 @@ pub(super) fn trace_id(span: &crate::telemetry::Span, incoming: Option<&str>) ->
     }
     Uuid::new_v4().simple().to_string()
 }
+
+/// Who made a call and how it came, as its tracking row says: the principal, the ids the
+/// request carried (`_meta.user_id`, `_meta.agent_id` or `X-Agent-Id`, `Mcp-Session-Id`) and
+/// the transport.
+pub(super) fn origin(
+    principal: &crate::config::Principal,
+    request_meta: Option<&RequestMetaObject>,
+    carried: &Carried<'_>,
+    transport: super::Transport,
+) -> crate::tracking::Origin {
+    crate::tracking::Origin {
+        principal: principal.name.clone(),
+        client_id: principal.client.clone(),
+        role: principal.role.clone(),
+        user_id: meta_string(request_meta, carried, "user_id"),
+        agent_id: meta_string(request_meta, carried, "agent_id")
+            .or_else(|| header_string(carried, "x-agent-id")),
+        session_id: header_string(carried, "mcp-session-id"),
+        transport: transport.as_str().to_owned(),
+        source: crate::tracking::Source::Mcp,
+    }
+}

@@ -53,7 +53,7 @@ use crate::tracking::Tracker;
 pub(crate) use auth::hash_key;
 pub(crate) use call::record_refused_token;
 use call::status_of;
-use carried::{Carried, header_string, http_parts, incoming_traceparent, meta_string, trace_id};
+use carried::{Carried, http_parts, incoming_traceparent, origin, trace_id};
 pub(crate) use edge::{BodyProblem, check_json_rpc};
 pub(crate) use metrics::Metrics;
 pub(crate) use stdio::{Intercept, SCAN_LIMIT, Take, takes_directly};

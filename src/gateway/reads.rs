@@ -17,8 +17,7 @@ use uuid::Uuid;
 
 use super::input_required::{self, Round};
 use super::{
-    Carried, Gateway, error, header_string, in_reach, incoming_traceparent, meta_string, shown,
-    status_of, trace_id,
+    Carried, Gateway, error, in_reach, incoming_traceparent, origin, shown, status_of, trace_id,
 };
 use crate::config::Principal;
 use crate::external::Exchange;
@@ -206,26 +205,12 @@ impl Gateway {
         };
         let failures = Failure::for_attempts(&[], error.as_ref(), &read.trace_id, now);
         let carried = Carried::of(context);
+        let origin = origin(principal, request.meta.as_ref(), &carried, self.transport);
         self.state.tracker.record(Execution {
             id: read.execution_id,
-            server: read.server,
-            tool: "resources/read".to_owned(),
-            upstream_tool: None,
-            principal: principal.name.clone(),
-            user_id: meta_string(request.meta.as_ref(), &carried, "user_id"),
-            agent_id: meta_string(request.meta.as_ref(), &carried, "agent_id")
-                .or_else(|| header_string(&carried, "x-agent-id")),
-            session_id: header_string(&carried, "mcp-session-id"),
-            transport: self.transport.as_str().to_owned(),
-            trace_id: read.trace_id,
             request_data: serde_json::json!({ "uri": read.uri }),
             response_data: Some(response_data),
             response_bytes,
-            llm_provider: None,
-            llm_model: None,
-            llm_prompt_tokens: None,
-            llm_completion_tokens: None,
-            llm_latency_ms: None,
             execution_time_ms: i32::try_from(started.elapsed().as_millis()).unwrap_or(i32::MAX),
             status,
             error_code: error.as_ref().map(|tool_error| tool_error.code.as_str().to_owned()),
@@ -233,11 +218,8 @@ impl Gateway {
             feedback_token: read.feedback_token,
             created_at: now,
             failures,
-            source: crate::tracking::Source::Mcp,
-            client_id: principal.client.clone(),
-            role: principal.role.clone(),
             database: read.database,
-            span: None,
+            ..Execution::of(origin, read.server, "resources/read".to_owned(), read.trace_id)
         });
     }
 }

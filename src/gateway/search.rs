@@ -385,41 +385,19 @@ impl super::Gateway {
                 self.state.config.tracking.max_response_bytes,
             );
             let carried = super::Carried::of(context);
+            let origin = super::origin(principal, request.meta.as_ref(), &carried, self.transport);
+            let tool = SEARCH_TOOLS.to_owned();
             self.state.tracker.record(crate::tracking::Execution {
                 id: execution_id,
-                server: "orca".to_owned(),
-                tool: SEARCH_TOOLS.to_owned(),
-                upstream_tool: None,
-                principal: principal.name.clone(),
-                user_id: super::meta_string(request.meta.as_ref(), &carried, "user_id"),
-                agent_id: super::meta_string(request.meta.as_ref(), &carried, "agent_id")
-                    .or_else(|| super::header_string(&carried, "x-agent-id")),
-                session_id: super::header_string(&carried, "mcp-session-id"),
-                transport: self.transport.as_str().to_owned(),
-                trace_id,
                 request_data: request
                     .arguments
                     .as_ref()
                     .map_or(Value::Object(Map::new()), crate::tracking::redact_object),
                 response_data: Some(response_data),
                 response_bytes,
-                llm_provider: None,
-                llm_model: None,
-                llm_prompt_tokens: None,
-                llm_completion_tokens: None,
-                llm_latency_ms: None,
                 execution_time_ms: i32::try_from(elapsed.as_millis()).unwrap_or(i32::MAX),
-                status: crate::tracking::ExecutionStatus::Success,
-                error_code: None,
-                error_message: None,
                 feedback_token,
-                created_at: chrono::Utc::now(),
-                failures: Vec::new(),
-                source: crate::tracking::Source::Mcp,
-                client_id: principal.client.clone(),
-                role: principal.role.clone(),
-                database: None,
-                span: None,
+                ..crate::tracking::Execution::of(origin, "orca".to_owned(), tool, trace_id)
             });
         }
         Ok(answer)

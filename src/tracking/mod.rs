@@ -28,7 +28,7 @@ pub(crate) use feedback::{FeedbackError, FeedbackInput, submit_feedback};
 pub(crate) use lessons::recent_lessons;
 pub(crate) use recent::{MAX_RECENT, recent_executions};
 pub(crate) use record::{
-    Execution, ExecutionStatus, Failure, Source, cut_response, cut_text, redact_object,
+    Execution, ExecutionStatus, Failure, Origin, Source, cut_response, cut_text, redact_object,
     redact_response, stored_response,
 };
 pub(crate) use store::{connect, migrate};

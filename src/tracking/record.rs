@@ -99,6 +99,71 @@ pub(crate) struct Execution {
     pub(crate) span: Option<opentelemetry::trace::SpanContext>,
 }
 
+/// Who made a call and how it came, as its row says.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Origin {
+    pub(crate) principal: String,
+    pub(crate) client_id: Option<String>,
+    pub(crate) role: Option<String>,
+    pub(crate) user_id: Option<String>,
+    pub(crate) agent_id: Option<String>,
+    pub(crate) session_id: Option<String>,
+    pub(crate) transport: String,
+    pub(crate) source: Source,
+}
+
+impl Execution {
+    /// The row of a call from `origin` to `server`'s `tool`, made now: a success that used no
+    /// model, stored nothing and took no time, until the call's own fields are set over it
+    /// (`Execution { status, .., ..Execution::of(..) }`).
+    pub(crate) fn of(origin: Origin, server: String, tool: String, trace_id: String) -> Execution {
+        Execution {
+            id: Uuid::now_v7(),
+            server,
+            tool,
+            upstream_tool: None,
+            principal: origin.principal,
+            user_id: origin.user_id,
+            agent_id: origin.agent_id,
+            session_id: origin.session_id,
+            transport: origin.transport,
+            trace_id,
+            request_data: Value::Null,
+            response_data: None,
+            response_bytes: 0,
+            llm_provider: None,
+            llm_model: None,
+            llm_prompt_tokens: None,
+            llm_completion_tokens: None,
+            llm_latency_ms: None,
+            execution_time_ms: 0,
+            status: ExecutionStatus::Success,
+            error_code: None,
+            error_message: None,
+            feedback_token: Uuid::new_v4(),
+            created_at: Utc::now(),
+            failures: Vec::new(),
+            source: origin.source,
+            client_id: origin.client_id,
+            role: origin.role,
+            database: None,
+            span: None,
+        }
+    }
+
+    /// The row with what the call's model requests came to.
+    pub(crate) fn with_llm(mut self, usage: Option<&crate::tool::LlmUsage>) -> Execution {
+        if let Some(usage) = usage {
+            self.llm_provider = Some(usage.provider.clone());
+            self.llm_model = Some(usage.model.clone());
+            self.llm_prompt_tokens = usage.prompt_tokens;
+            self.llm_completion_tokens = usage.completion_tokens;
+            self.llm_latency_ms = usage.latency_ms;
+        }
+        self
+    }
+}
+
 /// A JSON value as stored: the text it serialized to when the record was made. It is written to
 /// the database as it is and never parsed again on the way; in the spill file it is an ordinary
 /// JSON value, so spill files of every version read alike.

@@ -44,24 +44,36 @@ async fn list_servers_ids(
     ids
 }
 
-/// The ids waiting on disk: in a replay that is still pending, then in the spill file.
+/// The ids waiting on disk: in a replay that is still pending, then in the spill file. A replay
+/// attempt renames the spill file to the pending one at any moment (a reading between the two
+/// files would see the records in neither, or in both), so the files are read until they stand
+/// as they were before the reading.
 fn spilled_ids(setup: &OrcaSetup) -> Vec<Uuid> {
     let spill = setup.spill_file();
     let replaying = spill.with_extension("jsonl.replaying");
-    let mut ids = Vec::new();
-    for path in [replaying, spill] {
-        if !path.exists() {
-            continue;
+    let standing = || (replaying.exists(), spill.exists());
+    loop {
+        let before = standing();
+        let mut ids = Vec::new();
+        for path in [&replaying, &spill] {
+            match std::fs::read_to_string(path) {
+                Ok(text) => {
+                    ids.extend(text.lines().filter(|line| !line.trim().is_empty()).map(|line| {
+                        serde_json::from_str::<Value>(line).unwrap()["id"]
+                            .as_str()
+                            .unwrap()
+                            .parse::<Uuid>()
+                            .unwrap()
+                    }))
+                }
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                Err(error) => panic!("cannot read {}: {error}", path.display()),
+            }
         }
-        ids.extend(read(&path).lines().filter(|line| !line.trim().is_empty()).map(|line| {
-            serde_json::from_str::<Value>(line).unwrap()["id"]
-                .as_str()
-                .unwrap()
-                .parse::<Uuid>()
-                .unwrap()
-        }));
+        if standing() == before {
+            return ids;
+        }
     }
-    ids
 }
 
 #[tokio::test]
