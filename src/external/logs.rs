@@ -18,6 +18,8 @@ const MAX_LOGGER: usize = 128;
 /// One log message of an external server, its logger prefixed with the server's key.
 #[derive(Debug, Clone)]
 pub(crate) struct ExternalLog {
+    /// The key of the server that sent it.
+    pub(crate) server: Arc<str>,
     pub(crate) message: LoggingMessageNotificationParam,
 }
 
@@ -32,7 +34,7 @@ impl ExternalLog {
             _ => server.to_string(),
         };
         message.logger = Some(logger.chars().take(MAX_LOGGER).collect());
-        ExternalLog { message }
+        ExternalLog { server, message }
     }
 }
 

@@ -1,6 +1,7 @@
 //! MCP logging for orca's clients: `logging/setLevel` sets the level of one session, and the log
 //! messages of external servers are relayed to every session that may read them (stdio, or HTTP
-//! with sessions: a stateless request has no stream to carry them), at that level or above.
+//! with sessions: a stateless request has no stream to carry them) and may see the server that
+//! sent them, at that level or above.
 #![expect(
     deprecated,
     reason = "MCP logging is deprecated by SEP-2577, but the protocol versions clients speak today have it"
@@ -37,8 +38,14 @@ impl SessionLevel {
     }
 }
 
-/// Relay the external servers' log messages to `peer` until its session ends.
-pub(crate) fn relay(external: &ExternalServers, level: SessionLevel, peer: Peer<RoleServer>) {
+/// Relay the external servers' log messages to `peer` until its session ends: those of the
+/// servers `sees` (by key) admits.
+pub(crate) fn relay(
+    external: &ExternalServers,
+    level: SessionLevel,
+    peer: Peer<RoleServer>,
+    sees: impl Fn(&str) -> bool + Send + 'static,
+) {
     let mut logs = external.subscribe_logs();
     tokio::spawn(async move {
         loop {
@@ -48,6 +55,7 @@ pub(crate) fn relay(external: &ExternalServers, level: SessionLevel, peer: Peer<
                         return;
                     }
                     if level.admits(log.message.level)
+                        && sees(&log.server)
                         && peer.notify_logging_message(log.message).await.is_err()
                     {
                         // The client is gone.

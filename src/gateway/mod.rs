@@ -388,17 +388,21 @@ impl ServerHandler for Gateway {
         let Some(external) = self.state.registry.external() else { return };
         // Relay external log messages to a session that has a stream for them and may read.
         let parts = context.extensions.get::<::http::request::Parts>();
-        let (session, readable) = match self.transport {
-            Transport::Stdio => (true, self.state.config.auth.stdio.may(Verb::Read)),
+        let (session, principal) = match self.transport {
+            Transport::Stdio => (true, Some(self.state.config.auth.stdio.clone())),
             Transport::Http => (
                 parts.is_some_and(|parts| parts.headers.contains_key("mcp-session-id")),
-                parts
-                    .and_then(|parts| parts.extensions.get::<Principal>())
-                    .is_some_and(|principal| principal.may(Verb::Read)),
+                parts.and_then(|parts| parts.extensions.get::<Principal>()).cloned(),
             ),
         };
-        if session && readable {
-            logging::relay(external, self.log_level.clone(), context.peer.clone());
+        if let Some(principal) = principal.filter(|principal| session && principal.may(Verb::Read))
+        {
+            // Only the messages of servers the session's principal may see: whose tools its
+            // policy shows it, as the catalog stands when each message comes.
+            let gateway = self.clone();
+            let sees =
+                move |server: &str| in_reach(gateway.servers_in_reach(&principal).as_ref(), server);
+            logging::relay(external, self.log_level.clone(), context.peer.clone(), sees);
         }
         // Tell this client when an external server's lists change (debounced upstream).
         listen::follow_for_session(external, context.peer);

@@ -495,6 +495,51 @@ async fn upstream_log_messages_reach_stdio_and_session_clients_at_their_level() 
     client.cancel().await.unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_log_message_of_no_one_call_reaches_only_the_sessions_that_may_see_its_server() {
+    let database = TestDatabase::create().await;
+    let hash = |key: &str| hex::encode(Sha256::digest(key.as_bytes()));
+    let auth = format!(
+        "auth:\n  api_keys:\n    - name: seer\n      sha256: {}\n      verbs: [read, create, update, delete]\n    - name: blind\n      sha256: {}\n      role: blind\n  roles:\n    blind:\n      verbs: [read, create, update, delete]\n      tools: [\"*\", \"!server:fx\"]\n",
+        hash("seer-key"),
+        hash("blind-key"),
+    );
+    let setup = OrcaSetup::new(&database.url).with_external(&fixture_yaml()).with_config(&auth);
+    let server = setup.http_server(&["--stateful"]);
+    let session = |key: &'static str| async {
+        let collector = LogCollector::default();
+        (server.client_with(collector.clone(), Some(key)).await, collector)
+    };
+    let (first, _) = session("seer-key").await;
+    let (second, _) = session("seer-key").await;
+    let (watching, watched) = session("seer-key").await;
+    let (blind, blind_heard) = session("blind-key").await;
+    let names = crate::support::tool_names(&blind).await;
+    assert!(!names.iter().any(|name| name.starts_with("fx_")), "{names:?}");
+
+    // Two calls in flight on the stdio server: its log message is neither's alone, so it goes
+    // to every session that may read it.
+    let long = call(&first, "fx_steps", json!({"steps": 1, "ms": 1500}), None);
+    let logging = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        call(&second, "fx_steps", json!({"steps": 1, "ms": 300, "log": true}), None).await
+    };
+    let (long, logging) = tokio::join!(long, logging);
+    assert_eq!(text_of(&long.unwrap()), "1 steps");
+    assert_eq!(text_of(&logging.unwrap()), "1 steps");
+    eventually("a session that may see fx hears it", Duration::from_secs(10), || async {
+        watched.texts().contains(&"step 1".to_owned())
+    })
+    .await;
+    // A session whose role hides the server hears nothing of it.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(blind_heard.texts().is_empty(), "{:?}", blind_heard.texts());
+    for client in [first, second, watching] {
+        client.cancel().await.unwrap();
+    }
+    blind.cancel().await.unwrap();
+}
+
 #[tokio::test]
 async fn completions_of_external_prompts_and_resource_templates_come_from_their_server() {
     let database = TestDatabase::create().await;
