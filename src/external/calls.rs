@@ -18,10 +18,10 @@ use rmcp::ErrorData as McpError;
 use rmcp::model::{
     ClientCapabilities, ClientRequest, ClientResult, CreateMessageRequest,
     CreateMessageRequestParams, CreateMessageResult, ElicitRequest, ElicitRequestParams,
-    ElicitResult, GetExtensions as _, InputRequest, InputRequiredResult, InputResponses,
-    ListRootsRequest, ListRootsResult, LoggingLevel, LoggingMessageNotificationParam,
-    ProgressNotificationParam, ProgressToken, RequestId, RequestMetaObject, ServerNotification,
-    ServerRequest, ServerResult,
+    ElicitResult, GetExtensions as _, GetMeta as _, InputRequest, InputRequiredResult,
+    InputResponses, ListRootsRequest, ListRootsResult, LoggingLevel,
+    LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken, RequestId,
+    RequestMetaObject, ServerNotification, ServerRequest, ServerResult,
 };
 use rmcp::service::{
     InboundStreamOrigin, OriginatingRequestId, Peer, PeerRequestOptions, RequestContext,
@@ -231,11 +231,19 @@ impl Calls {
     }
 
     fn by_request(&self, id: &RequestId) -> Option<Arc<Caller>> {
+        self.by_request_relaying(id).map(|(caller, _)| caller)
+    }
+
+    fn by_request_relaying(&self, id: &RequestId) -> Option<(Arc<Caller>, Relaying)> {
         let calls = self.lock();
-        calls
-            .iter()
-            .find(|call| call.upstream_request.as_ref() == Some(id))
-            .map(|call| call.caller.clone())
+        let call = calls.iter().find(|call| call.upstream_request.as_ref() == Some(id))?;
+        Some((call.caller.clone(), Relaying::start(&call.relaying)))
+    }
+
+    /// The call a log message belongs to: the one whose HTTP response stream it came on
+    /// (`origin`, see `traced.rs`), else the one call in flight whose client listens.
+    fn log_call(&self, origin: Option<&RequestId>) -> Option<(Arc<Caller>, Relaying)> {
+        origin.and_then(|id| self.by_request_relaying(id)).or_else(|| self.sole_relaying(listening))
     }
 
     /// The one call in flight, if there is exactly one.
@@ -258,12 +266,13 @@ impl Calls {
     /// (progress by its token, a log message by the one call listening), so that the call's
     /// answer, read after it, waits for it to be relayed (`Registered::settle`).
     pub(super) fn hear(&self, notification: &mut ServerNotification) {
+        let origin = super::traced::origin(Some(notification.get_meta()));
         let relaying = match notification {
             ServerNotification::ProgressNotification(progress) => {
                 self.by_token(&progress.params.progress_token).map(|(_, relaying)| relaying)
             }
             ServerNotification::LoggingMessageNotification(_) => {
-                self.sole_relaying(listening).map(|(_, relaying)| relaying)
+                self.log_call(origin.as_ref()).map(|(_, relaying)| relaying)
             }
             _ => None,
         };
@@ -308,10 +317,19 @@ impl Calls {
         true
     }
 
-    /// A log message during the one call in flight goes to its caller (at the caller's level);
-    /// `false` when there is no such call and the message is everyone's.
-    pub(crate) async fn log(&self, message: &LoggingMessageNotificationParam) -> bool {
-        let Some((caller, _relaying)) = self.sole_relaying(listening) else { return false };
+    /// A log message of a call goes to its caller (at the caller's level): the call whose HTTP
+    /// response stream it came on (`origin`), else the one call in flight; `false` when it is no
+    /// one call's and the message is everyone's.
+    pub(crate) async fn log(
+        &self,
+        message: &LoggingMessageNotificationParam,
+        origin: Option<&RequestId>,
+    ) -> bool {
+        let Some((caller, _relaying)) = self.log_call(origin) else { return false };
+        if !listening(&caller) {
+            // Its client has no stream to hear it on between rounds; it is still no one else's.
+            return true;
+        }
         if (caller.admits)(message.level) {
             caller.reach.notify_logging_message(message.clone()).await;
         }

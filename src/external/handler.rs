@@ -76,11 +76,16 @@ impl ClientHandler for UpstreamClient {
     #[expect(deprecated, reason = "MCP logging is deprecated by SEP-2577 but still spoken")]
     async fn on_logging_message(
         &self,
-        message: rmcp::model::LoggingMessageNotificationParam,
-        _context: NotificationContext<RoleClient>,
+        mut message: rmcp::model::LoggingMessageNotificationParam,
+        context: NotificationContext<RoleClient>,
     ) {
+        // rmcp keeps a notification's `_meta` among the context's extensions.
+        let origin = super::traced::origin(message.meta.as_ref())
+            .or_else(|| super::traced::origin(context.extensions.get()))
+            .or_else(|| super::traced::origin(Some(&context.meta)));
+        super::traced::unmark(&mut message);
         let log = ExternalLog::new(self.server.clone(), message);
-        if self.calls.log(&log.message).await {
+        if self.calls.log(&log.message, origin.as_ref()).await {
             return;
         }
         // No session listening is not an error: the message is simply not relayed.

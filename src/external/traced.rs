@@ -1,14 +1,29 @@
-//! The `traceparent` header on the HTTP requests to a Streamable HTTP upstream. rmcp's
-//! transport posts messages from its own worker task, where no call's span is current, so the
-//! header is copied from the `_meta.traceparent` that the upstream hop's span put on the
-//! forwarded `tools/call` (see `Upstream::attempt`). Everything else is the wrapped client's.
+//! What orca adds to rmcp's Streamable HTTP client for an upstream.
+#![expect(
+    deprecated,
+    reason = "logging is deprecated by SEP-2577, but the protocol versions servers speak today have it"
+)]
+//!
+//! The `traceparent` header on the HTTP requests: rmcp's transport posts messages from its own
+//! worker task, where no call's span is current, so the header is copied from the
+//! `_meta.traceparent` that the upstream hop's span put on the forwarded `tools/call` (see
+//! `Upstream::attempt`).
+//!
+//! The request a log message came during: a message on a request's own response stream is
+//! that request's, but rmcp marks only the server's requests with the stream they came on
+//! (`InboundStreamOrigin`), not its notifications; so each log message on a request's stream
+//! gets the request's id in its `_meta` under a key of this process ([`origin`]), which no
+//! server can guess, and `calls` relays it to that call's client even while other calls are in
+//! flight. Everything else is the wrapped client's.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use http::{HeaderName, HeaderValue};
 use rmcp::model::{ClientJsonRpcMessage, ClientRequest};
+use rmcp::model::{LoggingMessageNotificationParam, NotificationMetaObject, RequestId};
 use rmcp::transport::streamable_http_client::{
     SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
 };
@@ -36,6 +51,72 @@ fn with_traceparent(
     headers
 }
 
+/// The `_meta` key of a log message's request: a random name per process.
+fn origin_key() -> &'static str {
+    static KEY: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| format!("orca/request-{:032x}", rand::random::<u128>()));
+    &KEY
+}
+
+/// The request a log message came during, when it came on that request's response stream.
+pub(super) fn origin(meta: Option<&NotificationMetaObject>) -> Option<RequestId> {
+    let value = meta?.get(origin_key())?;
+    serde_json::from_value(value.clone()).ok()
+}
+
+/// Take the mark of [`origin`] off a log message before it goes on to a client.
+pub(super) fn unmark(message: &mut LoggingMessageNotificationParam) {
+    if let Some(meta) = &mut message.meta {
+        meta.0.remove(origin_key());
+        if meta.is_empty() {
+            message.meta = None;
+        }
+    }
+}
+
+/// Mark each log message on the response stream of `request` with its id.
+fn marked(
+    response: StreamableHttpPostResponse,
+    request: Option<RequestId>,
+) -> StreamableHttpPostResponse {
+    let Some(id) = request.and_then(|request| serde_json::to_value(request).ok()) else {
+        return response;
+    };
+    let StreamableHttpPostResponse::Sse(stream, session) = response else { return response };
+    let stream = stream.map(move |event| {
+        event.map(|mut event| {
+            if let Some(data) = &mut event.data
+                && data.contains("notifications/message")
+                && let Some(with_origin) = with_origin(data, &id)
+            {
+                *data = with_origin;
+            }
+            event
+        })
+    });
+    StreamableHttpPostResponse::Sse(stream.boxed(), session)
+}
+
+/// `data`, a JSON-RPC log message, with `id` under [`origin`]'s key in its `_meta`.
+fn with_origin(data: &str, id: &serde_json::Value) -> Option<String> {
+    let mut message: serde_json::Value = serde_json::from_str(data).ok()?;
+    if message.get("method")?.as_str()? != "notifications/message" {
+        return None;
+    }
+    let params = message.get_mut("params")?.as_object_mut()?;
+    let meta = params.entry("_meta").or_insert_with(|| serde_json::json!({}));
+    meta.as_object_mut()?.insert(origin_key().to_owned(), id.clone());
+    serde_json::to_string(&message).ok()
+}
+
+/// The id of `message` when it is a request.
+fn request_id(message: &ClientJsonRpcMessage) -> Option<RequestId> {
+    match message {
+        ClientJsonRpcMessage::Request(request) => Some(request.id.clone()),
+        _ => None,
+    }
+}
+
 impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Traced<C> {
     type Error = C::Error;
 
@@ -48,7 +129,10 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Traced<C> {
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<C::Error>> {
         let custom_headers = with_traceparent(&message, custom_headers);
-        self.0.post_message(uri, message, session_id, auth_header, custom_headers).await
+        let request = request_id(&message);
+        let response =
+            self.0.post_message(uri, message, session_id, auth_header, custom_headers).await?;
+        Ok(marked(response, request))
     }
 
     async fn post_message_with_max_sse_event_size(
@@ -61,7 +145,9 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Traced<C> {
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<C::Error>> {
         let custom_headers = with_traceparent(&message, custom_headers);
-        self.0
+        let request = request_id(&message);
+        let response = self
+            .0
             .post_message_with_max_sse_event_size(
                 uri,
                 message,
@@ -70,7 +156,8 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Traced<C> {
                 custom_headers,
                 max_sse_event_size,
             )
-            .await
+            .await?;
+        Ok(marked(response, request))
     }
 
     async fn delete_session(

@@ -540,6 +540,50 @@ async fn a_log_message_of_no_one_call_reaches_only_the_sessions_that_may_see_its
     blind.cancel().await.unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_log_message_on_a_calls_own_http_stream_reaches_that_caller_alone() {
+    let database = TestDatabase::create().await;
+    let (mut upstream, url) = crate::external::start_http_fixture_with(0, &[]);
+    let setup = OrcaSetup::new(&database.url).with_external(&format!(
+        "mcps:\n  fx:\n    url: {url}\n    protocol: 2026-07-28\n    timeout: 10s\n"
+    ));
+    let server = setup.http_server(&["--stateful"]);
+    let session = || async {
+        let collector = LogCollector::default();
+        (server.client_with(collector.clone(), None).await, collector)
+    };
+    let (first, first_heard) = session().await;
+    let (second, second_heard) = session().await;
+    let (watching, watched) = session().await;
+
+    // Two calls in flight on one server: the message came on the second call's own response
+    // stream, so it is that call's, however many others are in flight.
+    let long = call(&first, "fx_steps", json!({"steps": 1, "ms": 1500}), None);
+    let logging = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        call(&second, "fx_steps", json!({"steps": 1, "ms": 300, "log": true}), None).await
+    };
+    let (long, logging) = tokio::join!(long, logging);
+    assert_eq!(text_of(&long.unwrap()), "1 steps");
+    assert_eq!(text_of(&logging.unwrap()), "1 steps");
+    eventually("the caller hears its call's log message", Duration::from_secs(10), || async {
+        second_heard.texts().contains(&"step 1".to_owned())
+    })
+    .await;
+    let logger = second_heard.messages.lock().unwrap()[0]["logger"].clone();
+    assert_eq!(logger, "fx/fixture");
+    let meta = second_heard.messages.lock().unwrap()[0].get("_meta").cloned();
+    assert!(meta.is_none(), "orca's mark stays with orca: {meta:?}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(first_heard.texts().is_empty(), "{:?}", first_heard.texts());
+    assert!(watched.texts().is_empty(), "{:?}", watched.texts());
+    for client in [first, second, watching] {
+        client.cancel().await.unwrap();
+    }
+    upstream.kill().unwrap();
+    let _ = upstream.wait();
+}
+
 #[tokio::test]
 async fn completions_of_external_prompts_and_resource_templates_come_from_their_server() {
     let database = TestDatabase::create().await;
