@@ -495,6 +495,22 @@ async fn upstream_log_messages_reach_stdio_and_session_clients_at_their_level() 
     client.cancel().await.unwrap();
 }
 
+/// Two calls in flight on the fixture at once: `first`'s lasts 1.5 s, and `second`'s, made
+/// 300 ms later, logs `step 1` (logger `fixture`) 300 ms after it starts.
+async fn two_calls_in_flight(
+    first: &RunningService<RoleClient, LogCollector>,
+    second: &RunningService<RoleClient, LogCollector>,
+) {
+    let long = call(first, "fx_steps", json!({"steps": 1, "ms": 1500}), None);
+    let logging = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        call(second, "fx_steps", json!({"steps": 1, "ms": 300, "log": true}), None).await
+    };
+    let (long, logging) = tokio::join!(long, logging);
+    assert_eq!(text_of(&long.unwrap()), "1 steps");
+    assert_eq!(text_of(&logging.unwrap()), "1 steps");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_log_message_of_no_one_call_reaches_only_the_sessions_that_may_see_its_server() {
     let database = TestDatabase::create().await;
@@ -519,14 +535,7 @@ async fn a_log_message_of_no_one_call_reaches_only_the_sessions_that_may_see_its
 
     // Two calls in flight on the stdio server: its log message is neither's alone, so it goes
     // to every session that may read it.
-    let long = call(&first, "fx_steps", json!({"steps": 1, "ms": 1500}), None);
-    let logging = async {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        call(&second, "fx_steps", json!({"steps": 1, "ms": 300, "log": true}), None).await
-    };
-    let (long, logging) = tokio::join!(long, logging);
-    assert_eq!(text_of(&long.unwrap()), "1 steps");
-    assert_eq!(text_of(&logging.unwrap()), "1 steps");
+    two_calls_in_flight(&first, &second).await;
     eventually("a session that may see fx hears it", Duration::from_secs(10), || async {
         watched.texts().contains(&"step 1".to_owned())
     })
@@ -558,14 +567,7 @@ async fn a_log_message_on_a_calls_own_http_stream_reaches_that_caller_alone() {
 
     // Two calls in flight on one server: the message came on the second call's own response
     // stream, so it is that call's, however many others are in flight.
-    let long = call(&first, "fx_steps", json!({"steps": 1, "ms": 1500}), None);
-    let logging = async {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        call(&second, "fx_steps", json!({"steps": 1, "ms": 300, "log": true}), None).await
-    };
-    let (long, logging) = tokio::join!(long, logging);
-    assert_eq!(text_of(&long.unwrap()), "1 steps");
-    assert_eq!(text_of(&logging.unwrap()), "1 steps");
+    two_calls_in_flight(&first, &second).await;
     eventually("the caller hears its call's log message", Duration::from_secs(10), || async {
         second_heard.texts().contains(&"step 1".to_owned())
     })
