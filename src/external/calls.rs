@@ -263,7 +263,7 @@ impl Calls {
     }
 
     /// Count a notification just read from the server as pending for the call it belongs to
-    /// (progress by its token, a log message by the one call listening), so that the call's
+    /// (progress by its token, a log message as `log_call` finds its call), so that the call's
     /// answer, read after it, waits for it to be relayed (`Registered::settle`).
     pub(super) fn hear(&self, notification: &mut ServerNotification) {
         let origin = super::traced::origin(Some(notification.get_meta()));

@@ -48,12 +48,10 @@ mod tests {
     use std::time::Duration;
 
     use rmcp::model::{
-        NumberOrString, ProgressNotification, ProgressNotificationParam, ProgressToken, RequestId,
-        ServerNotification,
+        GetExtensions as _, NumberOrString, ProgressNotification, ProgressNotificationParam,
+        ProgressToken, RequestId, ServerNotification,
     };
     use tokio_util::sync::CancellationToken;
-
-    use rmcp::model::GetExtensions as _;
 
     use super::*;
     use crate::external::calls::{Caller, Relaying};

@@ -1,8 +1,4 @@
 //! What orca adds to rmcp's Streamable HTTP client for an upstream.
-#![expect(
-    deprecated,
-    reason = "logging is deprecated by SEP-2577, but the protocol versions servers speak today have it"
-)]
 //!
 //! The `traceparent` header on the HTTP requests: rmcp's transport posts messages from its own
 //! worker task, where no call's span is current, so the header is copied from the
@@ -12,9 +8,13 @@
 //! The request a log message came during: a message on a request's own response stream is
 //! that request's, but rmcp marks only the server's requests with the stream they came on
 //! (`InboundStreamOrigin`), not its notifications; so each log message on a request's stream
-//! gets the request's id in its `_meta` under a key of this process ([`origin`]), which no
+//! gets the request's id in its `_meta` under a key of this process (`origin`), which no
 //! server can guess, and `calls` relays it to that call's client even while other calls are in
 //! flight. Everything else is the wrapped client's.
+#![expect(
+    deprecated,
+    reason = "logging is deprecated by SEP-2577, but the protocol versions servers speak today have it"
+)]
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -64,7 +64,7 @@ pub(super) fn origin(meta: Option<&NotificationMetaObject>) -> Option<RequestId>
     serde_json::from_value(value.clone()).ok()
 }
 
-/// Take the mark of [`origin`] off a log message before it goes on to a client.
+/// Take the mark of `origin` off a log message before it goes on to a client.
 pub(super) fn unmark(message: &mut LoggingMessageNotificationParam) {
     if let Some(meta) = &mut message.meta {
         meta.0.remove(origin_key());
@@ -97,7 +97,7 @@ fn marked(
     StreamableHttpPostResponse::Sse(stream.boxed(), session)
 }
 
-/// `data`, a JSON-RPC log message, with `id` under [`origin`]'s key in its `_meta`.
+/// `data`, a JSON-RPC log message, with `id` under `origin`'s key in its `_meta`.
 fn with_origin(data: &str, id: &serde_json::Value) -> Option<String> {
     let mut message: serde_json::Value = serde_json::from_str(data).ok()?;
     if message.get("method")?.as_str()? != "notifications/message" {
