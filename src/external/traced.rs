@@ -51,6 +51,9 @@ fn with_traceparent(
     headers
 }
 
+/// The largest event searched for a log message to mark.
+const MAX_MARKED: usize = 64 * 1024;
+
 /// The `_meta` key of a log message's request: a random name per process.
 fn origin_key() -> &'static str {
     static KEY: std::sync::LazyLock<String> =
@@ -85,7 +88,10 @@ fn marked(
     let StreamableHttpPostResponse::Sse(stream, session) = response else { return response };
     let stream = stream.map(move |event| {
         event.map(|mut event| {
+            // A larger event is a result, not worth searching; a log message that large (if
+            // any) goes as an unmarked one does.
             if let Some(data) = &mut event.data
+                && data.len() <= MAX_MARKED
                 && data.contains("notifications/message")
                 && let Some(with_origin) = with_origin(data, &id)
             {
