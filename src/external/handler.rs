@@ -76,14 +76,12 @@ impl ClientHandler for UpstreamClient {
     #[expect(deprecated, reason = "MCP logging is deprecated by SEP-2577 but still spoken")]
     async fn on_logging_message(
         &self,
-        mut message: rmcp::model::LoggingMessageNotificationParam,
+        message: rmcp::model::LoggingMessageNotificationParam,
         context: NotificationContext<RoleClient>,
     ) {
-        // rmcp keeps a notification's `_meta` among the context's extensions.
-        let origin = super::traced::origin(message.meta.as_ref())
-            .or_else(|| super::traced::origin(context.extensions.get()))
-            .or_else(|| super::traced::origin(Some(&context.meta)));
-        super::traced::unmark(&mut message);
+        // rmcp keeps a notification's `_meta` among the context's extensions, apart from the
+        // params relayed to clients, so orca's mark goes no further.
+        let origin = super::traced::origin(context.extensions.get());
         let log = ExternalLog::new(self.server.clone(), message);
         if self.calls.log(&log.message, origin.as_ref()).await {
             return;

@@ -11,10 +11,6 @@
 //! gets the request's id in its `_meta` under a key of this process (`origin`), which no
 //! server can guess, and `calls` relays it to that call's client even while other calls are in
 //! flight. Everything else is the wrapped client's.
-#![expect(
-    deprecated,
-    reason = "logging is deprecated by SEP-2577, but the protocol versions servers speak today have it"
-)]
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,7 +19,7 @@ use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use http::{HeaderName, HeaderValue};
 use rmcp::model::{ClientJsonRpcMessage, ClientRequest};
-use rmcp::model::{LoggingMessageNotificationParam, NotificationMetaObject, RequestId};
+use rmcp::model::{NotificationMetaObject, RequestId};
 use rmcp::transport::streamable_http_client::{
     SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
 };
@@ -65,16 +61,6 @@ fn origin_key() -> &'static str {
 pub(super) fn origin(meta: Option<&NotificationMetaObject>) -> Option<RequestId> {
     let value = meta?.get(origin_key())?;
     serde_json::from_value(value.clone()).ok()
-}
-
-/// Take the mark of `origin` off a log message before it goes on to a client.
-pub(super) fn unmark(message: &mut LoggingMessageNotificationParam) {
-    if let Some(meta) = &mut message.meta {
-        meta.0.remove(origin_key());
-        if meta.is_empty() {
-            message.meta = None;
-        }
-    }
 }
 
 /// Mark each log message on the response stream of `request` with its id.
