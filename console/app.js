@@ -1,8 +1,8 @@
 // The console: connects to this server's /mcp (asking for an API key when one is needed),
 // builds the servers accordion from list_servers and tools/list, runs tools through generated
 // forms, shows results with feedback, opens the feedback dialog after repeated failures, offers
-// the manual SQL fallback, and lists waiting approvals, recent executions and the sign-ins to
-// external servers that ask for OAuth.
+// the manual SQL fallback, and lists waiting approvals, held external tools (for a key that may
+// approve them), recent executions and the sign-ins to external servers that ask for OAuth.
 
 import { HttpError, Mcp } from "./mcp.js";
 import { buildForm, element } from "./form.js";
@@ -480,6 +480,7 @@ function showWriteOutcome(args, result, error, status, elapsed) {
 
 function refreshSide() {
   refreshApprovals();
+  refreshHeld();
   refreshRecent();
 }
 
@@ -534,6 +535,55 @@ async function refreshApprovals() {
   }
   table.append(body);
   container.replaceChildren(element("div", { class: "table-scroll" }, table));
+}
+
+// External tools held until a person approves them (pin: hold), for a key whose role has
+// approve_tools: what changed, what the poisoning rules found, the diff, and Approve, which pins
+// the definition shown (its hash goes with the approval).
+async function refreshHeld() {
+  const panel = $("held-panel");
+  const container = $("held");
+  let data;
+  try {
+    data = await mcp.getJson("/console/api/held-tools");
+  } catch (error) {
+    panel.hidden = false;
+    container.replaceChildren(renderError(error.error || { code: "INTERNAL", message: error.message }));
+    return;
+  }
+  // A key whose role may not approve tools sees no panel.
+  panel.hidden = !data.may_approve;
+  if (panel.hidden) return;
+  const held = data.held_tools || [];
+  if (!held.length) {
+    container.replaceChildren(element("p", { class: "muted", text: "No external tool is held." }));
+    return;
+  }
+  const list = element("ul", { class: "held-tools" });
+  for (const tool of held) {
+    const id = `held-${tool.server}-${tool.tool}`.replace(/[^A-Za-z0-9_-]/g, "_");
+    const item = element("li", { "aria-labelledby": id });
+    item.append(element("h3", { id, text: `${tool.server} ${tool.tool}` }), element("p", { text: tool.what }));
+    for (const finding of tool.findings || []) {
+      item.append(element("p", { class: "small" }, element("strong", { text: finding.rule }), ` in ${finding.at}: `, element("code", { text: finding.excerpt || "" })));
+    }
+    const details = element("details", {}, element("summary", { text: "What changed" }), element("pre", { class: "diff", text: tool.diff }));
+    const approve = element("button", { type: "button", class: "primary", "aria-describedby": id }, "Approve");
+    const status = element("div");
+    approve.addEventListener("click", async () => {
+      approve.disabled = true;
+      try {
+        await mcp.postJson("/console/api/held-tools/approve", { server: tool.server, tool: tool.tool, sha256: tool.sha256 });
+        status.replaceChildren(element("span", { class: "ok-text", role: "status", text: "Approved" }));
+      } catch (error) {
+        approve.disabled = false;
+        status.replaceChildren(renderError(error.error || { code: "INTERNAL", message: error.message }));
+      }
+    });
+    item.append(details, approve, status);
+    list.append(item);
+  }
+  container.replaceChildren(list);
 }
 
 function formatTime(text) {
@@ -598,6 +648,7 @@ async function refreshRecent() {
 }
 
 $("approvals-refresh").addEventListener("click", refreshApprovals);
+$("held-refresh").addEventListener("click", refreshHeld);
 $("recent-refresh").addEventListener("click", refreshRecent);
 
 // Escape closes any open dialog (the native modal does so too; this covers every browser).

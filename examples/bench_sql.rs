@@ -7,9 +7,10 @@
 //! - `bench_sql call <url> <tool> <arguments-json> [repeat]`: one tool call over Streamable HTTP
 //!   (stateless) against a running `orca serve --http`, repeated; prints the best and median wall
 //!   time and the result size. Used for the 1,000,000-row encoding and the introspection runs.
-//! - `bench_sql paging <url> <table> <page_size> <target_page>`: `query_sql` over
-//!   `SELECT * FROM <table>`: the first page (median of 5), a walk through the pages up to
-//!   `target_page` (rows/s), then that page again (median of 5, with its token).
+//! - `bench_sql paging <url> <table> <page_size> <target_page> [sql]`: `query_sql` over
+//!   `SELECT * FROM <table>` (or `sql`, labelled with `table`): the first page (median of 5), a
+//!   walk through the pages up to `target_page` (rows/s), then that page again (median of 5,
+//!   with its token).
 
 #![allow(clippy::print_stdout, reason = "the result lines are this program's output")]
 
@@ -59,10 +60,11 @@ async fn main() {
             let table = args.get(3).expect("table");
             let page_size: u64 = args.get(4).and_then(|s| s.parse().ok()).expect("page size");
             let target: u64 = args.get(5).and_then(|s| s.parse().ok()).expect("target page");
-            paging(url, table, page_size, target).await;
+            let sql = args.get(6).cloned().unwrap_or_else(|| format!("SELECT * FROM {table}"));
+            paging(url, table, &sql, page_size, target).await;
         }
         _ => panic!(
-            "usage: bench_sql classify [seconds] | parse [seconds] | call <url> <tool> <json> [repeat] | paging <url> <table> <page_size> <target_page>"
+            "usage: bench_sql classify [seconds] | parse [seconds] | call <url> <tool> <json> [repeat] | paging <url> <table> <page_size> <target_page> [sql]"
         ),
     }
 }
@@ -168,9 +170,9 @@ async fn query_page(
     (elapsed, rows, result["page_token"].as_str().map(str::to_owned))
 }
 
-async fn paging(url: &str, table: &str, page_size: u64, target: u64) {
+async fn paging(url: &str, table: &str, sql: &str, page_size: u64, target: u64) {
     let client = reqwest::Client::builder().timeout(Duration::from_secs(900)).build().unwrap();
-    let first = serde_json::json!({"sql": format!("SELECT * FROM {table}"), "max_rows": page_size});
+    let first = serde_json::json!({"sql": sql, "max_rows": page_size});
     let median = |mut times: Vec<Duration>| {
         times.sort();
         times[times.len() / 2].as_secs_f64() * 1e3

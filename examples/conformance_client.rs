@@ -60,6 +60,7 @@ fn authorizer(url: &str, scenario: &str, context: &Value) -> Result<Authorizer, 
         }),
         metadata_url: Some(CLIENT_METADATA_URL.to_owned()),
         client_name: "orca conformance client".to_owned(),
+        issuer: None,
     };
     Authorizer::new(config).map_err(|e| e.to_string())
 }

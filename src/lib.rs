@@ -7,7 +7,9 @@
 //! - [`cli`]: the commands a person runs (`serve`, `demo`, `migrate`, `export-feedback`, `doctor`).
 //! - `config`: environment, `.env` and `orca.yaml` turned into one validated `Config`.
 //! - `gateway`: the MCP facade (stdio and Streamable HTTP), auth, metrics and the wire mapping of errors.
-//! - `external`: external MCP servers from `external-mcps.yaml`: supervised, namespaced, proxied.
+//! - `external`: external MCP servers from `external-mcps.yaml`: supervised, namespaced, proxied, their tool definitions pinned.
+//! - `guard`: what orca refuses to pass on from servers it does not control: poisoned tool definitions, credentials in results.
+//! - `directory`: the directory of servers that `list_servers` reports, written by the registry and `external`.
 //! - `registry`: the closed list of internal servers, tool routing and collision checks.
 //! - `servers`: the internal MCP servers; each tool is a thin adapter over a domain function.
 //! - `llm`: the model providers (OpenAI and compatible servers, Anthropic, Google) behind one request shape.
@@ -27,14 +29,17 @@
 mod catalog;
 pub mod cli;
 pub mod client;
+mod cluster;
 mod config;
 mod context;
+mod directory;
 pub mod embedded;
 mod eval;
 mod external;
 #[doc(hidden)]
 pub mod fuzzing;
 mod gateway;
+mod guard;
 mod llm;
 mod privacy;
 mod registry;

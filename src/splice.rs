@@ -14,6 +14,27 @@
 //! The placeholder is unguessable, so a value from a client, an upstream or the database that
 //! looks like one is left as it is; an entry that no transport took within [`MAX_AGE`] (its
 //! connection went away) is dropped by a sweep once a minute.
+//!
+//! # Design notes
+//!
+//! Big results written without a `Value` tree. rmcp's `CallToolResult` holds structured content as
+//! a `serde_json::Value` and its transports serialize a whole message into one buffer, so a
+//! 1,000,000-row read existed as a tree (about 170 bytes a narrow row), a text block and a message
+//! buffer. `execute_sql` now encodes its rows as they stream in (`sql::EncodedRows`, the same JSON
+//! `serde_json` writes, with each column's first 50 non-null values kept for the semantic hints)
+//! and returns them as `ToolOutput::spliced`. The gateway (`error::place`) registers the bytes
+//! under an unguessable placeholder `orca-splice-<128 random bits>` and puts that string where the
+//! rows belong; every transport that writes a gateway's answers (`external::BatchedTransport` for
+//! stdio and the in-process gateway of `orca tools`/`orca call`, and `http.rs`'s `splice_body` for
+//! stateless Streamable HTTP, JSON or SSE) serializes rmcp's small message, cuts it at the
+//! placeholders (`splice::split`; only answers a server writes, never what orca sends to an
+//! upstream) and writes the parts: in structured content the bytes themselves, inside the text
+//! block (a JSON string) the same bytes escaped 64 KiB at a time as they are written. Tracking
+//! stores the result with the bytes in place (`tracking::stored_response`), cut without joining it
+//! whole. `--stateful` HTTP keeps sent messages to replay them on reconnection, so its gateway
+//! decodes the rows back into the result (`Gateway::without_splicing`). A placeholder no transport
+//! took within 10 minutes (its connection went away) is dropped by a sweep once a minute; a string
+//! that looks like one but was not registered is left alone.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -47,6 +68,17 @@ impl RawJson {
     /// The value in one buffer, for the rare reader that needs it whole.
     pub(crate) fn to_vec(&self) -> Vec<u8> {
         self.0.concat()
+    }
+
+    /// The chunks, as they were written (for a scan that reads them in place).
+    pub(crate) fn chunks(&self) -> &[Bytes] {
+        &self.0
+    }
+
+    /// The same value made of other chunks (a rewritten one), which must join to one JSON
+    /// value as [`RawJson::from_chunks`] requires.
+    pub(crate) fn from_bytes(chunks: Vec<Bytes>) -> RawJson {
+        RawJson(chunks.into_iter().filter(|chunk| !chunk.is_empty()).collect())
     }
 }
 

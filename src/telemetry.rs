@@ -10,6 +10,31 @@
 //! The tracer is the process's one global (a `OnceLock`), the exception to orca's explicit
 //! state: OpenTelemetry carries a span's context with the future that runs it (`Span::run`),
 //! not through arguments, so `llm`, `sql` and `tracking` make their spans without a handle.
+//!
+//! # Design notes
+//!
+//! OpenTelemetry traces, off unless `OTEL_EXPORTER_OTLP_ENDPOINT` or
+//! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set (`OTEL_SDK_DISABLED` honoured). `telemetry::start`
+//! (called by `cli::run` for `serve` and `demo`, which shut it down after the command has stopped,
+//! so tracking's last batch is exported too) builds the OTLP/HTTP protobuf exporter
+//! (opentelemetry-otlp with reqwest's blocking client, run by the SDK's batch processor on its own
+//! thread: no gRPC, no second TLS stack) and sets the process's one tracer in a `OnceLock`. `Span`
+//! is an optional `opentelemetry::Context`: empty when traces are off (nothing is named or
+//! allocated: names and attributes come from a closure) or when there is no call to be part of;
+//! `Span::run` makes it current for a future, so children and outgoing `traceparent`s
+//! (`telemetry::traceparent`) descend from it across `.await`s; it ends when dropped. The spans are
+//! made where the work is: `gateway::Gateway::call_tool` (the call's span, from the incoming
+//! `traceparent` of `_meta` or the header; its trace id is the execution's `trace_id`) and the
+//! upstream hop in `dispatch`; `llm::Llm::complete` (the GenAI attributes; `openai.rs`'s transport
+//! and `transport.rs` put `traceparent` on each attempt); `sql::traced` around `run_read_into`,
+//! `run_paged_read`, `explain` and `run_write` (a summary of the statement, never its text);
+//! `tracking::writer` (a finished child of each call's `Execution::span` per batch).
+//! `external::upstream` puts the hop's `traceparent` in the forwarded call's `_meta`, and
+//! `external/traced.rs` (`Traced`, a wrapper of rmcp's `StreamableHttpClient`) copies it into the
+//! HTTP header, since rmcp posts from its own task where no span is current. `Traced` also marks
+//! each log message on a request's own response stream with that request's id (a `_meta` key named
+//! per process), so `calls` gives it to that call's client even with other calls in flight (rmcp
+//! marks only requests with the stream they came on).
 
 use std::borrow::Cow;
 use std::future::Future;

@@ -9,6 +9,18 @@
 //! (BENCHMARKS.md, "Build time"). Neither rustls (through reqwest's `rustls-no-provider`) nor
 //! jsonwebtoken (no crypto feature) picks a backend by itself, so [`install`] must run before
 //! the first HTTPS client is built or the first token is checked; it is idempotent and cheap.
+//!
+//! # Design notes
+//!
+//! ring as the one cryptography backend: `tls::install` (idempotent) makes it the process default
+//! of rustls (reqwest is built with `rustls-no-provider`, rmcp and async-openai likewise, sqlx with
+//! `tls-rustls-ring-webpki`) and of jsonwebtoken, through a small backend over `ring::signature`
+//! (orca verifies tokens; its tests also sign them). It runs first in `cli::main` and before each
+//! HTTPS client orca builds outside `servers` and `external` (`llm::Llm::new`,
+//! `gateway::oauth::Verifier::new`, `client::McpClient::http`), which the binary reaches only after
+//! `cli::main`. aws-lc-rs, the libraries' default, compiled AWS-LC with cmake twice per release
+//! build (for the binary and for sqlx's macros); the tests and examples, which build their own
+//! reqwest clients, keep it through a dev-dependency (`reqwest` with `rustls`).
 
 use std::sync::Once;
 

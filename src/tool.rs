@@ -1,5 +1,13 @@
 //! What every tool shares, whichever server answers it: the verb it needs, the error taxonomy,
 //! and the domain result that the gateway turns into an MCP `CallToolResult`.
+//!
+//! # Design notes
+//!
+//! What every tool shares: `Verb`, the error taxonomy (`ErrorCode`, `ToolError` and its wire JSON),
+//! `ToolOutput`, `LlmUsage`, `Attempts` (the failed attempts, usage and `_meta` a multi-attempt
+//! tool reports with its final error, or `ToolOutput::failed_attempts` with its result; each
+//! becomes a failure row), and `parse_arguments`, which turns bad arguments into `INVALID_INPUT`
+//! naming the offending key.
 
 use std::fmt;
 

@@ -1,7 +1,6 @@
-//! The semantic layer of tool search: texts embedded by a provider (an OpenAI-compatible
-//! `/v1/embeddings`, or Gemini's `batchEmbedContents`), tool embeddings cached in
-//! `orca.tool_embeddings` by the SHA-256 of their text, and the blend of cosine similarity with
-//! the lexical scores.
+//! The provider and the cache of the semantic layer: texts embedded by a provider (an
+//! OpenAI-compatible `/v1/embeddings`, or Gemini's `batchEmbedContents`), and tool embeddings
+//! cached in `orca.tool_embeddings` by model and the SHA-256 of their text.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -36,6 +35,8 @@ pub(crate) struct Embedder {
     base_url: String,
     api_key: Option<SecretString>,
     model: String,
+    /// How long one request may take before it is abandoned.
+    timeout: Duration,
     http: reqwest::Client,
 }
 
@@ -60,8 +61,14 @@ impl Embedder {
             base_url: base_url.trim_end_matches('/').to_owned(),
             api_key,
             model: model.to_owned(),
+            timeout,
             http,
         }
+    }
+
+    /// How long one request may take, as configured.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     /// The model's name, the cache's key with each text's hash.
@@ -76,11 +83,28 @@ impl Embedder {
     /// The provider unreachable, answering an error status, or an answer without one vector
     /// per text.
     pub(crate) async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed_within(texts, self.timeout).await
+    }
+
+    /// [`Embedder::embed`], each request abandoned after `timeout` instead of the configured
+    /// time.
+    ///
+    /// # Errors
+    ///
+    /// As [`Embedder::embed`].
+    pub(crate) async fn embed_within(
+        &self,
+        texts: &[String],
+        timeout: Duration,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
         let mut vectors = Vec::with_capacity(texts.len());
         for batch in texts.chunks(BATCH) {
             let found = match self.provider {
-                Provider::Google => self.gemini(batch).await?,
-                Provider::OpenAi | Provider::Anthropic => self.openai(batch).await?,
+                Provider::Google => self.gemini(batch, timeout).await?,
+                // The catalog's configuration never names the client (`config/catalog.rs`).
+                Provider::OpenAi | Provider::Anthropic | Provider::Client => {
+                    self.openai(batch, timeout).await?
+                }
             };
             if found.len() != batch.len() {
                 return Err(EmbedError::Answer(format!(
@@ -94,10 +118,15 @@ impl Embedder {
         Ok(vectors)
     }
 
-    async fn openai(&self, batch: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    async fn openai(
+        &self,
+        batch: &[String],
+        timeout: Duration,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
         let mut request = self
             .http
             .post(format!("{}/embeddings", self.base_url))
+            .timeout(timeout)
             .json(&json!({ "model": self.model, "input": batch }));
         if let Some(key) = &self.api_key {
             request = request.bearer_auth(key.expose_secret());
@@ -118,7 +147,11 @@ impl Embedder {
         Ok(data.into_iter().map(|(_, vector)| vector).collect())
     }
 
-    async fn gemini(&self, batch: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    async fn gemini(
+        &self,
+        batch: &[String],
+        timeout: Duration,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
         let model = format!("models/{}", self.model.trim_start_matches("models/"));
         let requests: Vec<Value> = batch
             .iter()
@@ -127,6 +160,7 @@ impl Embedder {
         let mut request = self
             .http
             .post(format!("{}/v1beta/{model}:batchEmbedContents", self.base_url))
+            .timeout(timeout)
             .json(&json!({ "requests": requests }));
         if let Some(key) = &self.api_key {
             request = request.header("x-goog-api-key", key.expose_secret());
@@ -174,92 +208,52 @@ pub(crate) fn text_hash(text: &str) -> [u8; 32] {
     Sha256::digest(text.as_bytes()).into()
 }
 
-/// The vectors of `texts`: from the cache where it has them, the rest embedded now and stored.
+/// The vectors the cache holds for `model` among `hashes` (texts' SHA-256), by hash.
 ///
 /// # Errors
 ///
-/// The cache or the provider failing.
-pub(crate) async fn cached_or_embedded(
-    embedder: &Embedder,
+/// The cache failing.
+pub(crate) async fn cached(
     pool: &PgPool,
-    texts: &[String],
-) -> Result<Vec<Vec<f32>>, EmbedError> {
-    let hashes: Vec<[u8; 32]> = texts.iter().map(|text| text_hash(text)).collect();
+    model: &str,
+    hashes: &[[u8; 32]],
+) -> Result<HashMap<[u8; 32], Vec<f32>>, EmbedError> {
     let keys: Vec<Vec<u8>> = hashes.iter().map(|hash| hash.to_vec()).collect();
     let rows: Vec<(Vec<u8>, Vec<f32>)> = sqlx::query_as(
         "SELECT text_sha256, embedding FROM orca.tool_embeddings \
          WHERE model = $1 AND text_sha256 = ANY($2)",
     )
-    .bind(embedder.model())
+    .bind(model)
     .bind(&keys)
     .fetch_all(pool)
     .await
     .map_err(|error| EmbedError::Cache(error.to_string()))?;
-    let mut known: HashMap<Vec<u8>, Vec<f32>> = rows.into_iter().collect();
-    let missing: Vec<usize> =
-        (0..texts.len()).filter(|&index| !known.contains_key(&keys[index])).collect();
-    if !missing.is_empty() {
-        let wanted: Vec<String> = missing.iter().map(|&index| texts[index].clone()).collect();
-        let vectors = embedder.embed(&wanted).await?;
-        let new_keys: Vec<Vec<u8>> = missing.iter().map(|&index| keys[index].clone()).collect();
-        let mut insert = sqlx::QueryBuilder::new(
-            "INSERT INTO orca.tool_embeddings (model, text_sha256, embedding) ",
-        );
-        insert.push_values(new_keys.iter().zip(&vectors), |mut row, (key, vector)| {
-            row.push_bind(embedder.model()).push_bind(key).push_bind(vector);
-        });
-        insert.push(" ON CONFLICT DO NOTHING");
-        insert.build().execute(pool).await.map_err(|error| EmbedError::Cache(error.to_string()))?;
-        for (key, vector) in new_keys.into_iter().zip(vectors) {
-            known.insert(key, vector);
-        }
-    }
-    Ok(keys.iter().map(|key| known.get(key).cloned().unwrap_or_default()).collect())
+    Ok(rows
+        .into_iter()
+        .filter_map(|(key, vector)| Some((<[u8; 32]>::try_from(key).ok()?, vector)))
+        .collect())
 }
 
-/// Cosine similarity, 0 for an empty or zero vector or vectors of different lengths.
-pub(crate) fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    if a.len() != b.len() || a.is_empty() {
-        return 0.0;
+/// Keep `vectors` in the cache for `model`, each under its text's hash.
+///
+/// # Errors
+///
+/// The cache failing.
+pub(crate) async fn store(
+    pool: &PgPool,
+    model: &str,
+    vectors: &[([u8; 32], &[f32])],
+) -> Result<(), EmbedError> {
+    if vectors.is_empty() {
+        return Ok(());
     }
-    let (mut dot, mut norm_a, mut norm_b) = (0.0f64, 0.0f64, 0.0f64);
-    for (x, y) in a.iter().zip(b) {
-        dot += f64::from(*x) * f64::from(*y);
-        norm_a += f64::from(*x) * f64::from(*x);
-        norm_b += f64::from(*y) * f64::from(*y);
-    }
-    if norm_a == 0.0 || norm_b == 0.0 { 0.0 } else { dot / (norm_a.sqrt() * norm_b.sqrt()) }
-}
-
-/// `(1 - weight) * lexical / best lexical + weight * max(cosine, 0)`, for every tool.
-pub(crate) fn blend(lexical: &[f64], query: &[f32], tools: &[Vec<f32>], weight: f64) -> Vec<f64> {
-    let top = lexical.iter().copied().fold(0.0f64, f64::max);
-    lexical
-        .iter()
-        .zip(tools)
-        .map(|(score, vector)| {
-            let lexical = if top > 0.0 { score / top } else { 0.0 };
-            (1.0 - weight) * lexical + weight * cosine(query, vector).max(0.0)
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cosine_and_blend_follow_their_formulas() {
-        assert!((cosine(&[1.0, 0.0], &[1.0, 0.0]) - 1.0).abs() < 1e-9);
-        assert_eq!(cosine(&[1.0, 0.0], &[0.0, 1.0]), 0.0);
-        assert_eq!(cosine(&[1.0], &[1.0, 0.0]), 0.0);
-        assert_eq!(cosine(&[0.0, 0.0], &[1.0, 0.0]), 0.0);
-        let blended = blend(
-            &[2.0, 1.0, 0.0],
-            &[1.0, 0.0],
-            &[vec![0.0, 1.0], vec![0.0, 1.0], vec![1.0, 0.0]],
-            0.5,
-        );
-        assert_eq!(blended, [0.5, 0.25, 0.5]);
-    }
+    let mut insert = sqlx::QueryBuilder::new(
+        "INSERT INTO orca.tool_embeddings (model, text_sha256, embedding) ",
+    );
+    insert.push_values(vectors, |mut row, (hash, vector)| {
+        row.push_bind(model).push_bind(hash.to_vec()).push_bind(vector.to_vec());
+    });
+    insert.push(" ON CONFLICT DO NOTHING");
+    insert.build().execute(pool).await.map_err(|error| EmbedError::Cache(error.to_string()))?;
+    Ok(())
 }

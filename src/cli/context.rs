@@ -315,7 +315,12 @@ async fn suggest(config: &Config, args: SuggestArgs) -> anyhow::Result<ExitCode>
         context: context::ContextStore::open(path.clone()),
     };
     let choice = intelligence
-        .choose(LlmTool::ContextSuggest, args.llm_provider.as_deref(), args.llm_model.as_deref())
+        .choose(
+            LlmTool::ContextSuggest,
+            args.llm_provider.as_deref(),
+            args.llm_model.as_deref(),
+            None,
+        )
         .map_err(|error| anyhow::anyhow!("{}", error.message))?;
     let lessons_json = serde_json::to_value(&lessons)?;
     let request = context::suggest::prompt(&lessons_json, &doc.titles());

@@ -1,6 +1,17 @@
 //! Which PostgreSQL orca talks to: the configured URLs, or the embedded cluster under
 //! `ORCA_HOME` (database `orca` for orca's state, `chinook` for the SQL tools); and the target
 //! databases of the SQL tools, built with their pools, limits and context files.
+//!
+//! # Design notes
+//!
+//! `cli/databases.rs` decides which PostgreSQL to use (configured URLs or the embedded cluster) and
+//! which target databases the SQL tools serve (`databases:` in `orca.yaml`, else `DATABASE_URL`
+//! named after its database, else the embedded `chinook`), and connects them (`connect_targets`: a
+//! lazy pool each, its limits, its context file, each distinct file watched once); `cli/output.rs`
+//! is the only place that writes to stdout; `cli/context.rs` holds `orca context check [--watch]`,
+//! `refresh-schema` (writes through a temporary file and a rename) and `suggest` (lessons from
+//! `tracking`, a model's additions checked to keep the file parseable, a unified diff from
+//! `similar`; `--out` may not be the context file, which is never written).
 
 use std::path::Path;
 

@@ -3,6 +3,12 @@
 //! check the arguments and the question file (before any model is called), open the databases
 //! and tracking, run the set (twice with `--compare`) with progress on stderr, then print the
 //! report and write its files.
+//!
+//! # Design notes
+//!
+//! `cli/eval.rs` holds `orca eval`: it checks the arguments and the question file, builds a
+//! `PostgresServer` on the target database with the context file read once, runs the set (twice
+//! with `--compare`) with progress on stderr, and prints or writes the report.
 
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
@@ -145,6 +151,7 @@ pub(super) async fn run(config: Config, args: EvalArgs) -> anyhow::Result<ExitCo
         LlmTool::GenerateSql,
         args.provider.as_deref(),
         args.model.as_deref(),
+        None,
     ) {
         Ok(choice) => choice,
         Err(error) => {

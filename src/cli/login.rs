@@ -4,6 +4,13 @@
 //! database, where every replica finds it; `logout` forgets it. For `mode: per_user` the
 //! sign-in is the stdio principal's own (`auth.stdio`, the user of `orca serve` over stdio on
 //! this machine); people on HTTP sign in from the console.
+//!
+//! # Design notes
+//!
+//! `cli/login.rs` holds `orca login` and `orca logout` for an external server with `oauth: {mode:
+//! shared}` (or `per_user`, then as the stdio principal's own sign-in): the sign-in through
+//! `client::auth` with a `LoopbackBrowser`, kept in `external::TokenVault`; `cli::secret_text`
+//! gives the vault the orca secret's text.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -17,7 +24,7 @@ use super::output::{print, print_error};
 use crate::client::McpClient;
 use crate::client::auth::{Authorizer, AuthorizerConfig, Grant, LoopbackBrowser};
 use crate::config::{Config, ExternalTransport, SignInMode, UpstreamOAuth};
-use crate::external::{TokenVault, identity_of};
+use crate::external::{TokenVault, confinement_of, identity_of};
 use crate::tracking;
 
 #[derive(Debug, Args)]
@@ -108,6 +115,7 @@ pub(super) async fn login(config: Config, args: LoginArgs) -> anyhow::Result<Exi
     let mut settings = AuthorizerConfig::new(url, Grant::AuthorizationCode(Arc::new(agent)));
     settings.store = Arc::new(vault.store(&args.upstream, &subject));
     settings.identity = identity_of(oauth);
+    settings.confinement = Some(confinement_of(oauth));
     settings.sign_in_hint = format!("run `orca login {}`", args.upstream);
     let authorizer = Arc::new(Authorizer::new(settings)?);
     // A stale sign-in is replaced: the server's own 401 starts a fresh one.

@@ -1,13 +1,21 @@
 //! The command line: `serve`, `demo`, `migrate`, `export-feedback`, `doctor` and `key`, each a
 //! thin sequence over the library: load configuration, open the databases, build the registry,
 //! hand over to the gateway or the exporter, and shut down cleanly.
+//!
+//! # Design notes
+//!
+//! The commands (`serve`, `demo`, `migrate`, `export-feedback`, `doctor`, `key new`, `approve`,
+//! `context`) as thin sequences over the library.
 
 mod ask;
 mod context;
 mod databases;
 mod eval;
 mod login;
+mod masking;
 mod output;
+mod pins;
+mod retention;
 mod skills;
 mod tools;
 
@@ -91,14 +99,25 @@ enum Command {
     /// Curate the context file: check it, refresh its schema overview, suggest additions
     #[command(subcommand)]
     Context(context::ContextCommand),
+    /// Look after the tracking tables' partitions (what a running orca does every hour)
+    #[command(subcommand)]
+    Tracking(retention::TrackingCommand),
+    /// Prepare masking in the databases (the roles with `masking:` read through roles of their own)
+    #[command(subcommand)]
+    Masking(masking::MaskingCommand),
     /// List an MCP server's tools, or convert them for OpenAI, Anthropic or Gemini
-    #[command(long_about = "List the tools of an MCP server (--stdio or --url), or of orca's own \
+    #[command(
+        long_about = "List the tools of an MCP server (--stdio or --url), or of orca's own \
         gateway with neither (the configuration of `orca serve`, run in this process), as a table, \
         as JSON, or converted for a model provider: cleaned names, schemas normalized for the \
         provider; a tool whose schema cannot be converted is left out with a warning.\n\n\
         Examples:\n  orca tools\n  orca tools --format openai --exclude 'execute_*'\n  \
         orca tools --stdio \"npx -y @modelcontextprotocol/server-everything\" --format gemini\n  \
-        orca tools --url http://127.0.0.1:9000/mcp --token $KEY --format anthropic")]
+        orca tools --url http://127.0.0.1:9000/mcp --token $KEY --format anthropic\n\n\
+        `orca tools held` lists the external tools held until a person approves them (pin: hold), \
+        with what changed; `orca tools approve SERVER [TOOL]` approves them.",
+        args_conflicts_with_subcommands = true
+    )]
     Tools(tools::ToolsArgs),
     /// Call one tool of an MCP server by its name and print the result as JSON
     #[command(long_about = "Call one tool of an MCP server (--stdio or --url), or of orca's own \
@@ -226,6 +245,9 @@ enum KeyCommand {
     },
 }
 
+/// The stack of each of the runtime's threads.
+const WORKER_STACK_BYTES: usize = 8 * 1024 * 1024;
+
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     crate::tls::install();
@@ -233,7 +255,14 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let stdio = matches!(&cli.command, Command::Serve(args) if args.stdio);
     init_tracing(&env, stdio);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    // Worker threads get the main thread's 8 MiB of stack rather than tokio's 2: a tool call's
+    // future is polled on a worker, and an unoptimized build (the demo profile) keeps large
+    // copies of nested futures on the stack.
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(WORKER_STACK_BYTES)
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(error) => {
             print_error(&format!("error: cannot start the async runtime: {error}"));
@@ -272,7 +301,13 @@ async fn run(cli: Cli, env: Env) -> anyhow::Result<ExitCode> {
         return key_new(name, verbs);
     }
     match cli.command {
-        Command::Tools(args) => return tools::tools(args, cli.config.as_deref(), &env).await,
+        Command::Tools(mut args) => match args.pins.take() {
+            Some(command) => {
+                let config = config::load(cli.config.as_deref(), &env)?;
+                return pins::run(config, command, &env).await;
+            }
+            None => return tools::tools(args, cli.config.as_deref(), &env).await,
+        },
         Command::Skills(args) => return skills::skills(args, cli.config.as_deref(), &env).await,
         Command::Call(args) => return tools::call(args, cli.config.as_deref(), &env).await,
         Command::Ask(args) => return ask::ask(args, cli.config.as_deref(), &env).await,
@@ -299,6 +334,8 @@ async fn run_command(command: Command, config: Config, env: &Env) -> anyhow::Res
         Command::Migrate => migrate(config).await,
         Command::ExportFeedback(args) => export_feedback(config, args).await,
         Command::Doctor => doctor(config).await,
+        Command::Masking(command) => masking::run(config, command).await,
+        Command::Tracking(command) => retention::run(config, command).await,
         Command::Approve(args) => approve(config, args, env).await,
         Command::Context(command) => context::run(config, command).await,
         Command::Key(_)
@@ -324,6 +361,10 @@ struct Running {
     _target_watches: Vec<crate::context::ContextWatch>,
     /// Probes the target databases' health.
     monitor: tokio::task::JoinHandle<()>,
+    /// Follows the other replicas' schema changes.
+    schema_changes: tokio::task::JoinHandle<()>,
+    /// Says this replica is alive in the directory of replicas (with `cluster.advertise_url`).
+    heartbeat: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Running {
@@ -343,9 +384,14 @@ impl Running {
         };
         let enabled = servers.or_else(|| config.servers.clone());
         let secret = crate::sql::Secret::load(config.secret.as_ref(), &config.home)?;
+        let cluster = crate::cluster::Cluster::new(
+            state_pool.clone(),
+            config.cluster.advertise_url.clone(),
+            &secret,
+        );
         let mut config = config;
         config.auth.salt_masking(|id| crate::privacy::salt(&secret, id));
-        let directory: crate::servers::orca::Directory = Arc::default();
+        let directory: crate::directory::Directory = Arc::default();
         if databases.serves_embedded_chinook() {
             seed_chinook_context(&config.llm.context_file);
         }
@@ -364,7 +410,19 @@ impl Running {
         // Each database's health is known (or its probe timed out) before the first call, and
         // followed while orca runs; a database that is down never stops the others.
         targets.probe_all().await;
+        targets.prepare_masking(&masking::salted_policies(&config.auth));
         let monitor = targets.monitor();
+        let schema_changes = targets.follow_schema_changes(state_pool.clone());
+        let heartbeat = {
+            let targets = targets.clone();
+            cluster.join(move || {
+                serde_json::json!({
+                    "version": env!("CARGO_PKG_VERSION"),
+                    "context_version": targets.context_version(),
+                })
+            })
+        };
+        let replica = crate::gateway::Replica { cluster, databases: targets.clone() };
         let registry = Registry::build(
             enabled.as_deref(),
             ServerDependencies {
@@ -395,6 +453,7 @@ impl Running {
                 directory,
                 Some(vault),
                 config.http.public_url.clone(),
+                Some(crate::external::Pins::new(state_pool.clone())),
             )
             .await?;
             registry.with_external(external)
@@ -405,6 +464,7 @@ impl Running {
             tracker,
             state_pool,
             Arc::new(Metrics::default()),
+            replica,
         );
         Ok(Running {
             state,
@@ -412,11 +472,19 @@ impl Running {
             _context_watch: context_watch,
             _target_watches: target_watches,
             monitor,
+            schema_changes,
+            heartbeat,
         })
     }
 
     async fn stop(self) -> anyhow::Result<()> {
         self.monitor.abort();
+        self.schema_changes.abort();
+        if let Some(heartbeat) = self.heartbeat {
+            heartbeat.abort();
+        }
+        // The others know at once that this replica is gone.
+        self.state.cluster.leave().await;
         if let Some(external) = self.state.registry.external() {
             external.shutdown().await;
         }
@@ -628,8 +696,13 @@ async fn doctor(config: Config) -> anyhow::Result<ExitCode> {
                 }
             }
             .await;
+            let migrated = state.is_ok();
             check(&mut report, "state database", state);
+            if migrated {
+                check(&mut report, "replicas", crate::cluster::describe(&pool).await);
+            }
             pool.close().await;
+            let masking_policies = masking::policies(&config)?;
             for target in &databases.targets {
                 let target_pool = tracking::connect(target.url.expose_secret(), &config.database)?;
                 let outcome = async {
@@ -653,6 +726,14 @@ async fn doctor(config: Config) -> anyhow::Result<ExitCode> {
                 .await;
                 check(&mut report, &format!("database `{}`", target.name), outcome);
                 target_pool.close().await;
+                for policy in &masking_policies {
+                    let outcome = masking::check(target, policy).await;
+                    check(
+                        &mut report,
+                        &format!("masking `{}` on `{}`", policy.id, target.name),
+                        outcome,
+                    );
+                }
             }
             if !databases.targets.is_empty() {
                 let per_pool = config.database.max_connections;
@@ -761,9 +842,12 @@ async fn approve_with(
         .by
         .or_else(|| env.get("USER").map(str::to_owned))
         .unwrap_or_else(|| "console".to_owned());
-    // A person at the console holds every verb; HTTP approvals check the key's verbs.
+    // A person at the console holds every verb; HTTP approvals check the key's verbs. They are
+    // at this machine, as the stdio principal is: of that name, they are its owner.
     let verbs: Vec<&str> = crate::tool::Verb::ALL.iter().map(|verb| verb.as_str()).collect();
-    match crate::sql::approve(state_pool, id, &approver, &verbs).await {
+    let mut person = crate::config::Principal::new(approver.clone(), Default::default());
+    person.kind = crate::config::PrincipalKind::Stdio;
+    match crate::sql::approve(state_pool, id, (&person.identity(), &approver), &verbs).await {
         Ok(request) => {
             print(&output::approved(&request));
             Ok(ExitCode::SUCCESS)

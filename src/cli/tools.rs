@@ -2,6 +2,13 @@
 //! server started over stdio (`--stdio`), to a Streamable HTTP endpoint (`--url`), or, with
 //! neither, to orca's own gateway in this process (the configuration of `orca serve`), over
 //! an in-memory pipe. The client SDK does the MCP work; this file only wires and prints.
+//!
+//! # Design notes
+//!
+//! `cli/tools.rs` (`orca tools`, `orca call`), `cli/skills.rs` (`orca skills`) and `cli/ask.rs`
+//! (`orca ask`: async-openai for the OpenAI wire, `llm::Llm::anthropic_messages` for Anthropic's
+//! tool blocks) use it; without `--stdio`/`--url` the CLI serves its own `Gateway` on one end of
+//! `tokio::io::duplex` and connects the client to the other.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -84,6 +91,10 @@ enum Format {
 
 #[derive(Debug, Args)]
 pub(super) struct ToolsArgs {
+    /// `held` or `approve`: the external tools held for a person
+    #[command(subcommand)]
+    pub(super) pins: Option<super::pins::PinsCommand>,
+
     #[command(flatten)]
     target: Target,
 

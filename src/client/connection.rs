@@ -3,6 +3,17 @@
 //! the tool list cached until the server says it changed; calls with a timeout that cancels;
 //! tool calls and resource reads that take multi round-trip `input_required` rounds (SEP-2322)
 //! driven to their end.
+//!
+//! # Design notes
+//!
+//! `connection.rs`: `McpClient`, one session over a stdio child (its own process group, killed on
+//! drop), Streamable HTTP (`reinit_on_expired_session`) or any rmcp transport; the tool list cached
+//! behind a lock that the handler clears on `tools/list_changed`, pages followed (at most 1,000);
+//! `call_tool` with a timeout whose expiry drops the request future, which makes rmcp send
+//! `notifications/cancelled`; `ToolCallResult`. `call_tool` and `read_resource` go through rmcp's
+//! `RunningService` helpers, which drive multi round-trip `input_required` rounds (SEP-2322)
+//! through the handler, bounded by `SessionOptions::max_input_rounds` (`McpError::InputRounds` past
+//! it).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};

@@ -1,6 +1,11 @@
 //! MCP tools as OpenAI, Anthropic and Gemini tools: cleaned names (with the map back), each
 //! schema normalized for the provider, and the tools whose schema cannot be converted set
 //! aside with the reason, never failing the others.
+//!
+//! # Design notes
+//!
+//! `convert.rs`: `convert` and `Converted` (async-openai's types for OpenAI, the providers' JSON);
+//! each tool set aside is logged as a warning naming it.
 
 use async_openai::types::chat::{ChatCompletionTool, ChatCompletionTools, FunctionObject};
 use serde_json::{Value, json};

@@ -4,6 +4,11 @@
 //! name, arguments that are not JSON or do not validate, a tool that failed) comes back as a
 //! JSON result `{"error": ...}` for the model to read; only a broken connection or a timeout
 //! is an error of the caller.
+//!
+//! # Design notes
+//!
+//! `executor.rs`: `Executor`, validation against the original schema with `jsonschema` (no remote
+//! resolving), then the call.
 
 use std::collections::HashMap;
 use std::sync::Arc;

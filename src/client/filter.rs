@@ -1,6 +1,11 @@
 //! `ToolFilter`: which of a server's tools to offer. Include first (none listed: all), then
 //! exclude, both by exact name or `*` glob on the server's original names, then a predicate
 //! that sees the whole tool (annotations such as `readOnlyHint`).
+//!
+//! # Design notes
+//!
+//! `filter.rs`: `ToolFilter` (include, exclude, predicate). `names.rs`: `NameMap`, provider-safe
+//! names with hash suffixes, both ways.
 
 use std::sync::Arc;
 

@@ -4,6 +4,14 @@
 //! parameter rules, with strict mode's subset for a strict tool; Anthropic's `input_schema`, an
 //! object schema; Gemini's Schema object, an OpenAPI subset). A schema that breaks one is never
 //! emitted: its tool is set aside with the first problem found.
+//!
+//! # Design notes
+//!
+//! `rules.rs`: what each provider accepts, checked on every converted schema before it is emitted
+//! (draft 2020-12's meta-schema and OpenAI's parameter rules, strict mode's subset for a strict
+//! tool; Anthropic's object `input_schema`; Gemini's Schema fields, types and formats): a strict
+//! form that fails falls back to the plain one, and a plain one that fails sets the tool aside, so
+//! a malformed tool never makes a provider refuse the whole request.
 
 use serde_json::{Map, Value};
 

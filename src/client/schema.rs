@@ -7,6 +7,15 @@
 //! object (its fields only, upper-case types, enums on strings only); the result is checked
 //! against the provider's rules (`rules`) before it is given out. A schema that cannot be made
 //! acceptable is an error naming why; the caller sets that one tool aside.
+//!
+//! # Design notes
+//!
+//! `schema.rs`: the schema pipeline (the original checked against its draft's meta-schema first;
+//! inline local references with a bounded recursion, a chain of references that only refers back to
+//! itself refused; one canonical form for `allOf`/`oneOf`/nullable/`const`, top-level unions
+//! merged), then per provider (strict-mode check and closing for OpenAI, Gemini's Schema object,
+//! with what it cannot describe offered as JSON text at recorded paths that the executor parses
+//! back); an error string sets the tool aside.
 
 use serde_json::{Map, Value, json};
 

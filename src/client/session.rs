@@ -1,6 +1,12 @@
 //! `SessionOptions`: how a session is opened (the protocol revision, so `initialize` or
 //! `server/discover`) and how the client answers what a server asks of it mid-request
 //! (elicitations, sent as server requests or inside a multi round-trip `input_required` result).
+//!
+//! # Design notes
+//!
+//! `session.rs`: `SessionOptions`, the protocol revision (`initialize`, or `server/discover` for
+//! 2026-07-28) and `Elicitation`, what the handler answers to an elicitation (a server request, or
+//! one inside an `input_required` round).
 
 use rmcp::model::{
     ClientCapabilities, ElicitRequestParams, ElicitResult, ElicitationAction, ProtocolVersion,

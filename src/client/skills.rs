@@ -3,6 +3,14 @@
 //! against the listing (byte size, then `sha256:` digest, then the YAML frontmatter field by
 //! field) before any of it is returned; a supporting file is read only from a loaded skill, and
 //! verified the same way. Nothing is fetched ahead of need: listing reads no file.
+//!
+//! # Design notes
+//!
+//! `skills.rs`: the skills extension (SEP-2640) on `McpClient`: `list_skills` (only when the server
+//! declares `io.modelcontextprotocol/skills`, reading no file), `load_skill` (`SKILL.md` by
+//! `resources/read`, checked against the listing: size, `sha256:` digest, frontmatter field by
+//! field; `SkillError` on any difference), `read_skill_file` (only from a `LoadedSkill`, which only
+//! `load_skill` makes).
 
 use base64::Engine;
 use rmcp::model::{PaginatedRequestParams, ResourceContents, SkillResources};

@@ -1,5 +1,12 @@
 //! `ToolInfo`: a tool as an MCP server lists it (name, description, input schema exactly as
 //! given, annotations), with its top-level parameters read from the schema.
+//!
+//! # Design notes
+//!
+//! `tool.rs`: `ToolInfo` (a tool as the server lists it) and `ToolParameter`; `provider.rs`:
+//! `Provider`. These two hold the types the other files share, so the imports run one way:
+//! `connection` → `convert` → `schema` → `rules`, and `connection` → `filter`, all of them down to
+//! `tool` and `provider`.
 
 use rmcp::model::{Tool, ToolAnnotations};
 use serde_json::{Map, Value};

@@ -35,6 +35,25 @@ pub(crate) struct Principal {
     pub(crate) masking: Option<Arc<crate::privacy::mask::MaskingPolicy>>,
     /// The issuer of the token it came with; `None` for API keys, stdio and anonymous callers.
     pub(crate) issuer: Option<String>,
+    /// Whether it may approve external tools held for a person (a role's `approve_tools`).
+    pub(crate) approve_tools: bool,
+    /// How it authenticated, which with `name` (and `issuer`) makes its [`Principal::identity`].
+    pub(crate) kind: PrincipalKind,
+}
+
+/// How a principal authenticated. Two principals of the same name are one owner only when they
+/// are also of one kind (and, for tokens, one issuer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum PrincipalKind {
+    /// An API key of `auth.api_keys` (the name is the key's).
+    #[default]
+    ApiKey,
+    /// An OAuth access token (the name is its user claim, `issuer` its issuer).
+    Token,
+    /// The stdio principal (`auth.stdio`), and the person at `orca`'s command line.
+    Stdio,
+    /// The anonymous HTTP caller of an orca without keys (`auth.anonymous`).
+    Anonymous,
 }
 
 impl Principal {
@@ -49,6 +68,24 @@ impl Principal {
             role: None,
             masking: None,
             issuer: None,
+            approve_tools: false,
+            kind: PrincipalKind::ApiKey,
+        }
+    }
+
+    /// Who owns what it makes (confirmation tokens, approvals, tasks, input rounds, console
+    /// rows, rate-limit counts): `key:<name>` for an API key, `token:<issuer>#<sub>` for a
+    /// token (the issuer is a URL without a fragment, so the first `#` ends it), `stdio:<name>`
+    /// and `anonymous:<name>`. A token user named like an API key is not its owner. Only ever
+    /// compared and stored, never shown: what is shown is `name`.
+    pub(crate) fn identity(&self) -> String {
+        match self.kind {
+            PrincipalKind::ApiKey => format!("key:{}", self.name),
+            PrincipalKind::Token => {
+                format!("token:{}#{}", self.issuer.as_deref().unwrap_or_default(), self.name)
+            }
+            PrincipalKind::Stdio => format!("stdio:{}", self.name),
+            PrincipalKind::Anonymous => format!("anonymous:{}", self.name),
         }
     }
 
@@ -70,6 +107,15 @@ impl Principal {
     /// What decides which tools it may see: its verbs and its tool policies.
     pub(crate) fn tool_access(&self) -> ToolAccess {
         ToolAccess { verbs: self.verbs.clone(), policies: self.tools.clone() }
+    }
+
+    /// Whether its tool policy may admit a tool of `server`, whose tools are exposed under
+    /// `prefix`, before they are known (`ToolPolicy::could_admit_a_tool_of`); with no policy,
+    /// every server.
+    pub(crate) fn may_reach_server(&self, server: &str, prefix: &str) -> bool {
+        self.tools.as_ref().is_none_or(|policies| {
+            policies.iter().any(|policy| policy.could_admit_a_tool_of(server, prefix))
+        })
     }
 
     /// Whether its tool policy admits `tool` of `server` (verbs aside).
@@ -94,6 +140,7 @@ impl Principal {
         for role in roles {
             any = true;
             masking.push(role.masking.clone());
+            principal.approve_tools |= role.approve_tools;
             principal.verbs.extend(role.verbs.iter().copied());
             match (&mut policies, &role.tools) {
                 (Some(list), Some(policy)) => list.push(Arc::clone(policy)),
@@ -203,7 +250,7 @@ impl AuthConfig {
 
 fn validate_principal(
     raw: Option<RawPrincipal>,
-    default_name: &str,
+    (default_name, kind): (&str, PrincipalKind),
     key: &str,
     file: &str,
     errors: &mut Vec<String>,
@@ -217,7 +264,9 @@ fn validate_principal(
     if name.trim().is_empty() {
         errors.push(format!("{file}: {key}.name: must not be empty"));
     }
-    Principal::new(name, verbs)
+    let mut principal = Principal::new(name, verbs);
+    principal.kind = kind;
+    principal
 }
 
 pub(super) fn validate_auth(
@@ -295,8 +344,20 @@ pub(super) fn validate_auth(
     }
     AuthConfig {
         api_keys,
-        stdio: validate_principal(raw.stdio, "local", "auth.stdio", file, errors),
-        anonymous: validate_principal(raw.anonymous, "anonymous", "auth.anonymous", file, errors),
+        stdio: validate_principal(
+            raw.stdio,
+            ("local", PrincipalKind::Stdio),
+            "auth.stdio",
+            file,
+            errors,
+        ),
+        anonymous: validate_principal(
+            raw.anonymous,
+            ("anonymous", PrincipalKind::Anonymous),
+            "auth.anonymous",
+            file,
+            errors,
+        ),
         oauth,
         roles,
     }
@@ -305,6 +366,31 @@ pub(super) fn validate_auth(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn identities_of_one_name_differ_by_how_it_authenticated() {
+        let of = |kind: PrincipalKind, issuer: Option<&str>| {
+            let mut principal = Principal::new("bob", BTreeSet::new());
+            principal.kind = kind;
+            principal.issuer = issuer.map(str::to_owned);
+            principal.identity()
+        };
+        let identities = [
+            of(PrincipalKind::ApiKey, None),
+            of(PrincipalKind::Token, Some("https://login.example.com")),
+            of(PrincipalKind::Token, Some("https://other.example.com")),
+            of(PrincipalKind::Stdio, None),
+            of(PrincipalKind::Anonymous, None),
+        ];
+        assert_eq!(identities[0], "key:bob");
+        assert_eq!(identities[1], "token:https://login.example.com#bob");
+        let distinct: BTreeSet<&String> = identities.iter().collect();
+        assert_eq!(distinct.len(), identities.len(), "{identities:?}");
+        // A key whose name looks like a token's identity is still a key.
+        let mut key = Principal::new("token:https://login.example.com#bob", BTreeSet::new());
+        key.kind = PrincipalKind::ApiKey;
+        assert_ne!(key.identity(), identities[1]);
+    }
 
     fn policy(entries: &[&str]) -> Arc<ToolPolicy> {
         let entries: Vec<String> = entries.iter().map(|entry| (*entry).to_owned()).collect();

@@ -7,6 +7,11 @@ use serde::Deserialize;
 
 use crate::llm::Provider;
 
+/// The share of the semantic score in the blend when `catalog.embeddings.weight` is not set:
+/// the weight the `tune` half of `scripts/bench-catalog model` chose with all-MiniLM-L6-v2
+/// (BENCHMARKS.md).
+const DEFAULT_WEIGHT: f64 = 0.8;
+
 /// When search replaces the full list.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct CatalogConfig {
@@ -32,7 +37,7 @@ pub(crate) struct CatalogConfig {
 pub(crate) struct EmbeddingsConfig {
     pub(crate) provider: Provider,
     pub(crate) model: String,
-    /// The share of the semantic score in the blend, 0 to 1.
+    /// The share of the semantic score in the blend, 0 to 1 ([`DEFAULT_WEIGHT`] unless set).
     pub(crate) weight: f64,
     /// One request to the provider is abandoned after this long.
     pub(crate) timeout: Duration,
@@ -110,7 +115,7 @@ impl RawCatalog {
                 ));
                 return None;
             };
-            let weight = raw.weight.unwrap_or(0.5);
+            let weight = raw.weight.unwrap_or(DEFAULT_WEIGHT);
             if !(0.0..=1.0).contains(&weight) {
                 errors.push(format!("{file}: catalog.embeddings.weight: must be from 0 to 1"));
             }

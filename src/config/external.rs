@@ -52,6 +52,31 @@ pub(crate) struct ExternalServerConfig {
     pub(crate) availability: Availability,
     /// The protocol revision orca speaks to it.
     pub(crate) protocol: UpstreamProtocol,
+    /// What happens when one of its tool definitions changes or a tool is added (`pin:`).
+    pub(crate) pin: PinMode,
+}
+
+/// What orca does when an external server's tool definition differs from the one pinned, or
+/// a tool appears after the first listing, or a definition reads as poisoned (`pin:`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum PinMode {
+    /// The tool is neither listed nor callable until a person approves it.
+    #[default]
+    Hold,
+    /// The tool is served, with a warning in the log and in `list_servers`.
+    Warn,
+    /// Definitions are neither pinned nor scanned.
+    Off,
+}
+
+impl PinMode {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            PinMode::Hold => "hold",
+            PinMode::Warn => "warn",
+            PinMode::Off => "off",
+        }
+    }
 }
 
 /// The protocol revision orca speaks to an external server (`protocol:`).
@@ -175,6 +200,13 @@ pub(crate) struct UpstreamOAuth {
     /// The HTTPS URL of orca's client metadata document, presented as `client_id` where the
     /// authorization server supports it.
     pub(crate) client_metadata_url: Option<String>,
+    /// The authorization server (its issuer identifier) the pre-registered client belongs to:
+    /// discovery that names another is refused, and the client's credentials go to no other.
+    /// Required with a client secret or a private key.
+    pub(crate) issuer: Option<String>,
+    /// Hosts (`host` or `host:port`) besides the upstream's origin and the issuer's where the
+    /// URLs its challenges and metadata name may be fetched.
+    pub(crate) allowed_hosts: Vec<String>,
 }
 
 impl ExternalTransport {
@@ -217,6 +249,8 @@ struct RawServer {
     timeout: Option<Value>,
     retries: Option<u32>,
     protocol: Option<String>,
+    /// `hold`, `warn` or `off` (which YAML may read as `false`).
+    pin: Option<Value>,
     #[serde(default)]
     include_tools: Vec<String>,
     #[serde(default)]
@@ -240,6 +274,9 @@ struct RawOAuth {
     private_key_env: Option<String>,
     signing_algorithm: Option<String>,
     client_metadata_url: Option<String>,
+    issuer: Option<String>,
+    #[serde(default)]
+    allowed_hosts: Vec<String>,
 }
 
 /// Names orca's own servers use: an external server may not take them.
@@ -587,6 +624,23 @@ fn validate(
             UpstreamProtocol::Session
         }
     };
+    let pin_text = match &raw.pin {
+        Some(Value::Bool(false)) => Some("off".to_owned()),
+        Some(Value::String(text)) => Some(text.clone()),
+        Some(other) => Some(other.to_string()),
+        None => None,
+    };
+    let pin = match pin_text.as_deref() {
+        None | Some("hold") => PinMode::Hold,
+        Some("warn") => PinMode::Warn,
+        Some("off") => PinMode::Off,
+        Some(other) => {
+            errors.push(format!(
+                "{at}: pin: unknown mode `{other}`; expected hold (the default), warn or off"
+            ));
+            PinMode::Hold
+        }
+    };
     let prefix = match &raw.prefix {
         // Empty: the server's names are exposed as they are.
         Some(prefix)
@@ -666,6 +720,7 @@ fn validate(
         tool_verbs,
         availability,
         protocol,
+        pin,
     })
 }
 
@@ -715,6 +770,25 @@ fn upstream_oauth(
             "{at}: oauth: mode service needs client_id and client_secret_env or private_key_env"
         ));
     }
+    match &raw.issuer {
+        Some(issuer) if !super::secure_or_loopback(issuer) || issuer.contains(['?', '#']) => {
+            errors.push(format!(
+                "{at}: oauth.issuer: `{issuer}` must be an https:// URL without query or fragment (http:// only on a loopback address)"
+            ));
+        }
+        Some(_) => {}
+        None if raw.client_secret_env.is_some() || raw.private_key_env.is_some() => {
+            errors.push(format!(
+                "{at}: oauth.issuer: required with client_secret_env or private_key_env: the issuer identifier of the authorization server the client is registered with, the only one its credentials are sent to"
+            ));
+        }
+        None => {}
+    }
+    for entry in &raw.allowed_hosts {
+        if let Err(error) = crate::client::auth::allowed_host(entry) {
+            errors.push(format!("{at}: oauth.allowed_hosts: {error}"));
+        }
+    }
     if let Some(url) = &raw.client_metadata_url {
         let path = url::Url::parse(url).map(|url| url.path().to_owned()).unwrap_or_default();
         if !url.starts_with("https://") || !path.ends_with(".json") {
@@ -733,6 +807,8 @@ fn upstream_oauth(
         private_key,
         signing_algorithm,
         client_metadata_url: raw.client_metadata_url.clone(),
+        issuer: raw.issuer.clone(),
+        allowed_hosts: raw.allowed_hosts.clone(),
     })
 }
 
@@ -885,6 +961,21 @@ mod tests {
     }
 
     #[test]
+    fn a_servers_tool_definitions_are_held_unless_told() {
+        let entry = |pin: &str| format!("mcps:\n  up:\n    command: up\n{pin}");
+        let pin = |line: &str| parse_ok(&entry(line), &[])[0].pin;
+        assert_eq!(pin(""), PinMode::Hold);
+        assert_eq!(pin("    pin: hold\n"), PinMode::Hold);
+        assert_eq!(pin("    pin: warn\n"), PinMode::Warn);
+        assert_eq!(pin("    pin: off\n"), PinMode::Off);
+        let errors = parse_errors(&entry("    pin: approve\n"));
+        assert!(
+            errors.iter().any(|error| error.contains("pin: unknown mode `approve`; expected hold")),
+            "{errors:?}"
+        );
+    }
+
+    #[test]
     fn the_protocol_spoken_to_a_server_is_2025_11_25_unless_told() {
         let entry = |protocol: &str| format!("mcps:\n  up:\n    command: up\n{protocol}");
         let protocol = |line: &str| parse_ok(&entry(line), &[])[0].protocol;
@@ -905,7 +996,9 @@ mod tests {
             format!("mcps:\n  up:\n    url: https://up.example/mcp\n    oauth: {oauth}\n")
         };
         let servers = parse_ok(
-            &entry("{mode: service, client_id: orca, client_secret_env: UP_SECRET}"),
+            &entry(
+                "{mode: service, client_id: orca, client_secret_env: UP_SECRET, issuer: 'https://as.example'}",
+            ),
             &[("UP_SECRET", "s3cret")],
         );
         let ExternalTransport::Http { oauth: Some(oauth), bearer, .. } = &servers[0].transport
@@ -914,6 +1007,14 @@ mod tests {
         };
         assert_eq!(oauth.mode, SignInMode::Service);
         assert_eq!(oauth.client_secret.as_ref().unwrap().expose_secret(), "s3cret");
+        assert_eq!(oauth.issuer.as_deref(), Some("https://as.example"));
+        assert!(oauth.allowed_hosts.is_empty());
+        let allowed =
+            parse_ok(&entry("{mode: shared, allowed_hosts: ['auth.example.com', '[::1]:9']}"), &[]);
+        let ExternalTransport::Http { oauth: Some(oauth), .. } = &allowed[0].transport else {
+            panic!("{:?}", allowed[0].transport)
+        };
+        assert_eq!(oauth.allowed_hosts, ["auth.example.com", "[::1]:9"]);
         assert!(bearer.is_none());
         let shared = parse_ok(&entry("{mode: shared}"), &[]);
         assert_eq!(shared[0].availability, Availability::Enabled);
@@ -922,8 +1023,12 @@ mod tests {
             panic!("{:?}", per_user[0].transport)
         };
         assert_eq!(oauth.mode, SignInMode::PerUser);
-        let missing =
-            parse_ok(&entry("{mode: service, client_id: orca, private_key_env: UP_KEY}"), &[]);
+        let missing = parse_ok(
+            &entry(
+                "{mode: service, client_id: orca, private_key_env: UP_KEY, issuer: 'http://127.0.0.1:9'}",
+            ),
+            &[],
+        );
         assert_eq!(
             missing[0].availability,
             Availability::MissingCredentials(vec!["UP_KEY".into()])
@@ -939,6 +1044,21 @@ mod tests {
                 "is not an environment variable name",
             ),
             ("{mode: shared, bogus: 1}", "unknown field `bogus`"),
+            (
+                "{mode: service, client_id: orca, client_secret_env: S}",
+                "oauth.issuer: required with client_secret_env",
+            ),
+            (
+                "{mode: per_user, client_id: orca, private_key_env: K}",
+                "oauth.issuer: required with client_secret_env or private_key_env",
+            ),
+            ("{mode: shared, issuer: 'http://as.example'}", "oauth.issuer: `http://as.example`"),
+            ("{mode: shared, issuer: 'https://as.example?x=1'}", "without query or fragment"),
+            (
+                "{mode: shared, allowed_hosts: ['auth.example.com', 'https://x.example']}",
+                "oauth.allowed_hosts: `https://x.example` is not a host",
+            ),
+            ("{mode: shared, allowed_hosts: ['a.example:99999']}", "is not a port"),
         ] {
             let errors = parse_errors(&entry(oauth));
             assert!(errors.iter().any(|error| error.contains(expected)), "{oauth}: {errors:#?}");

@@ -42,11 +42,12 @@ impl LlmTool {
     /// The specification's TOOL_LLM_DEFAULTS: which providers a tool accepts.
     pub(crate) fn supported(self) -> &'static [Provider] {
         match self {
-            LlmTool::GenerateSql | LlmTool::ContextSuggest => {
-                &[Provider::Anthropic, Provider::OpenAi, Provider::Google]
+            LlmTool::GenerateSql => {
+                &[Provider::Anthropic, Provider::OpenAi, Provider::Google, Provider::Client]
             }
-            LlmTool::GenerateSchema => &[Provider::Anthropic, Provider::OpenAi],
-            LlmTool::FormatResults => &[Provider::OpenAi, Provider::Anthropic],
+            LlmTool::ContextSuggest => &[Provider::Anthropic, Provider::OpenAi, Provider::Google],
+            LlmTool::GenerateSchema => &[Provider::Anthropic, Provider::OpenAi, Provider::Client],
+            LlmTool::FormatResults => &[Provider::OpenAi, Provider::Anthropic, Provider::Client],
         }
     }
 
@@ -248,7 +249,11 @@ pub(super) fn load(
             }
             Some(model) => model,
             None if provider == tool.built_in_default().provider => tool.built_in_default().model,
-            None => provider_models[&provider].clone(),
+            // The client's model name is only a hint; without one, the tool's usual model.
+            None => provider_models
+                .get(&provider)
+                .cloned()
+                .unwrap_or_else(|| tool.built_in_default().model),
         };
         tools.insert(tool, ToolModel { provider, model });
     }

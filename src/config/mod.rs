@@ -4,10 +4,14 @@
 
 mod auth;
 mod catalog;
+mod cluster;
 mod databases;
 mod external;
+mod guard;
+mod http;
 mod ip_range;
 mod llm;
+mod masking;
 mod metabase;
 mod oauth;
 mod policy;
@@ -31,17 +35,19 @@ use serde_json::Value;
 use crate::tool::Verb;
 #[cfg(test)]
 pub(crate) use auth::ApiKey;
-pub(crate) use auth::{AuthConfig, Principal, ToolAccess};
+pub(crate) use auth::{AuthConfig, Principal, PrincipalKind, ToolAccess};
 pub(crate) use catalog::CatalogConfig;
 pub(crate) use databases::{DatabaseConfig, valid_name as valid_database_name};
 pub(crate) use external::{
-    Availability, ExternalConfig, ExternalServerConfig, ExternalTransport, SignInMode,
+    Availability, ExternalConfig, ExternalServerConfig, ExternalTransport, PinMode, SignInMode,
     UpstreamOAuth, UpstreamProtocol, glob_match,
 };
+pub(crate) use guard::{GuardConfig, SecretsMode};
+pub(crate) use http::{HealthDetails, HttpConfig};
 pub(crate) use ip_range::IpRange;
 pub(crate) use llm::{LlmConfig, LlmTool, provider_names};
 pub(crate) use metabase::{MetabaseAuth, MetabaseConfig};
-pub(crate) use oauth::{OAuthConfig, secure_or_loopback, split_origin};
+pub(crate) use oauth::{NO_TOKEN_TYPE, OAuthConfig, secure_or_loopback, split_origin, token_type};
 pub(crate) use pool::PoolConfig;
 use raw::{RawAuth, RawData, RawHttp, RawSql, RawTracking};
 pub(crate) use weaviate::WeaviateConfig;
@@ -90,38 +96,14 @@ impl ServerKind {
 }
 
 #[derive(Debug, Clone)]
-pub(crate) struct HttpConfig {
-    pub(crate) max_body_bytes: usize,
-    /// `None`: loopback names plus the bound address.
-    pub(crate) allowed_hosts: Option<Vec<String>>,
-    pub(crate) allowed_origins: Vec<String>,
-    /// Open connections served at once; one more is answered 503 and closed.
-    pub(crate) max_connections: usize,
-    /// How long a client may take to send a request's headers.
-    pub(crate) header_timeout: Duration,
-    /// How deep a JSON-RPC message sent to `/mcp` may nest arrays and objects.
-    pub(crate) max_json_depth: usize,
-    /// Failed authentications per minute from one address, or with one key, before 429.
-    pub(crate) auth_failures_per_minute: usize,
-    /// How long open requests may run after a shutdown signal before they are cancelled.
-    pub(crate) drain_timeout: Duration,
-    /// Peers whose `X-Forwarded-For` / `Forwarded` name the client (reverse proxies); empty:
-    /// the peer address is the client.
-    pub(crate) trusted_proxies: Vec<IpRange>,
-    /// orca's address as people's browsers reach it (`http.public_url`,
-    /// `scheme://host[:port]`): the base of the redirect URI of the console's sign-ins to
-    /// external servers and of the sign-in links in their errors; without it the request's
-    /// `Host` is used, over http.
-    pub(crate) public_url: Option<String>,
-}
-
-#[derive(Debug, Clone)]
 pub(crate) struct TrackingConfig {
     pub(crate) enabled: bool,
     pub(crate) queue_capacity: usize,
     pub(crate) batch_size: usize,
     pub(crate) replay_interval: Duration,
     pub(crate) max_response_bytes: usize,
+    /// Days of tracking kept before a day's partitions are dropped (0: kept for ever).
+    pub(crate) retention_days: u32,
 }
 
 /// The validated configuration of one orca process.
@@ -168,6 +150,10 @@ pub(crate) struct Config {
     pub(crate) weaviate: Option<WeaviateConfig>,
     /// `catalog:`: when `tools/list` offers tool search instead of every tool.
     pub(crate) catalog: CatalogConfig,
+    /// Where the other replicas reach this one (`cluster.advertise_url`).
+    pub(crate) cluster: cluster::ClusterConfig,
+    /// `guard:`: what becomes of credentials in results and errors.
+    pub(crate) guard: GuardConfig,
 }
 
 /// `data:` in `orca.yaml`.
@@ -209,6 +195,9 @@ pub(crate) struct SqlConfig {
     pub(crate) schema_cache_ttl: Duration,
     /// How long a `query_sql` page token stays valid.
     pub(crate) page_token_lifetime: Duration,
+    /// Whether a masked caller's SQL that uses a masked column other than as itself is refused
+    /// with a clear error (it would see masked values only either way).
+    pub(crate) refuse_masked_sql: bool,
 }
 
 impl Default for SqlConfig {
@@ -223,6 +212,7 @@ impl Default for SqlConfig {
             max_timeout: Duration::from_secs(300),
             schema_cache_ttl: Duration::from_secs(300),
             page_token_lifetime: Duration::from_secs(24 * 3600),
+            refuse_masked_sql: true,
         }
     }
 }
@@ -342,13 +332,22 @@ impl Config {
         out.insert(
             "http.limits",
             format!(
-                "max_connections={} header_timeout_ms={} max_json_depth={} auth_failures_per_minute={} drain_timeout_ms={}",
+                "max_connections={} header_timeout_ms={} body_timeout_ms={} max_json_depth={} auth_failures_per_minute={} drain_timeout_ms={}",
                 http.max_connections,
                 http.header_timeout.as_millis(),
+                http.body_timeout.as_millis(),
                 http.max_json_depth,
                 http.auth_failures_per_minute,
                 http.drain_timeout.as_millis()
             ),
+        );
+        out.insert(
+            "http.health_details",
+            match http.health_details {
+                HealthDetails::Counts => "counts (/healthz and /metrics name no server or tool)",
+                HealthDetails::Names => "names (/healthz and /metrics name servers and tools)",
+            }
+            .into(),
         );
         out.insert(
             "http.trusted_proxies",
@@ -384,12 +383,13 @@ impl Config {
         out.insert(
             "tracking",
             format!(
-                "enabled={} queue_capacity={} batch_size={} replay_interval_ms={} max_response_bytes={}",
+                "enabled={} queue_capacity={} batch_size={} replay_interval_ms={} max_response_bytes={} retention_days={}",
                 tracking.enabled,
                 tracking.queue_capacity,
                 tracking.batch_size,
                 tracking.replay_interval.as_millis(),
-                tracking.max_response_bytes
+                tracking.max_response_bytes,
+                tracking.retention_days
             ),
         );
         for endpoint in &self.llm.endpoints {
@@ -397,6 +397,7 @@ impl Config {
                 crate::llm::Provider::OpenAi => "llm.openai",
                 crate::llm::Provider::Anthropic => "llm.anthropic",
                 crate::llm::Provider::Google => "llm.google",
+                crate::llm::Provider::Client => "llm.client",
             };
             let state = if endpoint.api_key.is_some() {
                 "key set".to_owned()
@@ -631,110 +632,14 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
         .auth
         .and_then(|value| section(value, "auth", &file_label, &mut errors))
         .unwrap_or_default();
-    // A YAML `null` (unquoted) is the `null` rule.
-    let raw_masking: BTreeMap<String, BTreeMap<String, Option<String>>> = sections
-        .masking
-        .and_then(|value| section(value, "masking", &file_label, &mut errors))
-        .unwrap_or_default();
-    let mut masking = BTreeMap::new();
-    for (policy, columns) in raw_masking {
-        if columns.is_empty() {
-            errors.push(format!(
-                "{file_label}: masking.{policy}: a policy needs at least one column"
-            ));
-        }
-        let mut rules = BTreeMap::new();
-        for (column, text) in columns {
-            match crate::privacy::mask::parse_rule(text.as_deref().unwrap_or("null")) {
-                Ok(rule) => {
-                    rules.insert(column, rule);
-                }
-                Err(message) => {
-                    errors.push(format!("{file_label}: masking.{policy}.{column}: {message}"))
-                }
-            }
-        }
-        masking.insert(policy, rules);
-    }
-    let auth = auth::validate_auth(raw_auth, &masking, &file_label, &mut errors);
+    let (masking, masking_kinds) = masking::load(sections.masking, &file_label, &mut errors);
+    let mut auth = auth::validate_auth(raw_auth, &masking, &file_label, &mut errors);
+    masking::give_kinds(&mut auth, &masking_kinds);
     let raw_http: RawHttp = sections
         .http
         .and_then(|value| section(value, "http", &file_label, &mut errors))
         .unwrap_or_default();
-    let http = HttpConfig {
-        max_body_bytes: positive(
-            raw_http.max_body_bytes,
-            4 * 1024 * 1024,
-            "http.max_body_bytes",
-            &file_label,
-            &mut errors,
-        ),
-        allowed_hosts: raw_http.allowed_hosts,
-        allowed_origins: raw_http.allowed_origins.unwrap_or_default(),
-        max_connections: positive(
-            raw_http.max_connections,
-            1024,
-            "http.max_connections",
-            &file_label,
-            &mut errors,
-        ),
-        header_timeout: Duration::from_millis(
-            u64::try_from(positive(
-                raw_http.header_timeout_ms,
-                10_000,
-                "http.header_timeout_ms",
-                &file_label,
-                &mut errors,
-            ))
-            .unwrap_or(u64::MAX),
-        ),
-        max_json_depth: positive(
-            raw_http.max_json_depth,
-            64,
-            "http.max_json_depth",
-            &file_label,
-            &mut errors,
-        ),
-        auth_failures_per_minute: positive(
-            raw_http.auth_failures_per_minute,
-            10,
-            "http.auth_failures_per_minute",
-            &file_label,
-            &mut errors,
-        ),
-        drain_timeout: Duration::from_millis(
-            u64::try_from(positive(
-                raw_http.drain_timeout_ms,
-                10_000,
-                "http.drain_timeout_ms",
-                &file_label,
-                &mut errors,
-            ))
-            .unwrap_or(u64::MAX),
-        ),
-        trusted_proxies: ip_range::trusted_proxies(
-            raw_http.trusted_proxies,
-            &file_label,
-            &mut errors,
-        ),
-        public_url: match raw_http.public_url {
-            Some(url) if public_base(&url) => Some(url.trim_end_matches('/').to_owned()),
-            Some(url) => {
-                errors.push(format!(
-                    "{file_label}: http.public_url: `{url}` must be http(s)://host[:port] with no path, query or user"
-                ));
-                None
-            }
-            None => None,
-        },
-    };
-    for (index, origin) in http.allowed_origins.iter().enumerate() {
-        if origin != "null" && !origin.contains("://") {
-            errors.push(format!(
-                "{file_label}: http.allowed_origins[{index}]: `{origin}` needs a scheme, for example `https://{origin}`"
-            ));
-        }
-    }
+    let http = http::validate_http(raw_http, &file_label, &mut errors);
     let raw_tracking: RawTracking = sections
         .tracking
         .and_then(|value| section(value, "tracking", &file_label, &mut errors))
@@ -768,6 +673,12 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
             "tracking.max_response_bytes",
             &file_label,
             &mut errors,
+        ),
+        retention_days: u32::try_from(raw_tracking.retention_days.unwrap_or(90)).unwrap_or_else(
+            |_| {
+                errors.push(format!("{file_label}: tracking.retention_days: too large"));
+                90
+            },
         ),
     };
     let raw_sql: RawSql = sections
@@ -835,6 +746,18 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
         })
         .unwrap_or_default()
         .validate(env.get("ORCA_CATALOG_SEARCH_ABOVE"), &file_label, &mut errors);
+    let cluster = sections
+        .cluster
+        .and_then(|value| {
+            section::<cluster::RawCluster>(value, "cluster", &file_label, &mut errors)
+        })
+        .unwrap_or_default()
+        .validate(env.get("ORCA_ADVERTISE_URL"), &file_label, &mut errors);
+    let guard = sections
+        .guard
+        .and_then(|value| section::<guard::RawGuard>(value, "guard", &file_label, &mut errors))
+        .unwrap_or_default()
+        .validate(&file_label, &mut errors);
 
     if !errors.is_empty() {
         return Err(ConfigErrors(errors));
@@ -863,6 +786,8 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
         metabase,
         weaviate,
         catalog,
+        cluster,
+        guard,
     })
 }
 
@@ -929,6 +854,7 @@ fn validate_sql(raw: RawSql, file: &str, errors: &mut Vec<String>) -> SqlConfig 
             defaults.page_token_lifetime.as_secs(),
             "page_token_lifetime_seconds",
         )),
+        refuse_masked_sql: raw.refuse_masked_sql.unwrap_or(defaults.refuse_masked_sql),
     };
     if config.default_max_rows > config.hard_max_rows {
         errors.push(format!("{file}: sql.default_max_rows: must not exceed sql.hard_max_rows"));
@@ -973,10 +899,12 @@ struct Sections<'a> {
     metabase: Option<&'a Value>,
     weaviate: Option<&'a Value>,
     catalog: Option<&'a Value>,
+    cluster: Option<&'a Value>,
+    guard: Option<&'a Value>,
 }
 
 impl<'a> Sections<'a> {
-    const KNOWN: [&'static str; 14] = [
+    const KNOWN: [&'static str; 16] = [
         "servers",
         "database",
         "databases",
@@ -991,6 +919,8 @@ impl<'a> Sections<'a> {
         "metabase",
         "weaviate",
         "catalog",
+        "cluster",
+        "guard",
     ];
 
     fn split(document: &'a Value, file: &str, errors: &mut Vec<String>) -> Sections<'a> {
@@ -1009,6 +939,8 @@ impl<'a> Sections<'a> {
             metabase: None,
             weaviate: None,
             catalog: None,
+            cluster: None,
+            guard: None,
         };
         let Value::Object(map) = document else { return empty };
         for key in map.keys() {
@@ -1034,6 +966,8 @@ impl<'a> Sections<'a> {
             metabase: map.get("metabase"),
             weaviate: map.get("weaviate"),
             catalog: map.get("catalog"),
+            cluster: map.get("cluster"),
+            guard: map.get("guard"),
         }
     }
 }
@@ -1167,17 +1101,4 @@ pub(crate) fn mask_url(url: &str) -> String {
 /// Whether an HTTP bind address is loopback, where anonymous callers may be served.
 pub(crate) fn is_loopback(addr: &SocketAddr) -> bool {
     addr.ip().is_loopback()
-}
-
-/// Whether `text` is a base URL: http or https, a host, no user, path, query or fragment.
-fn public_base(text: &str) -> bool {
-    url::Url::parse(text).is_ok_and(|url| {
-        matches!(url.scheme(), "http" | "https")
-            && url.host_str().is_some()
-            && url.username().is_empty()
-            && url.password().is_none()
-            && url.path() == "/"
-            && url.query().is_none()
-            && url.fragment().is_none()
-    })
 }

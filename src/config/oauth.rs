@@ -29,6 +29,7 @@ pub(super) struct RawOAuth {
     leeway_seconds: Option<u64>,
     jwks_min_refresh_seconds: Option<u64>,
     console_client_id: Option<String>,
+    accepted_token_types: Option<Vec<String>>,
 }
 
 /// One entry of `auth.roles` as written.
@@ -41,6 +42,9 @@ pub(super) struct RawRole {
     calls_per_minute: Option<u32>,
     /// The id of a policy under `masking:` applied to every value its holders read.
     masking: Option<String>,
+    /// Whether its holders may approve external tools held for a person.
+    #[serde(default)]
+    approve_tools: bool,
 }
 
 /// The issuer orca trusts and what a token must carry.
@@ -66,6 +70,22 @@ pub(crate) struct OAuthConfig {
     /// The public client the console signs in with (authorization code with PKCE); `None`: the
     /// console offers no sign-in.
     pub(crate) console_client_id: Option<String>,
+    /// The `typ` header values a token may carry (`auth.oauth.accepted_token_types`), each
+    /// normalized by [`token_type`]; [`NO_TOKEN_TYPE`] admits a token without one.
+    pub(crate) accepted_token_types: Vec<String>,
+}
+
+/// The entry of `auth.oauth.accepted_token_types` that admits a token without a `typ` header.
+pub(crate) const NO_TOKEN_TYPE: &str = "none";
+
+/// A `typ` value as it is compared (RFC 7515 section 4.1.9): lowercased, without the
+/// `application/` prefix that may be left out.
+pub(crate) fn token_type(value: &str) -> String {
+    let value = value.trim().to_ascii_lowercase();
+    match value.strip_prefix("application/") {
+        Some(rest) => rest.to_owned(),
+        None => value,
+    }
 }
 
 impl OAuthConfig {
@@ -88,6 +108,9 @@ pub(crate) struct Role {
     /// The masking policy applied to what its holders read (`auth.roles.<name>.masking`); its
     /// salt is filled from the orca secret when orca starts. `None`: nothing is masked.
     pub(crate) masking: Option<Arc<MaskingPolicy>>,
+    /// Whether its holders may approve external tools held for a person
+    /// (`auth.roles.<name>.approve_tools`, default false).
+    pub(crate) approve_tools: bool,
 }
 
 /// `scheme://host[:port]` and the path (with its leading `/`, possibly empty) of a URL.
@@ -175,6 +198,24 @@ pub(super) fn validate_oauth(
             "{file}: auth.oauth.console_client_id: must be a client id without control characters"
         ));
     }
+    let accepted_token_types: Vec<String> = raw
+        .accepted_token_types
+        .unwrap_or_else(|| vec!["at+jwt".to_owned()])
+        .iter()
+        .map(|value| token_type(value))
+        .collect();
+    if accepted_token_types.is_empty() {
+        errors.push(format!(
+            "{file}: auth.oauth.accepted_token_types: list at least one (`at+jwt`, as RFC 9068 says, by default)"
+        ));
+    }
+    for value in &accepted_token_types {
+        if value.is_empty() || value.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            errors.push(format!(
+                "{file}: auth.oauth.accepted_token_types: `{value}` must be a media type such as `at+jwt` or `jwt`, or `none`"
+            ));
+        }
+    }
     (errors.len() == before).then(|| OAuthConfig {
         issuer: raw.issuer,
         resource: raw.resource,
@@ -186,6 +227,7 @@ pub(super) fn validate_oauth(
         leeway: Duration::from_secs(leeway),
         jwks_min_refresh: Duration::from_secs(jwks_min_refresh),
         console_client_id: raw.console_client_id,
+        accepted_token_types,
     })
 }
 
@@ -218,6 +260,7 @@ pub(super) fn validate_roles(
                 Some(columns) => Some(Arc::new(MaskingPolicy {
                     id,
                     columns: columns.clone(),
+                    kinds: BTreeMap::new(),
                     salt: String::new(),
                 })),
                 None => {
@@ -229,7 +272,8 @@ pub(super) fn validate_roles(
                     None
                 }
             });
-            (name, Role { verbs, tools, calls_per_minute: role.calls_per_minute, masking })
+            let approve_tools = role.approve_tools;
+            (name, Role { verbs, tools, calls_per_minute: role.calls_per_minute, masking, approve_tools })
         })
         .collect()
 }
@@ -251,6 +295,7 @@ mod tests {
             leeway: Duration::from_secs(60),
             jwks_min_refresh: Duration::from_secs(30),
             console_client_id: None,
+            accepted_token_types: vec!["at+jwt".into()],
         };
         for (resource, expected) in [
             (
@@ -295,6 +340,34 @@ mod tests {
                         errors.iter().any(|error| error.contains(key)),
                         "{written}: {errors:?}"
                     );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn accepted_token_types_default_to_at_jwt_and_are_compared_without_application() {
+        for (written, expected) in [
+            ("", Ok(vec!["at+jwt"])),
+            ("accepted_token_types: [at+jwt, JWT]\n", Ok(vec!["at+jwt", "jwt"])),
+            ("accepted_token_types: [application/AT+JWT, none]\n", Ok(vec!["at+jwt", "none"])),
+            ("accepted_token_types: []\n", Err("list at least one")),
+            ("accepted_token_types: [\"at jwt\"]\n", Err("must be a media type")),
+        ] {
+            let yaml = format!(
+                "issuer: https://login.example.com\nresource: https://orca.example.com/mcp\n{written}"
+            );
+            let raw: RawOAuth = serde_saphyr::from_str(&yaml).unwrap();
+            let mut errors = Vec::new();
+            let config = validate_oauth(raw, "orca.yaml", &mut errors);
+            match expected {
+                Ok(types) => {
+                    assert!(errors.is_empty(), "{written}: {errors:?}");
+                    assert_eq!(config.unwrap().accepted_token_types, types, "{written}");
+                }
+                Err(reason) => {
+                    assert!(config.is_none(), "{written}");
+                    assert!(errors.iter().any(|error| error.contains(reason)), "{errors:?}");
                 }
             }
         }

@@ -70,10 +70,73 @@ impl ToolPolicy {
             && !self.refuse.iter().any(|rule| rule.matches(tool, server))
     }
 
+    /// Whether some tool of `server`, whose tools are exposed under `prefix`, could be
+    /// admitted, before anyone knows its tools (an upstream nobody has signed in to yet): some
+    /// rule admits the server or a glob could match a name of it (`<prefix>_<tool>`), and no
+    /// rule refuses the whole server (`!server:<name>`, or a glob matching every such name).
+    pub(crate) fn could_admit_a_tool_of(&self, server: &str, prefix: &str) -> bool {
+        let names = if prefix.is_empty() { String::new() } else { format!("{prefix}_") };
+        let admits = self.admit.iter().any(|rule| match rule {
+            Rule::Server(name) => name == server,
+            Rule::Tool(glob) => !after_prefix(glob, &names).is_empty(),
+        });
+        let refuses_all = self.refuse.iter().any(|rule| match rule {
+            Rule::Server(name) => name == server,
+            Rule::Tool(glob) => {
+                let glob: Vec<char> = glob.chars().collect();
+                after_prefix_positions(&glob, &names)
+                    .into_iter()
+                    .any(|at| glob[at..].iter().all(|c| *c == '*'))
+            }
+        });
+        admits && !refuses_all
+    }
+
     /// The list as written.
     pub(crate) fn written(&self) -> &[String] {
         &self.written
     }
+}
+
+/// Where in `glob` a match may stand once `prefix` is read (`*` any run, `?` one character):
+/// empty when no name beginning with `prefix` can match.
+fn after_prefix(glob: &str, prefix: &str) -> Vec<usize> {
+    let glob: Vec<char> = glob.chars().collect();
+    after_prefix_positions(&glob, prefix)
+}
+
+fn after_prefix_positions(glob: &[char], prefix: &str) -> Vec<usize> {
+    // The positions reachable without reading: a `*` may match nothing.
+    let close = |mut positions: Vec<usize>| {
+        let mut at = 0;
+        while at < positions.len() {
+            let position = positions[at];
+            if glob.get(position) == Some(&'*') && !positions.contains(&(position + 1)) {
+                positions.push(position + 1);
+            }
+            at += 1;
+        }
+        positions
+    };
+    let mut positions = close(vec![0]);
+    for character in prefix.chars() {
+        let mut next = Vec::new();
+        for &position in &positions {
+            match glob.get(position) {
+                Some('*') => next.push(position),
+                Some('?') => next.push(position + 1),
+                Some(c) if *c == character => next.push(position + 1),
+                _ => {}
+            }
+        }
+        next.sort_unstable();
+        next.dedup();
+        positions = close(next);
+        if positions.is_empty() {
+            break;
+        }
+    }
+    positions
 }
 
 #[cfg(test)]
@@ -103,6 +166,28 @@ mod tests {
         assert!(metabase_only.admits("list_servers", "orca"));
         assert!(!metabase_only.admits("query_sql", "data"));
         assert!(!policy(&[]).admits("list_servers", "orca"), "an empty list admits nothing");
+    }
+
+    #[test]
+    fn a_server_whose_tools_are_unknown_is_admitted_when_some_tool_of_it_could_be() {
+        for (entries, admitted) in [
+            (&["*"][..], true),
+            (&["up_*"][..], true),
+            (&["u?_read"][..], true),
+            (&["*_read*"][..], true),
+            (&["server:up"][..], true),
+            (&["server:orca", "list_servers"][..], false),
+            (&["github_*"][..], false),
+            (&["up"][..], false),
+            (&["*", "!server:up"][..], false),
+            (&["*", "!up_*"][..], false),
+            (&["up_*", "!*"][..], false),
+            (&["*", "!up_delete*"][..], true),
+            (&["server:up", "!up_?*"][..], true),
+        ] {
+            assert_eq!(policy(entries).could_admit_a_tool_of("up", "up"), admitted, "{entries:?}");
+        }
+        assert!(policy(&["read_*"]).could_admit_a_tool_of("plain", ""), "an empty prefix");
     }
 
     #[test]

@@ -49,11 +49,13 @@ pub(super) struct RawHttp {
     pub(super) allowed_origins: Option<Vec<String>>,
     pub(super) max_connections: Option<u64>,
     pub(super) header_timeout_ms: Option<u64>,
+    pub(super) body_timeout_ms: Option<u64>,
     pub(super) max_json_depth: Option<u64>,
     pub(super) auth_failures_per_minute: Option<u64>,
     pub(super) drain_timeout_ms: Option<u64>,
     pub(super) trusted_proxies: Option<Vec<String>>,
     pub(super) public_url: Option<String>,
+    pub(super) health_details: Option<String>,
 }
 
 /// `tracking:` section.
@@ -65,6 +67,7 @@ pub(super) struct RawTracking {
     pub(super) batch_size: Option<u64>,
     pub(super) replay_interval_ms: Option<u64>,
     pub(super) max_response_bytes: Option<u64>,
+    pub(super) retention_days: Option<u64>,
 }
 
 /// `sql:` section.
@@ -80,6 +83,7 @@ pub(super) struct RawSql {
     pub(super) max_timeout_ms: Option<u64>,
     pub(super) schema_cache_ttl_seconds: Option<u64>,
     pub(super) page_token_lifetime_seconds: Option<u64>,
+    pub(super) refuse_masked_sql: Option<bool>,
 }
 
 /// `data:` section.

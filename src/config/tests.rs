@@ -88,6 +88,16 @@ fn every_problem_is_reported_with_its_key() {
     );
     check("tracking:\n  batch_size: 0\n", &[], &["tracking.batch_size: must be greater than zero"]);
     check(
+        "http:\n  body_timeout_ms: 0\n",
+        &[],
+        &["http.body_timeout_ms: must be greater than zero"],
+    );
+    check(
+        "http:\n  health_details: everything\n",
+        &[],
+        &["http.health_details: `everything` must be `counts` or `names`"],
+    );
+    check(
         &format!(
             "auth:\n  api_keys:\n    - {{name: a, sha256: {h}, verbs: []}}\n    - {{name: a, sha256: {h}, verbs: [root]}}\n",
             h = "b".repeat(64)
@@ -333,7 +343,7 @@ fn the_catalog_section_sets_when_search_is_offered_and_its_embeddings() {
     let embeddings = config.catalog.embeddings.unwrap();
     assert_eq!(
         (embeddings.provider, embeddings.model.as_str(), embeddings.weight),
-        (crate::llm::Provider::Google, "text-embedding-004", 0.5)
+        (crate::llm::Provider::Google, "text-embedding-004", 0.8)
     );
     type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a [&'a str]);
     let cases: &[Case<'_>] = &[

@@ -20,6 +20,21 @@
 //!   watcher on the file's directory).
 //! - `suggest`: additions to the file proposed by a model from recent failures, for a person to
 //!   review (`orca context suggest`); it never writes the file.
+//!
+//! # Design notes
+//!
+//! The learned context file. `parse.rs` reads it with pulldown-cmark into the specification's five
+//! sections and their `###` entries (exact source text, large entries split at block boundaries) or
+//! a `ParseError` with a line; `overview.rs` finds and replaces the generated schema overview
+//! between its markers; `syntax.rs` holds what both share (the known sections, the two markers, the
+//! markdown options, `ParseError`), so that `parse.rs` uses `overview.rs` and not the other way
+//! round; `bm25.rs` is a generic ranker (k1 = 1.2, b = 0.75, a tokenizer that splits identifiers
+//! and folds English plurals); `select.rs` picks what a prompt gets: the notes on the model, then
+//! the query patterns, error fixes and insights ranked by BM25 against the question, within a token
+//! budget; `store.rs` is the hot-reloaded `ContextStore` (a `tokio::sync::watch` of versions fed by
+//! a notify watcher on the file's directory, debounced 100 ms, at most 400 ms after a burst's first
+//! event; a failed reload keeps the previous version); `suggest.rs` is the prompt, answer and
+//! insertion of `orca context suggest`.
 
 /// The context file shipped for the Chinook demo database; `orca demo` starts from it.
 pub(crate) const CHINOOK_CONTEXT: &str = include_str!("../../context/supabase-sql-context.md");

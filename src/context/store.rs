@@ -34,6 +34,15 @@ pub(crate) struct LoadedContext {
     pub(crate) version: u64,
     pub(crate) loaded_at: chrono::DateTime<chrono::Utc>,
     pub(crate) path: PathBuf,
+    /// The first 16 hex digits of the SHA-256 of the text it was parsed from (of nothing for
+    /// the empty document): the same on every replica that serves the same file.
+    pub(crate) digest: String,
+}
+
+/// [`LoadedContext::digest`] of `text`.
+fn digest(text: &str) -> String {
+    use sha2::Digest as _;
+    hex::encode(&sha2::Sha256::digest(text.as_bytes())[..8])
 }
 
 /// Why the context file could not be reloaded; the previous version stays in use.
@@ -76,24 +85,29 @@ impl ContextStore {
     /// Load the context file at `path` now. A missing or malformed file is not fatal: the
     /// store starts with an empty document (version 0) and a warning is logged.
     pub(crate) fn open(path: PathBuf) -> ContextStore {
-        let doc = match std::fs::read_to_string(&path) {
+        let (doc, text) = match std::fs::read_to_string(&path) {
             Ok(text) => match parse(&text) {
                 Ok(doc) => {
                     log_loaded(&path, 0, &doc);
-                    doc
+                    (doc, text)
                 }
                 Err(error) => {
                     tracing::warn!(path = %path.display(), %error, "the context file cannot be used; starting with an empty context");
-                    ContextDoc::default()
+                    (ContextDoc::default(), String::new())
                 }
             },
             Err(error) => {
                 tracing::warn!(path = %path.display(), %error, "cannot read the context file; starting with an empty context");
-                ContextDoc::default()
+                (ContextDoc::default(), String::new())
             }
         };
-        let loaded =
-            LoadedContext { doc, version: 0, loaded_at: chrono::Utc::now(), path: path.clone() };
+        let loaded = LoadedContext {
+            doc,
+            version: 0,
+            loaded_at: chrono::Utc::now(),
+            path: path.clone(),
+            digest: digest(&text),
+        };
         ContextStore {
             shared: Arc::new(Shared {
                 path,
@@ -141,6 +155,7 @@ impl ContextStore {
                 version: current.version + 1,
                 loaded_at: chrono::Utc::now(),
                 path: path.clone(),
+                digest: digest(&text),
             });
             swapped = true;
             true

@@ -4,6 +4,19 @@
 //!
 //! As root, PostgreSQL refuses to run, so every server command runs as the `postgres` user
 //! through `runuser`, and the cluster directory is owned by that user.
+//!
+//! # Design notes
+//!
+//! The private PostgreSQL cluster under `ORCA_HOME/pg`: finds the server binaries, runs
+//! `initdb`/`pg_ctl` (through `runuser -u postgres` as root), chooses and remembers a port, and
+//! loads the bundled Chinook database once (under a temporary name, renamed when complete). Several
+//! orca processes may share one cluster: a file lock next to it (`<root>.lock`) serializes
+//! `initdb`, the server's start and the decision to stop it; each process holds a shared lock on
+//! `<root>.users` while it uses the cluster, and on exit (or when dropped on an error path) stops
+//! the server only if it can take that lock exclusively, that is, if it is the last user; and a
+//! PostgreSQL advisory lock (`lock_setup`) serializes creating its databases and loading Chinook.
+//!
+//! The integration-test harness starts its throwaway cluster with the same code.
 
 use std::io::Write;
 use std::net::TcpListener;

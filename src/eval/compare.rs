@@ -3,6 +3,12 @@
 //! says it matters or the gold SQL has a top-level `ORDER BY`), column names are ignored, and
 //! columns are matched in order or, failing that, by a permutation. Numbers are equal within a
 //! relative 1e-6 whatever their type, NULL equals NULL, and timestamps are compared as instants.
+//!
+//! # Design notes
+//!
+//! `compare.rs` is the comparator (normalised cells: numbers within a relative 1e-6, instants,
+//! NULL; rows sorted and paired as multisets, or in order; column permutations searched among
+//! columns holding the same values).
 
 use std::cmp::Ordering;
 

@@ -3,6 +3,10 @@
 //! generated and the gold SQL read-only, `compare` decides whether two results agree, and
 //! `report` sums it all up (JSON, Markdown, and a chart of accuracy per tag). Nothing here
 //! knows MCP: the command line drives it, and tracking keeps its calls apart (source `eval`).
+//!
+//! # Design notes
+//!
+//! Execution accuracy of `generate_sql`, knowing nothing of MCP.
 
 mod compare;
 mod questions;

@@ -2,6 +2,11 @@
 //! `{id, question, gold_sql, tags?, order_matters?}`. Everything is checked before any model is
 //! called: an unreadable file, a malformed entry, a missing or empty field or a duplicate id is
 //! an error naming the line (JSON Lines) or the entry and its id (YAML).
+//!
+//! # Design notes
+//!
+//! `questions.rs` reads and checks the question file (YAML or JSON Lines; errors name the line or
+//! the entry and its id).
 
 use std::collections::HashMap;
 use std::path::Path;

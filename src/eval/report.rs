@@ -2,6 +2,13 @@
 //! outcomes, attempts, latency and tokens, as JSON (`report.json`, `--json`) and as Markdown
 //! (the terminal table and `report.md`). With `--compare`, both runs, the lift and the
 //! questions that flipped.
+//!
+//! # Design notes
+//!
+//! `report.rs` sums the items into a `Report` (accuracy overall and per tag, outcomes, attempt and
+//! latency percentiles, tokens) or a `Comparison` (the lift and the flipped questions), as JSON and
+//! Markdown; `mod.rs` draws `accuracy.png` with `format_results`' chart code (for `--compare`, a
+//! figure of bars grouped by tag, the two runs side by side and named in a legend).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -3,6 +3,15 @@
 //! selection, validation, retries, failure rows), its SQL runs through `execute_sql`'s read
 //! path, and the two results are compared. Every `generate_sql` call is recorded in tracking
 //! like a gateway call, marked with the source `eval`.
+//!
+//! # Design notes
+//!
+//! `run.rs` is the `Runner`: every gold SQL runs once through `PostgresServer::read_rows` (the
+//! classification and `sql::run_read` of `execute_sql`, at most 10,000 rows); each question goes
+//! through `PostgresServer::call("generate_sql", ..)` itself, so prompt, context selection,
+//! validation, retries and failure rows are the tool's own; the generated read runs the same way
+//! and `compare` judges it; each call is handed to `tracking` as an `Execution` with `source:
+//! Eval`.
 
 use std::time::{Duration, Instant};
 
@@ -79,7 +88,7 @@ impl Runner {
     async fn gold(&self, question: &Question) -> Gold {
         let result = self
             .server
-            .read_rows(&question.gold_sql, self.limits())
+            .read_rows(&question.gold_sql, self.limits(), &self.principal)
             .await
             .map_err(|error| format!("the gold SQL failed: {}", error.message))?;
         if result.truncated.is_some() {
@@ -173,7 +182,7 @@ impl Runner {
         gold: &ResultTable,
         ordered: bool,
     ) -> (Outcome, Option<String>) {
-        match self.server.read_rows(sql_text, self.limits()).await {
+        match self.server.read_rows(sql_text, self.limits(), &self.principal).await {
             Err(error) if error.code == ErrorCode::Timeout => {
                 (Outcome::Timeout, Some(error.message))
             }
@@ -241,6 +250,7 @@ impl Runner {
         };
         let origin = Origin {
             principal: self.principal.name.clone(),
+            principal_id: Some(self.principal.identity()),
             client_id: self.principal.client.clone(),
             role: self.principal.role.clone(),
             transport: "cli".to_owned(),

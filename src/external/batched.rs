@@ -6,6 +6,13 @@
 //!
 //! A message holding the placeholder of a pre-encoded result (`splice`) is queued in parts and
 //! written part by part, so that a big result is never joined into one buffer.
+//!
+//! # Design notes
+//!
+//! `batched.rs`: `BatchedTransport`, newline-delimited JSON-RPC over a pair of pipes for orca's own
+//! stdio face and for stdio upstreams: each message is encoded when rmcp hands it over, in that
+//! order, and whichever send reaches the pipe first writes every message queued by then in one
+//! `write` (reading is rmcp's).
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

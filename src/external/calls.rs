@@ -6,6 +6,22 @@
 //! belongs to the one call in flight, and with several in flight it is refused rather than
 //! guessed. The client's cancellation of a call is forwarded by the caller's token, and a call
 //! orca stops waiting for is cancelled at the server (`CancelOnDrop`).
+//!
+//! # Design notes
+//!
+//! `calls.rs`: `Calls`, the calls in flight on one server, each with its `Caller` (where the client
+//! hears from the server, `reach.rs`'s `Reach`: its rmcp session's peer, or the answer stream of a
+//! stateless request served by `gateway::direct`; its request id, its progress token, its
+//! cancellation token, its log filter): a progress notification goes to the call whose progress
+//! token orca sent, under the client's token; a log message, and a `sampling/createMessage`,
+//! `elicitation/create` or `roots/list` request, to the call it came with (its HTTP response
+//! stream), else to the one call in flight, else (several in flight) the request is refused and the
+//! log message goes to every reading session; a request goes out on the calling client's own stream
+//! (rmcp's `OriginatingRequestId`, from a task of its own so the upstream's request id does not
+//! take its place) and its answer back. Before a call's answer is returned, notifications still
+//! being relayed for it finish (rmcp hands each notification to a task of its own). `CancelOnDrop`
+//! cancels a call at the server when orca stops waiting for it (its timeout, or the client's
+//! cancellation, which `Upstream::call_tool` watches through the caller's token).
 #![expect(
     deprecated,
     reason = "sampling, roots and logging are deprecated by SEP-2577, but the protocol versions clients speak today have them"
@@ -80,6 +96,35 @@ impl Caller {
         match &self.reach {
             Reach::Session(peer) => peer.peer_info().map(|info| info.capabilities.clone()),
             Reach::Answer(_) => None,
+        }
+    }
+
+    /// Whether the client declared it answers sampling requests; `None` when orca cannot know
+    /// (a stateless request of a 2025 revision).
+    pub(crate) fn offers_sampling(&self) -> Option<bool> {
+        self.capabilities().map(|capabilities| capabilities.sampling.is_some())
+    }
+
+    /// Ask the client's model during its call, for orca itself: on its session (its call's
+    /// stream), on its request's answer, or, for a client that answers by retrying, in the
+    /// call's next input round.
+    ///
+    /// # Errors
+    ///
+    /// The client's own error (a decline), or why it could not be asked.
+    pub(crate) async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+    ) -> Result<CreateMessageResult, McpError> {
+        if let Some(exchange) = &self.exchange {
+            let request = InputRequest::CreateMessage(CreateMessageRequest::new(params));
+            let answer = exchange.ask(Kind::Sampling, None, request).await?;
+            return from_answer(answer);
+        }
+        let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
+        match ask(self, request, &CancellationToken::new(), true).await? {
+            ClientResult::CreateMessageResult(result) => Ok(*result),
+            other => Err(unexpected(&other)),
         }
     }
 
@@ -350,7 +395,7 @@ impl Calls {
             return from_answer(answer);
         }
         let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
-        match ask(&caller, request, &context.ct).await? {
+        match ask(&caller, request, &context.ct, false).await? {
             ClientResult::CreateMessageResult(result) => Ok(*result),
             other => Err(unexpected(&other)),
         }
@@ -370,7 +415,7 @@ impl Calls {
             return from_answer(answer);
         }
         let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
-        match ask(&caller, request, &context.ct).await? {
+        match ask(&caller, request, &context.ct, false).await? {
             ClientResult::ElicitResult(result) => Ok(result),
             other => Err(unexpected(&other)),
         }
@@ -389,7 +434,7 @@ impl Calls {
             return from_answer(answer);
         }
         let request = ServerRequest::ListRootsRequest(ListRootsRequest::default());
-        match ask(&caller, request, &context.ct).await? {
+        match ask(&caller, request, &context.ct, false).await? {
             ClientResult::ListRootsResult(result) => Ok(result),
             other => Err(unexpected(&other)),
         }
@@ -438,7 +483,7 @@ pub(super) async fn answer_round(
                         }
                         _ => return Err(unknown_request(server, &key)),
                     };
-                    let answer = ask(caller, request, never).await?;
+                    let answer = ask(caller, request, never, false).await?;
                     serde_json::to_value(answer).map_err(|error| {
                         McpError::internal_error(format!("the client's answer: {error}"), None)
                     })?
@@ -593,12 +638,20 @@ async fn ask(
     caller: &Caller,
     mut request: ServerRequest,
     server_cancelled: &CancellationToken,
+    for_reply: bool,
 ) -> Result<ClientResult, McpError> {
     request.extensions_mut().insert(OriginatingRequestId(caller.request_id.clone()));
     // A task of its own: within this handler rmcp would mark the request as made during the
     // server's request (a task-local), not during the client's call.
     let reach = caller.reach.clone();
-    let mut sent = tokio::spawn(async move { reach.send_request(request).await });
+    // orca's own requests wait for a stateless client's reply too (`Reach::ask_for_reply`).
+    let mut sent = tokio::spawn(async move {
+        if for_reply {
+            reach.ask_for_reply(request).await
+        } else {
+            reach.send_request(request).await
+        }
+    });
     let _abort = AbortOnDrop(sent.abort_handle());
     let answer = tokio::select! {
         answer = &mut sent => answer.unwrap_or(Err(ServiceError::TransportClosed)),

@@ -1,6 +1,12 @@
 //! A stdio server's process as orca keeps it: the leader of its own process group, whose whole
 //! group is killed whenever it goes; the baseline of orca's environment it inherits; how its
 //! exit is described; and its stderr, logged at debug level.
+//!
+//! # Design notes
+//!
+//! `child.rs`: a stdio server's process (`Child`, the leader of its own process group, killed whole
+//! when it goes), the baseline environment it inherits, how its exit is described, its stderr
+//! logged.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;

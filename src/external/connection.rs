@@ -1,6 +1,12 @@
 //! A live MCP session with an external server, as the calls on it see it: rmcp's peer, what
 //! the server said of itself in the handshake, the calls in flight, and, for a per-user
 //! session, the user's sign-in; a stdio session also has orca's own lane for `tools/call`.
+//!
+//! # Design notes
+//!
+//! `connection.rs`: `Connection`, one live MCP session with a server (rmcp's peer, the handshake's
+//! server info and capabilities, the calls in flight, a per-user session's sign-in, a stdio
+//! session's lane), below both `upstream.rs` and `per_user.rs`.
 
 use std::sync::Arc;
 

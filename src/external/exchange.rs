@@ -4,6 +4,27 @@
 //! the server waits for that answer as it would for a client's. A request for a capability the
 //! client did not declare is refused to the server with `-32021`, and remembered, so that a
 //! call that then fails can be answered to the client as missing that capability.
+//!
+//! # Design notes
+//!
+//! `exchange.rs`: `Exchange`, what a server asks during a call whose client cannot be asked
+//! directly (a 2026-07-28 client): `calls.rs` hands such a caller's sampling, elicitation and roots
+//! requests to it instead of the client's stream; each waits under a key (the server's
+//! `_meta["orca/inputKey"]`, else the kind and a number) until the client's answers arrive by
+//! `answer`, and `requested` gives the gateway the requests waiting (those arriving within 50 ms of
+//! one another together); a request for a capability the client did not declare is refused to the
+//! server with `-32021` and remembered (`missing`). `calls::send_for` sends a request noted in
+//! flight for its caller (`tools/call`, `prompts/get` and `resources/read`). `calls::answer_round`
+//! answers a 2026-07-28 server's `InputRequiredResult` (an upstream entry's `protocol:`;
+//! `Upstream::start` picks rmcp's lifecycle: `initialize`, `server/discover`, or discover falling
+//! back): each request goes to the caller, by the exchange for a 2026-07-28 caller or as a request
+//! on a 2025 caller's stream, and `upstream/call.rs`'s `send_rounds` calls the server again with
+//! the answers and its `requestState`; `relay.rs`'s `request_for` does the same for `prompts/get`
+//! and `resources/read`; `send_for` puts the caller's capabilities in such a server's request
+//! `_meta` (`clientCapabilities`), so that it asks only what the caller can answer;
+//! `handler::listen` hears such a server's list changes, and the updates of the URIs in
+//! `Subscriptions` (which tells it when they change, to open the stream again), on a
+//! `subscriptions/listen` stream.
 #![expect(
     deprecated,
     reason = "sampling and roots are deprecated by SEP-2577, but the protocol versions servers speak today have them"

@@ -9,6 +9,19 @@
 //! the codec asks only once it has passed on every whole line it holds, so whatever the server
 //! sent before the answer (a call's progress, its log messages) has reached rmcp's service loop
 //! first, as when rmcp read the answer itself.
+//!
+//! # Design notes
+//!
+//! `frame.rs` sits between a child's stdout and rmcp's codec: a line over `max_response_bytes` is
+//! dropped as it streams and replaced by a JSON-RPC error for its `id`, so the waiting call gets
+//! `RESULT_TRUNCATED` at once; and it takes out the answers to `lane.rs`'s calls by their id, each
+//! handed over only once the codec has read every line before it (so a call's progress and log
+//! messages are passed on before its answer arrives, as when rmcp read the answer). `heard.rs`
+//! wraps every upstream transport (stdio, Streamable HTTP, HTTP+SSE, a user's own session): each
+//! progress notification or log message it reads is counted for the call it belongs to
+//! (`Calls::hear` puts a counting guard in the notification's extensions, which rmcp moves into the
+//! task that relays it), and `Registered::settle` makes the call's answer wait until those relayed,
+//! since rmcp relays notifications from tasks of their own but hands the answer straight back.
 
 use std::pin::Pin;
 use std::sync::Arc;

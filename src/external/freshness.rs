@@ -1,6 +1,17 @@
 //! How long a list stays fresh and who may share it (SEP-2549's `ttlMs` and `cacheScope`): what
 //! each external server said of its own lists, kept with the time orca listed them, and what a
 //! merged list may say, which is never more than any of its parts.
+//!
+//! # Design notes
+//!
+//! `freshness.rs`: SEP-2549's hints. `Freshness` is what a server said of one list (the shortest
+//! `ttlMs` of its pages, `public` only when all are), kept with the time orca listed it;
+//! `all_pages` reads a list page by page with it (instead of rmcp's `list_all_*`); each `Catalog`
+//! carries one per list, and the supervising loop lists a server again when one goes stale.
+//! `CacheHint::and` is how a merged list combines its parts: the least time, public only when all
+//! are. `ExternalServers::cache_hint` gives the servers' part of a list, and `gateway/hints.rs`
+//! adds orca's own (`catalog.cache_*`, public only when `AuthConfig::lists_alike`) and sets them on
+//! a 2026-07-28 client's list results.
 
 use std::time::{Duration, Instant};
 

@@ -2,6 +2,11 @@
 //! listens for list changes and log messages, and hands what the server sends during a call to
 //! `calls` (progress, log messages, sampling, elicitation and roots requests) and resource
 //! updates to `subscriptions`.
+//!
+//! # Design notes
+//!
+//! `handler.rs`: `UpstreamClient`, orca as the client of one server (rmcp's `ClientHandler`): list
+//! changes, log messages, and what the server sends during a call, handed to `calls.rs`.
 
 use std::sync::Arc;
 
@@ -27,7 +32,7 @@ pub(crate) struct Lists {
 
 impl Lists {
     pub(super) const ALL: Lists = Lists { tools: true, prompts: true, resources: true };
-    const TOOLS: Lists = Lists { tools: true, prompts: false, resources: false };
+    pub(super) const TOOLS: Lists = Lists { tools: true, prompts: false, resources: false };
     const PROMPTS: Lists = Lists { tools: false, prompts: true, resources: false };
     const RESOURCES: Lists = Lists { tools: false, prompts: false, resources: true };
 

@@ -11,6 +11,17 @@
 //! call's token, log messages, sampling and elicitation requests) reaches orca's handler as
 //! before and is relayed by `calls`, and a call dropped before its answer is cancelled at the
 //! server with `notifications/cancelled`, by rmcp's peer.
+//!
+//! # Design notes
+//!
+//! `lane.rs`: `Lane`, orca's own way for a stdio server's `tools/call` beside rmcp's client on the
+//! same pipes (sessions begun with `initialize`): the calling task encodes the request under an id
+//! of its own (`"orca~<n>"`, which rmcp's numeric ids never are, with the same string as its
+//! progress token) and writes it into `BatchedTransport`'s queue through an `Outbox`, then waits
+//! for `frame.rs` to hand it the answer line, read as the call result or error it must be, with no
+//! pass through rmcp's service loop and no decoding of `ServerResult`'s untagged variants. The call
+//! is noted in `Calls` as rmcp's are, so what the server sends during it is relayed as before, and
+//! `CancelOnDrop` cancels it through rmcp's peer.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

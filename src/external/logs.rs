@@ -1,6 +1,16 @@
 //! Log messages (`notifications/message`) that external servers send: labelled with the server
 //! they came from and handed to every gateway session, which relays them to its client at the
 //! level the client asked for (`logging/setLevel`).
+//!
+//! # Design notes
+//!
+//! `logs.rs`: `ExternalLog`, a server's log message (`notifications/message`) with its logger
+//! prefixed by the server's key, which each upstream's client handler puts on one broadcast channel
+//! of the set (`ExternalServers::subscribe_logs`); `severity` orders the levels.
+//! `ExternalServers::complete` finds the server owning an exposed prompt name or `orca://` template
+//! URI, rewrites the reference to the upstream's names and asks it (`Upstream::complete`: nothing
+//! when the server lacks the `completions` capability, at most 100 values);
+//! `ExternalServers::states` gives `/healthz` each server's key and state.
 #![expect(
     deprecated,
     reason = "MCP logging is deprecated by SEP-2577, but the protocol versions clients speak today have it"

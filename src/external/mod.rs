@@ -1,7 +1,33 @@
 //! External MCP servers declared in `external-mcps.yaml`: started or connected to, namespaced,
 //! supervised, and merged into one index of exposed tool names next to the internal servers'.
 //! A change upstream (a restart, `list_changed`) rebuilds the index and, debounced, tells
-//! orca's own clients that the lists changed.
+//! orca's own clients that the lists changed. Each listing of tools is judged against the pinned
+//! definitions (`pins.rs`): what changed, what was added after the first listing and what
+//! reads as poisoned is held for a person under `pin: hold`, so it is neither listed, searched
+//! nor called; a hold or an approval on any replica makes every replica list the server again.
+//!
+//! # Design notes
+//!
+//! External MCP servers from `external-mcps.yaml` (parsed and validated in `config/external.rs`,
+//! credentials resolved there into `SecretString`s).
+//!
+//! An HTTP server with `oauth:` (`config::UpstreamOAuth`: `mode: service`, client credentials,
+//! `shared`, one person's sign-in, or `per_user`, each orca user's own) is reached through
+//! `client::auth::AuthorizedHttpClient` with an `Authorizer` (its identity bound to `oauth.issuer`
+//! by `identity_of`, confined to the upstream's origin, the issuer's and `oauth.allowed_hosts` by
+//! `confinement_of`, as console sign-ins and `orca login` are) whose store is `tokens.rs`'s
+//! `TokenVault`: `orca.upstream_tokens` (migration `20261126300000_upstream_tokens`), each sign-in
+//! sealed with AES-256-GCM (aws-lc-rs) under an HKDF-SHA256 key of the orca secret, the row's
+//! upstream and subject as additional data; a shared upstream nobody signed in to (or whose refresh
+//! token was refused) is `Status::NeedsSignIn` (`needs_sign_in` in `list_servers` and `/healthz`)
+//! and looks for a sign-in every 10 s, or at once when one is made through the console.
+//!
+//! `mod.rs`: `ExternalServers`, the set: starts every enabled server, waits (bounded) for the first
+//! attempts, refuses duplicate names at start-up, keeps the index of exposed names, updates the
+//! `Directory`, and publishes debounced list changes that each gateway session forwards to its
+//! client. `assign_names` rebuilds the index after a list change: a name stays with the server that
+//! served it while that server lists it, the rest go in configuration order, and a newcomer that
+//! collides is left out (a warning, and `left_out_tools` in its `list_servers` entry).
 
 mod batched;
 mod calls;
@@ -16,6 +42,7 @@ mod lane;
 mod logs;
 mod names;
 mod per_user;
+mod pins;
 mod reach;
 mod sign_in;
 mod sse;
@@ -24,9 +51,12 @@ mod tokens;
 mod traced;
 mod upstream;
 
+pub(crate) use pins::{
+    ApproveError, Approver, Held, Pins, approve as approve_tools, held as held_tools,
+};
 pub(crate) use sign_in::{EXPIRY as SIGN_IN_EXPIRY, SignInError};
 pub(crate) use tokens::TokenVault;
-pub(crate) use upstream::identity_of;
+pub(crate) use upstream::{confinement_of, identity_of};
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
@@ -42,7 +72,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Availability, ExternalServerConfig};
-use crate::servers::orca::{Directory, ServerCapabilitiesSummary, ServerSummary};
+use crate::directory::{Directory, ServerCapabilitiesSummary, ServerSummary};
 use crate::tool::{ToolError, Verb};
 pub(crate) use batched::{BatchedTransport, Outbox};
 pub(crate) use calls::{Caller, LogFilter};
@@ -51,10 +81,10 @@ pub(crate) use exchange::Exchange;
 pub(crate) use exchange::Kind;
 pub(crate) use freshness::{CacheHint, ListKind};
 pub(crate) use logs::{ExternalLog, severity};
-pub(crate) use reach::{AnswerStream, Reach};
+pub(crate) use reach::{AnswerStream, Reach, Replies};
 pub(crate) use subscriptions::{Subscriber, Target as SubscriptionTarget};
 pub(crate) use upstream::Attempts;
-use upstream::{Event, ExternalTool, Status, Upstream};
+use upstream::{Event, ExternalTool, HeldTool, Status, Upstream};
 
 /// How long list changes are gathered before clients are told, so a burst is one notification.
 const DEBOUNCE: Duration = Duration::from_millis(150);
@@ -139,6 +169,8 @@ pub(crate) struct RoutedTool {
     upstream: usize,
     server: Arc<str>,
     tool: Arc<ExternalTool>,
+    /// Set for a tool held for a person's approval: a call to it is refused.
+    held: Option<Arc<HeldTool>>,
 }
 
 impl RoutedTool {
@@ -216,6 +248,7 @@ impl ExternalServers {
         directory: Directory,
         vault: Option<TokenVault>,
         public_url: Option<String>,
+        pins: Option<Pins>,
     ) -> Result<Arc<ExternalServers>, StartError> {
         let (events_sender, events) = mpsc::unbounded_channel();
         let logs = broadcast::Sender::new(logs::LOG_BUFFER);
@@ -232,15 +265,18 @@ impl ExternalServers {
                         Status::Disabled(format!("missing credentials: {}", names.join(", ")))
                     }
                 };
-                Arc::new(Upstream::new(
-                    index,
-                    Arc::new(config.clone()),
-                    initial,
-                    events_sender.clone(),
-                    logs.clone(),
-                    vault.clone(),
-                    public_url.clone(),
-                ))
+                Arc::new(
+                    Upstream::new(
+                        index,
+                        Arc::new(config.clone()),
+                        initial,
+                        events_sender.clone(),
+                        logs.clone(),
+                        vault.clone(),
+                        public_url.clone(),
+                    )
+                    .with_pins(pins.clone()),
+                )
             })
             .collect();
         let set = Arc::new(ExternalServers {
@@ -282,6 +318,17 @@ impl ExternalServers {
         *set.index.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(index);
         set.publish_directory();
         tasks.push(tokio::spawn(set.clone().follow(events)));
+        if let Some(pins) = &pins {
+            // A hold or an approval made on any replica: list that server's tools again.
+            let upstreams = set.upstreams.clone();
+            tasks.push(tokio::spawn(pins::listen(pins.pool().clone(), move |server| {
+                for upstream in &upstreams {
+                    if server.is_none_or(|server| server == upstream.config.key) {
+                        upstream.relist.notify_one();
+                    }
+                }
+            })));
+        }
         set.tasks.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).extend(tasks);
         Ok(set)
     }
@@ -442,6 +489,9 @@ impl ExternalServers {
                 "declared_capabilities": config.capabilities,
                 "upstream_server": catalog.server_info.as_ref().map(|info| serde_json::json!({"name": info.name, "version": info.version})),
                 "left_out_tools": left_out,
+                "pin": config.pin.as_str(),
+                "held_tools": catalog.held.iter().map(|held| &held.notice).collect::<Vec<_>>(),
+                "warned_tools": catalog.warned,
             })),
             databases: None,
         }
@@ -480,6 +530,7 @@ impl ExternalServers {
         out
     }
 
+    /// The served tool of this exposed name.
     pub(crate) fn resolve(&self, name: &str) -> Option<RoutedTool> {
         let index = self.index.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
         let &(server, position) = index.tools.get(name)?;
@@ -488,6 +539,27 @@ impl ExternalServers {
             upstream: server,
             server: Arc::from(self.upstreams[server].config.key.as_str()),
             tool,
+            held: None,
+        })
+    }
+
+    /// The served tool of this exposed name, or else a held one (whose calls are refused).
+    pub(crate) fn resolve_or_held(&self, name: &str) -> Option<RoutedTool> {
+        self.resolve(name).or_else(|| {
+            self.upstreams.iter().find_map(|upstream| {
+                let held = upstream
+                    .catalog()
+                    .held
+                    .iter()
+                    .find(|held| held.tool.tool.name == name)?
+                    .clone();
+                Some(RoutedTool {
+                    upstream: upstream.index,
+                    server: Arc::from(upstream.config.key.as_str()),
+                    tool: held.tool.clone(),
+                    held: Some(held),
+                })
+            })
         })
     }
 
@@ -498,6 +570,9 @@ impl ExternalServers {
         caller: Option<Caller>,
         user: &str,
     ) -> (Result<CallToolResult, ToolError>, Attempts) {
+        if let Some(held) = &tool.held {
+            return (Err(upstream::held_error(&tool.server, held)), Vec::new());
+        }
         self.upstreams[tool.upstream]
             .call_tool(&tool.tool, arguments, caller.map(Arc::new), user)
             .await
@@ -567,12 +642,15 @@ impl ExternalServers {
 
     /// The server an exposed resource URI belongs to, and the URI in its own words: by the
     /// prefix in `orca://<prefix>/<uri>`, or else the server with the empty prefix, if any.
-    fn resource_owner<'a>(&self, uri: &'a str) -> Option<(&Arc<Upstream>, &'a str)> {
+    fn resource_owner<'a>(
+        &self,
+        uri: &'a str,
+    ) -> Option<(&Arc<Upstream>, std::borrow::Cow<'a, str>)> {
         let by_prefix =
             |prefix: &str| self.upstreams.iter().find(|upstream| upstream.config.prefix == prefix);
         match names::split_uri(uri).and_then(|(prefix, rest)| Some((by_prefix(prefix)?, rest))) {
             Some(found) => Some(found),
-            None => Some((by_prefix("")?, uri)),
+            None => Some((by_prefix("")?, uri.into())),
         }
     }
 
@@ -583,7 +661,7 @@ impl ExternalServers {
         caller: Option<Caller>,
     ) -> Option<Result<ReadResourceResult, ToolError>> {
         let (upstream, upstream_uri) = self.resource_owner(uri)?;
-        Some(upstream.read_resource(upstream_uri, caller.map(Arc::new)).await)
+        Some(upstream.read_resource(&upstream_uri, caller.map(Arc::new)).await)
     }
 
     /// Subscribe a client session to an external resource; `None` when the URI is no
@@ -596,7 +674,7 @@ impl ExternalServers {
     ) -> Option<Result<(), ToolError>> {
         let (upstream, upstream_uri) = self.resource_owner(uri)?;
         let subscriber = Subscriber { session, target, exposed_uri: uri.to_owned() };
-        Some(upstream.subscribe(upstream_uri, subscriber).await)
+        Some(upstream.subscribe(&upstream_uri, subscriber).await)
     }
 
     /// `None` when the URI is no external server's.
@@ -606,7 +684,7 @@ impl ExternalServers {
         session: u64,
     ) -> Option<Result<(), ToolError>> {
         let (upstream, upstream_uri) = self.resource_owner(uri)?;
-        Some(upstream.unsubscribe(upstream_uri, session).await)
+        Some(upstream.unsubscribe(&upstream_uri, session).await)
     }
 
     /// Completions for an argument of an external prompt or resource template, asked of the
@@ -623,7 +701,7 @@ impl ExternalServers {
             })?,
             Reference::Resource(resource) => {
                 let (upstream, upstream_uri) = self.resource_owner(&resource.uri)?;
-                resource.uri = upstream_uri.to_owned();
+                resource.uri = upstream_uri.into_owned();
                 upstream
             }
             _ => return None,

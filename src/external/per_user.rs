@@ -6,6 +6,19 @@
 //! recently used idle one is closed). The supervised connection of such an upstream only lists
 //! its tools, with the sign-in of the user who signed in last. A user without a sign-in (or whose
 //! refresh was refused) gets `UNAUTHORIZED` with the way to sign in.
+//!
+//! # Design notes
+//!
+//! `per_user.rs` and `upstream/users.rs`: a per-user upstream's calls go each through the caller's
+//! own MCP session (`per_user.rs`'s `UserConnections`, which keeps them, and `upstream/users.rs`,
+//! which opens one with the user's sign-in: one per orca user, `Principal::user_identity`, opened
+//! on the first call with that user's sign-in from the vault under (upstream, user), at most 64,
+//! closed after 5 minutes unused), so one session never carries two people's tokens; its supervised
+//! connection only lists tools, with the sign-in of whoever signed in last (until anyone has, its
+//! tools are unknown); a caller without a sign-in, or whose refresh was refused, gets
+//! `UNAUTHORIZED` with the console's link and `orca login`; prompts, resources and completions are
+//! not relayed for it. Each `Connection` carries its own `Calls`, since request ids are a session's
+//! own.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

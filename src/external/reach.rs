@@ -6,8 +6,9 @@
     reason = "logging is deprecated by SEP-2577, but the protocol versions clients speak today have it"
 )]
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
     ClientResult, LoggingMessageNotification, LoggingMessageNotificationParam,
@@ -15,7 +16,51 @@ use rmcp::model::{
     ServerNotification, ServerRequest,
 };
 use rmcp::service::{Peer, RoleServer, ServiceError};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
+
+/// The prefix of the ids of requests written on a stateless request's answer that wait for the
+/// client's reply (`Replies`).
+const REPLY_PREFIX: &str = "orca-reply-";
+/// At most this many such requests wait at once.
+const MAX_AWAITED: usize = 1024;
+
+/// What a stateless client posts back for a request orca wrote on its answer.
+pub(crate) type Reply = Result<serde_json::Value, rmcp::ErrorData>;
+
+/// The requests written on stateless answers that wait for their client's reply, posted to
+/// `/mcp` as a JSON-RPC response of its own: under an id of orca's (`orca-reply-` and a random
+/// UUID), for the principal whose call it is.
+#[derive(Debug, Default)]
+pub(crate) struct Replies {
+    awaited: Mutex<HashMap<String, (String, oneshot::Sender<Reply>)>>,
+}
+
+impl Replies {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (String, oneshot::Sender<Reply>)>> {
+        self.awaited.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Hand `reply` to the request `id` awaits, when `owner` made the call; `false` when no
+    /// request of that owner awaits it (the body is then served as before).
+    pub(crate) fn deliver(&self, id: &str, owner: &str, reply: Reply) -> bool {
+        let mut awaited = self.lock();
+        if !id.starts_with(REPLY_PREFIX) || awaited.get(id).is_none_or(|(who, _)| who != owner) {
+            return false;
+        }
+        let Some((_, sender)) = awaited.remove(id) else { return false };
+        let _ = sender.send(reply);
+        true
+    }
+}
+
+/// Takes an awaited request off the list when its caller stops waiting.
+struct Unawait<'a>(&'a Replies, String);
+
+impl Drop for Unawait<'_> {
+    fn drop(&mut self) {
+        self.0.lock().remove(&self.1);
+    }
+}
 
 /// Where a call's client hears from its external server during the call.
 #[derive(Clone)]
@@ -32,13 +77,22 @@ pub(crate) enum Reach {
 pub(crate) struct AnswerStream {
     messages: mpsc::UnboundedSender<ServerJsonRpcMessage>,
     next_id: Arc<AtomicI64>,
+    /// Where the client's replies to orca's own requests arrive, and whose call it is.
+    replies: Option<(Arc<Replies>, String)>,
 }
 
 impl AnswerStream {
     /// A stream and the end its messages are read from.
     pub(crate) fn new() -> (AnswerStream, mpsc::UnboundedReceiver<ServerJsonRpcMessage>) {
         let (messages, receiver) = mpsc::unbounded_channel();
-        (AnswerStream { messages, next_id: Arc::new(AtomicI64::new(0)) }, receiver)
+        (AnswerStream { messages, next_id: Arc::new(AtomicI64::new(0)), replies: None }, receiver)
+    }
+
+    /// A stream whose client may reply to orca's own requests (`Reach::ask_for_reply`), as
+    /// `owner` (`Principal::identity`).
+    pub(crate) fn with_replies(mut self, replies: Arc<Replies>, owner: String) -> AnswerStream {
+        self.replies = Some((replies, owner));
+        self
     }
 
     /// Write `message`; `false` once nobody reads the answer.
@@ -73,6 +127,40 @@ impl Reach {
             Reach::Answer(stream) => {
                 stream.send(ServerJsonRpcMessage::notification(notification));
             }
+        }
+    }
+
+    /// Ask the client for orca itself, waiting for its reply: on a stateless request's answer
+    /// the request goes under an id of orca's, and the client posts its reply to `/mcp`
+    /// (`Replies::deliver`). The caller bounds the wait.
+    pub(crate) async fn ask_for_reply(
+        &self,
+        request: ServerRequest,
+    ) -> Result<ClientResult, ServiceError> {
+        let Reach::Answer(stream) = self else { return self.send_request(request).await };
+        let Some((replies, owner)) = &stream.replies else {
+            return self.send_request(request).await;
+        };
+        let id = format!("{REPLY_PREFIX}{}", uuid::Uuid::new_v4().simple());
+        let (sender, receiver) = oneshot::channel();
+        {
+            let mut awaited = replies.lock();
+            if awaited.len() >= MAX_AWAITED {
+                return Err(ServiceError::TransportClosed);
+            }
+            awaited.insert(id.clone(), (owner.clone(), sender));
+        }
+        let _unawait = Unawait(replies, id.clone());
+        let message = ServerJsonRpcMessage::request(request, RequestId::String(id.into()));
+        if !stream.send(message) {
+            return Err(ServiceError::TransportClosed);
+        }
+        match receiver.await {
+            Ok(Ok(result)) => {
+                serde_json::from_value(result).map_err(|_| ServiceError::UnexpectedResponse)
+            }
+            Ok(Err(error)) => Err(ServiceError::McpError(error)),
+            Err(_) => Err(ServiceError::TransportClosed),
         }
     }
 

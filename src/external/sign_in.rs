@@ -6,10 +6,31 @@
 //! `finish_sign_in`, on whichever replica the browser comes back to at
 //! `/oauth/upstream/callback`, takes that row once, checks it, and exchanges the code. A waiting
 //! sign-in is single-use, expires after [`EXPIRY`], is bound to the orca user who started it
-//! and to that person's browser (the SHA-256 of a random value sent as an HttpOnly cookie), and
-//! at most [`MAX_PENDING`] wait at once in all. The new sign-in is sealed into the vault as that
+//! and to that person's browser (the SHA-256 of a random value sent as an HttpOnly cookie: a
+//! way back without it takes nothing, and the sign-in still waits for its browser), and at most
+//! [`MAX_PENDING`] wait at once in all, [`MAX_PENDING_PER_USER`] of them one user's. A place is
+//! held before the authorization server sees anything, so a user past their share causes no
+//! discovery and no registration. The new sign-in is sealed into the vault as that
 //! user's (`per_user`) or as the shared one (`shared`, for an administrator). No token, code,
 //! verifier or key leaves this module except sealed.
+//!
+//! # Design notes
+//!
+//! `sign_in.rs`: people's sign-ins through orca's HTTP face, on any replica: `POST
+//! /console/api/upstreams/<name>/sign-in` runs `Authorizer::begin_sign_in` and keeps its
+//! `PendingSignIn` in `orca.upstream_sign_ins_pending` (migration
+//! `20261126400000_upstream_sign_ins_pending`: keyed by the SHA-256 of the request's `state`, with
+//! the upstream, the vault subject, the SHA-256 of the browser's HttpOnly cookie and an expiry 10
+//! minutes on, and the orca user who started it, `started_by`, migration
+//! `20261202100000_upstream_sign_ins_pending_started_by`; sealed by the `TokenVault` under the
+//! upstream and `pending:<state digest>`; at most 5 rows per user and 1,000 in all, the place taken
+//! by `reserve` before the authorization server sees anything, under a PostgreSQL advisory lock on
+//! the user, and given back by `release` when the sign-in cannot start); `/oauth/upstream/callback`
+//! takes the row once, and only with its browser's cookie (`DELETE ... RETURNING` on the state and
+//! the cookie's digest, so a way back without it takes nothing; an expired one refused and the
+//! expired forgotten), checks that the upstream still signs in that way, and runs
+//! `Authorizer::finish_sign_in` (the `iss` check, the code exchange); the sign-in is stored as that
+//! user's (`per_user`) or the shared one (`shared`, for a caller holding every verb).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +48,10 @@ use crate::config::{ExternalTransport, SignInMode, UpstreamOAuth};
 pub(crate) const EXPIRY: Duration = Duration::from_secs(600);
 /// Sign-ins waiting at once, in all (every replica and upstream).
 const MAX_PENDING: i64 = 1000;
+/// Sign-ins one orca user may have waiting at once (every replica and upstream): the share
+/// that keeps one caller from filling [`MAX_PENDING`] for everyone, and from making more than
+/// this many registrations at an authorization server per [`EXPIRY`].
+const MAX_PENDING_PER_USER: i64 = 5;
 /// How long each half waits for the authorization server.
 const SERVER_WAIT: Duration = Duration::from_secs(60);
 
@@ -45,6 +70,10 @@ pub(crate) enum SignInError {
     NotAdministrator(String),
     #[error("too many sign-ins are waiting; try again in a few minutes")]
     Busy,
+    #[error(
+        "you have {MAX_PENDING_PER_USER} sign-ins waiting already; finish one in its browser, or try again in a few minutes"
+    )]
+    TooManyOfYours,
     #[error("this sign-in is unknown, already used or expired; start again from the console")]
     Expired,
     #[error("this sign-in was started in another browser; start again from the console")]
@@ -93,17 +122,83 @@ fn failed(error: impl std::fmt::Display) -> SignInError {
 struct PendingRow {
     upstream: String,
     subject: String,
-    binding_sha256: Vec<u8>,
     nonce: Vec<u8>,
     sealed: Vec<u8>,
     fresh: bool,
 }
 
-/// Keep `pending` (sealed) for the browser's way back, unless [`MAX_PENDING`] are waiting.
-async fn keep_pending(
+/// A place held among the waiting sign-ins: the random key of a row that [`keep_pending`]
+/// fills or [`release`] drops.
+type Place = [u8; 32];
+
+/// Hold a place among the waiting sign-ins for `user`, before the authorization server sees
+/// anything (discovery, a registration): refused when `user` already holds
+/// [`MAX_PENDING_PER_USER`] or [`MAX_PENDING`] wait in all. One user's places are taken one at a
+/// time (an advisory lock on the user, for every replica), so that concurrent starts cannot
+/// overrun the share.
+async fn reserve(
     vault: &TokenVault,
     upstream: &str,
     subject: &str,
+    user: &str,
+) -> Result<Place, SignInError> {
+    clean_expired(vault).await?;
+    let place: Place = rand::random();
+    let mut transaction = vault.pool().begin().await.map_err(failed)?;
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+        .bind(format!("orca.upstream_sign_ins_pending:{user}"))
+        .execute(&mut *transaction)
+        .await
+        .map_err(failed)?;
+    let own: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM orca.upstream_sign_ins_pending          WHERE started_by = $1 AND expires_at > now()",
+    )
+    .bind(user)
+    .fetch_one(&mut *transaction)
+    .await
+    .map_err(failed)?;
+    if own >= MAX_PENDING_PER_USER {
+        return Err(SignInError::TooManyOfYours);
+    }
+    let inserted = sqlx::query(
+        "INSERT INTO orca.upstream_sign_ins_pending \
+         (state_sha256, upstream, subject, binding_sha256, nonce, sealed, expires_at, started_by) \
+         SELECT $1, $2, $3, '', '', '', now() + make_interval(secs => $4), $5 \
+         WHERE (SELECT count(*) FROM orca.upstream_sign_ins_pending) < $6",
+    )
+    .bind(place.as_slice())
+    .bind(upstream)
+    .bind(subject)
+    .bind(EXPIRY.as_secs_f64())
+    .bind(user)
+    .bind(MAX_PENDING)
+    .execute(&mut *transaction)
+    .await
+    .map_err(failed)?;
+    if inserted.rows_affected() == 0 {
+        return Err(SignInError::Busy);
+    }
+    transaction.commit().await.map_err(failed)?;
+    Ok(place)
+}
+
+/// Give back a place the sign-in did not use (it could not start).
+async fn release(vault: &TokenVault, place: &Place) {
+    let released =
+        sqlx::query("DELETE FROM orca.upstream_sign_ins_pending WHERE state_sha256 = $1")
+            .bind(place.as_slice())
+            .execute(vault.pool())
+            .await;
+    if let Err(error) = released {
+        tracing::warn!(%error, "a sign-in's place could not be given back; it expires by itself");
+    }
+}
+
+/// Keep `pending` (sealed) in the place held for it, for the browser's way back.
+async fn keep_pending(
+    vault: &TokenVault,
+    upstream: &str,
+    place: &Place,
     binding: &str,
     pending: &PendingSignIn,
 ) -> Result<(), SignInError> {
@@ -111,25 +206,23 @@ async fn keep_pending(
     let plain = serde_json::to_vec(pending).map_err(failed)?;
     let (nonce, sealed) =
         vault.seal(upstream, &pending_subject(&state_digest), &plain).map_err(failed)?;
-    let inserted = sqlx::query(
-        "INSERT INTO orca.upstream_sign_ins_pending \
-         (state_sha256, upstream, subject, binding_sha256, nonce, sealed, expires_at) \
-         SELECT $1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7) \
-         WHERE (SELECT count(*) FROM orca.upstream_sign_ins_pending) < $8",
+    let kept = sqlx::query(
+        "UPDATE orca.upstream_sign_ins_pending \
+         SET state_sha256 = $2, binding_sha256 = $3, nonce = $4, sealed = $5, \
+             expires_at = now() + make_interval(secs => $6) \
+         WHERE state_sha256 = $1",
     )
+    .bind(place.as_slice())
     .bind(state_digest.as_slice())
-    .bind(upstream)
-    .bind(subject)
     .bind(digest(binding).as_slice())
     .bind(nonce.as_slice())
     .bind(sealed)
     .bind(EXPIRY.as_secs_f64())
-    .bind(MAX_PENDING)
     .execute(vault.pool())
     .await
     .map_err(failed)?;
-    if inserted.rows_affected() == 0 {
-        return Err(SignInError::Busy);
+    if kept.rows_affected() == 0 {
+        return Err(SignInError::Expired);
     }
     Ok(())
 }
@@ -143,32 +236,46 @@ async fn clean_expired(vault: &TokenVault) -> Result<(), SignInError> {
     Ok(())
 }
 
-/// How many sign-ins wait, expired ones forgotten first.
-async fn waiting(vault: &TokenVault) -> Result<i64, SignInError> {
-    clean_expired(vault).await?;
-    sqlx::query_scalar("SELECT count(*) FROM orca.upstream_sign_ins_pending")
-        .fetch_one(vault.pool())
+/// Take the sign-in waiting under `state` for the browser holding `binding`, if it has not
+/// expired. A way back without that browser's binding takes nothing: the sign-in still waits
+/// for its own browser.
+async fn take_pending(
+    vault: &TokenVault,
+    state: &str,
+    binding: Option<&str>,
+) -> Result<PendingRow, SignInError> {
+    let state_digest = digest(state);
+    let row: Option<PendingRow> = match binding {
+        Some(binding) => sqlx::query_as(
+            "DELETE FROM orca.upstream_sign_ins_pending \
+             WHERE state_sha256 = $1 AND binding_sha256 = $2 \
+             RETURNING upstream, subject, nonce, sealed, expires_at > now() AS fresh",
+        )
+        .bind(state_digest.as_slice())
+        .bind(digest(binding).as_slice())
+        .fetch_optional(vault.pool())
         .await
-        .map_err(failed)
-}
-
-/// Take the sign-in waiting under `state` (it is gone either way), if it has not expired.
-async fn take_pending(vault: &TokenVault, state: &str) -> Result<PendingRow, SignInError> {
-    let row: Option<PendingRow> = sqlx::query_as(
-        "DELETE FROM orca.upstream_sign_ins_pending WHERE state_sha256 = $1 \
-         RETURNING upstream, subject, binding_sha256, nonce, sealed, expires_at > now() AS fresh",
+        .map_err(failed)?,
+        None => None,
+    };
+    match row {
+        Some(row) if row.fresh => return Ok(row),
+        Some(_) => {
+            clean_expired(vault).await?;
+            return Err(SignInError::Expired);
+        }
+        None => {}
+    }
+    let waiting: Option<bool> = sqlx::query_scalar(
+        "SELECT expires_at > now() FROM orca.upstream_sign_ins_pending WHERE state_sha256 = $1",
     )
-    .bind(digest(state).as_slice())
+    .bind(state_digest.as_slice())
     .fetch_optional(vault.pool())
     .await
     .map_err(failed)?;
-    match row {
-        Some(row) if row.fresh => Ok(row),
-        Some(_) => {
-            clean_expired(vault).await?;
-            Err(SignInError::Expired)
-        }
-        None => Err(SignInError::Expired),
+    match waiting {
+        Some(true) => Err(SignInError::OtherBrowser),
+        _ => Err(SignInError::Expired),
     }
 }
 
@@ -183,6 +290,7 @@ fn console_authorizer(
     let mut settings = AuthorizerConfig::new(url, Grant::StoredOnly);
     settings.store = Arc::new(vault.store(&upstream.config.key, subject));
     settings.identity = super::identity_of(oauth);
+    settings.confinement = Some(super::confinement_of(oauth));
     Authorizer::new(settings).map_err(failed)
 }
 
@@ -199,6 +307,13 @@ fn oauth_parts(upstream: &Upstream) -> Result<(&str, &UpstreamOAuth, &TokenVault
 }
 
 impl ExternalServers {
+    /// The prefix of `name`'s tools while none of them is known (nobody has signed in to it
+    /// yet), so that a caller's reach can be judged by its tool policy alone.
+    pub(crate) fn unlisted_prefix(&self, name: &str) -> Option<&str> {
+        let upstream = self.upstreams.iter().find(|upstream| upstream.config.key == name)?;
+        upstream.catalog().tools.is_empty().then_some(upstream.config.prefix.as_str())
+    }
+
     fn oauth_upstream(&self, name: &str) -> Result<(&Arc<Upstream>, SignInMode), SignInError> {
         let upstream = self
             .upstreams
@@ -273,25 +388,35 @@ impl ExternalServers {
         let (upstream, mode) = self.oauth_upstream(name)?;
         let subject = Self::sign_in_subject(name, mode, user, administrator)?;
         let (url, oauth, vault) = oauth_parts(upstream)?;
-        // Refused before the authorization server sees a registration.
-        if waiting(vault).await? >= MAX_PENDING {
-            return Err(SignInError::Busy);
-        }
-        let authorizer = console_authorizer(vault, upstream, url, oauth, &subject)?;
-        let (authorization_url, pending) =
-            tokio::time::timeout(SERVER_WAIT, authorizer.begin_sign_in(&redirect_uri))
-                .await
-                .map_err(|_| {
-                    SignInError::Failed(
-                        "the authorization server did not answer in time".to_owned(),
-                    )
-                })?
-                .map_err(|error| {
+        // A place is held before the authorization server sees discovery or a registration.
+        let place = reserve(vault, name, &subject, user).await?;
+        let authorizer = match console_authorizer(vault, upstream, url, oauth, &subject) {
+            Ok(authorizer) => authorizer,
+            Err(error) => {
+                release(vault, &place).await;
+                return Err(error);
+            }
+        };
+        let begun = tokio::time::timeout(SERVER_WAIT, authorizer.begin_sign_in(&redirect_uri))
+            .await
+            .map_err(|_| {
+                SignInError::Failed("the authorization server did not answer in time".to_owned())
+            })
+            .and_then(|begun| {
+                begun.map_err(|error| {
                     tracing::warn!(server = %name, %error, "a sign-in could not start");
                     failed(error)
-                })?;
+                })
+            });
+        let (authorization_url, pending) = match begun {
+            Ok(begun) => begun,
+            Err(error) => {
+                release(vault, &place).await;
+                return Err(error);
+            }
+        };
         let browser_binding = crate::client::auth::random_token();
-        keep_pending(vault, name, &subject, &browser_binding, &pending).await?;
+        keep_pending(vault, name, &place, &browser_binding, &pending).await?;
         Ok(Started { authorization_url: authorization_url.to_string(), browser_binding })
     }
 
@@ -305,12 +430,7 @@ impl ExternalServers {
         binding: Option<&str>,
     ) -> Result<String, SignInError> {
         let vault = self.vault.as_ref().ok_or(SignInError::Expired)?;
-        let row = take_pending(vault, state).await?;
-        if binding.map(digest).as_ref().map(<[u8; 32]>::as_slice)
-            != Some(row.binding_sha256.as_slice())
-        {
-            return Err(SignInError::OtherBrowser);
-        }
+        let row = take_pending(vault, state, binding).await?;
         let name = row.upstream;
         // The upstream is still declared, and still signs in the way it did.
         let (upstream, mode) = self.oauth_upstream(&name).map_err(|_| SignInError::Expired)?;

@@ -4,6 +4,13 @@
 //! orca's client sessions or listen streams is, and each `notifications/resources/updated` it
 //! sends goes to those under the URI they subscribed with. A session whose stream has closed is
 //! forgotten the next time the URI is touched; a listen stream takes itself off when it ends.
+//!
+//! # Design notes
+//!
+//! `subscriptions.rs`: `Subscriptions`, the sessions subscribed to each of one server's resources:
+//! the server is subscribed (`resources/subscribe`) while any session is, again after a reconnect,
+//! and unsubscribed when the last leaves; its `notifications/resources/updated` go to the
+//! subscribed sessions under the URI they used.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

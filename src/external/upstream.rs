@@ -3,6 +3,25 @@
 //! fast failures. Children run in their own process group, which is killed whenever the child
 //! goes away, so nothing it started outlives it. Calls wait briefly for a restart in progress,
 //! retry only what is safe to repeat, and come back in orca's error taxonomy.
+//!
+//! # Design notes
+//!
+//! `upstream.rs`: one `Upstream` per server with a supervisor task that keeps one rmcp client
+//! connection (stdio child, Streamable HTTP, or `sse.rs`'s HTTP+SSE transport), restarts it with
+//! exponential backoff, marks a crash loop, kills the child's process group whenever it goes, and
+//! re-lists tools, prompts and resources on `list_changed`; `upstream/call.rs` holds `call_tool`
+//! (timeout per attempt, retries only when the request never reached the server or the tool is
+//! read-only or idempotent, errors translated to the taxonomy; `send_rounds` for a 2026-07-28
+//! server's input rounds; the lane for a stdio session begun with `initialize`); `upstream/task.rs`
+//! follows a 2026-07-28 server's own task (SEP-2663) when it answers a call with one:
+//! `calls::declared` (beside `own_capabilities`, what orca declares for itself) adds the tasks
+//! extension to the capabilities such a request declares, `follow_task` polls `tasks/get`, asks the
+//! caller each new `input_required` request through `calls::answer_round` and answers with
+//! `tasks/update`, hands the task's `statusMessage` to the caller's `Exchange` (which
+//! `gateway/tasks.rs`'s `follow` sets on the caller's own task), and cancels the task
+//! (`tasks/cancel`) when dropped before its end; `upstream/relay.rs` holds the rest of what a
+//! server is asked (resources read, subscribed and unsubscribed, prompts, completions), each within
+//! its timeout and, where a client waits, noted in flight for that client.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,10 +48,11 @@ use super::lane::{Answers, Lane};
 use super::logs::ExternalLog;
 use super::names;
 use super::per_user::{self, UserConnections};
+use super::pins::{Notice, Pins};
 use super::subscriptions::Subscriptions;
 use super::tokens::TokenVault;
 use crate::client::auth::{
-    self, AuthorizedHttpClient, Authorizer, AuthorizerConfig, ClientIdentity, Grant,
+    self, AuthorizedHttpClient, Authorizer, AuthorizerConfig, ClientIdentity, Confinement, Grant,
 };
 use crate::config::{
     ExternalServerConfig, ExternalTransport, SignInMode, UpstreamOAuth, UpstreamProtocol,
@@ -40,6 +60,7 @@ use crate::config::{
 use crate::tool::{ErrorCode, ToolError, Verb};
 
 mod call;
+mod pinned;
 mod relay;
 mod task;
 mod users;
@@ -123,7 +144,14 @@ pub(crate) fn identity_of(oauth: &UpstreamOAuth) -> ClientIdentity {
         private_key: oauth.private_key.clone().map(|key| (key, oauth.signing_algorithm.clone())),
         metadata_url: oauth.client_metadata_url.clone(),
         client_name: "orca".to_owned(),
+        issuer: oauth.issuer.clone(),
     }
+}
+
+/// Where the URLs an OAuth upstream's challenges and metadata name may be fetched: its own
+/// origin, its `oauth.issuer`'s, its `oauth.allowed_hosts`.
+pub(crate) fn confinement_of(oauth: &UpstreamOAuth) -> Confinement {
+    Confinement { allowed_hosts: oauth.allowed_hosts.clone() }
 }
 
 /// A tool of this server as orca exposes it.
@@ -137,10 +165,17 @@ pub(crate) struct ExternalTool {
     pub(crate) repeatable: bool,
 }
 
+pub(crate) use pinned::{HeldTool, held_error};
+
 /// What the server offers, under exposed names; kept while the server restarts.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Catalog {
+    /// The tools served: pinned as they are, or served with a warning (`pin: warn`).
     pub(crate) tools: Vec<Arc<ExternalTool>>,
+    /// Tools held until a person approves them (`pin: hold`): neither listed nor callable.
+    pub(crate) held: Vec<Arc<HeldTool>>,
+    /// Tools served with a warning (`pin: warn`).
+    pub(crate) warned: Vec<Notice>,
     pub(crate) prompts: Vec<Prompt>,
     /// Exposed prompt name -> upstream name.
     pub(crate) prompt_names: HashMap<String, String>,
@@ -187,6 +222,10 @@ pub(crate) struct Upstream {
     sign_in_changed: tokio::sync::Notify,
     /// orca's public URL (`http.public_url`), for sign-in links.
     pub(super) public_url: Option<String>,
+    /// Where its tool definitions are pinned (`None`: nothing is pinned, as with `pin: off`).
+    pins: Option<Pins>,
+    /// Told when a hold or an approval of its tools was made (on any replica): list again.
+    pub(super) relist: tokio::sync::Notify,
 }
 
 impl Upstream {
@@ -216,7 +255,15 @@ impl Upstream {
             listing: std::sync::Mutex::new(None),
             sign_in_changed: tokio::sync::Notify::new(),
             public_url,
+            pins: None,
+            relist: tokio::sync::Notify::new(),
         }
+    }
+
+    /// Pin its tool definitions in `pins` (`None`: nothing is pinned, as with `pin: off`).
+    pub(crate) fn with_pins(mut self, pins: Option<Pins>) -> Upstream {
+        self.pins = pins;
+        self
     }
 
     /// How this upstream signs in, when it does with OAuth.
@@ -415,6 +462,7 @@ impl Upstream {
                         break "shut down".to_owned();
                     }
                     _ = sweep.tick() => self.users.close_idle(),
+                    () = self.relist.notified() => self.refresh(&connection, Lists::TOOLS).await,
                     () = until(self.catalog().freshness.stale_at()) => {
                         // The server said how long its lists stay fresh: list them again then.
                         let (tools, prompts, resources) =
@@ -647,6 +695,7 @@ impl Upstream {
         let mut config = AuthorizerConfig::new(url, grant);
         config.store = Arc::new(vault.store(&self.config.key, subject));
         config.identity = identity_of(oauth);
+        config.confinement = Some(confinement_of(oauth));
         config.sign_in_hint = format!("run `orca login {}`", self.config.key);
         Authorizer::new(config).map(Arc::new).map_err(|error| error.to_string())
     }
@@ -720,21 +769,10 @@ impl Upstream {
             match tokio::time::timeout(timeout, listed).await {
                 Ok(Ok((tools, freshness))) => {
                     catalog.freshness.tools = freshness;
-                    catalog.tools = tools
-                        .into_iter()
-                        .filter(|tool| self.config.admits(&tool.name))
-                        .map(|mut tool| {
-                            let upstream_name = tool.name.to_string();
-                            let verb =
-                                self.config.verb_for(&upstream_name, tool.annotations.as_ref());
-                            let repeatable = tool.annotations.as_ref().is_some_and(|hints| {
-                                hints.read_only_hint == Some(true)
-                                    || hints.idempotent_hint == Some(true)
-                            });
-                            tool.name = names::exposed_name(prefix, &upstream_name).into();
-                            Arc::new(ExternalTool { tool, upstream_name, verb, repeatable })
-                        })
-                        .collect();
+                    let judged = self.judged(tools).await;
+                    catalog.tools = judged.served;
+                    catalog.held = judged.held;
+                    catalog.warned = judged.warned;
                 }
                 Ok(Err(error)) => {
                     catalog.freshness.tools = Freshness::unknown();
@@ -962,12 +1000,51 @@ struct Session {
 }
 
 fn describe_init_error(text: &str) -> String {
+    let text = without_transport_type(text);
     let text: String = text.chars().take(300).collect();
-    if text.contains("401") || text.to_ascii_lowercase().contains("unauthorized") {
+    if says_401(&text) || text.to_ascii_lowercase().contains("unauthorized") {
         format!("{text} (check the server's credentials)")
     } else {
         text
     }
+}
+
+/// Whether `text` names the status 401: the number alone, not part of another number or a port
+/// (`127.0.0.1:40123`).
+fn says_401(text: &str) -> bool {
+    text.match_indices("401").any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + 3..].chars().next();
+        !before.is_some_and(|c| c.is_ascii_digit() || c == ':' || c == '.')
+            && !after.is_some_and(|c| c.is_ascii_digit())
+    })
+}
+
+/// `text` without the Rust type rmcp names its transport by (`Transport [orca::...<...>]
+/// error: Client error: `), which says nothing to a person and would push the reason out of the
+/// status's 300 characters.
+fn without_transport_type(text: &str) -> String {
+    let Some(start) = text.find("Transport [") else { return text.to_owned() };
+    let mut depth = 0usize;
+    let mut end = None;
+    for (at, character) in text[start..].char_indices() {
+        match character {
+            '[' => depth += 1,
+            ']' => {
+                depth -= 1;
+                if depth == 0 {
+                    end = Some(start + at + 1);
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    let Some(end) = end else { return text.to_owned() };
+    let rest = text[end..].trim_start();
+    let rest = rest.strip_prefix("error:").unwrap_or(rest).trim_start();
+    let rest = rest.strip_prefix("Client error:").unwrap_or(rest).trim_start();
+    format!("{}{rest}", text[..start].trim_end_matches([' ', ':']).to_owned() + ": ")
 }
 
 /// Resolves at `at`, never without it.
@@ -975,5 +1052,37 @@ async fn until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at.into()).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{says_401, without_transport_type};
+
+    #[test]
+    fn only_a_401_of_its_own_asks_to_check_the_credentials() {
+        for (text, said) in [
+            ("HTTP status client error (401 Unauthorized)", true),
+            ("status 401", true),
+            ("refused: 127.0.0.1:40123 is not", false),
+            ("the port 14012 is busy", false),
+            ("10.0.401.1", false),
+        ] {
+            assert_eq!(says_401(text), said, "{text}");
+        }
+    }
+
+    #[test]
+    fn an_init_error_loses_the_transports_type_name_and_keeps_its_reason() {
+        for (text, expected) in [
+            (
+                "Send message error Transport [orca::x::Heard<rmcp::W<orca::A<[u8; 2]>>>] error: Client error: refused: the reason",
+                "Send message error: refused: the reason",
+            ),
+            ("connection refused", "connection refused"),
+            ("Transport [unclosed<", "Transport [unclosed<"),
+        ] {
+            assert_eq!(without_transport_type(text), expected);
+        }
     }
 }

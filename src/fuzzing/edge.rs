@@ -1,5 +1,14 @@
 //! Targets for the two edges where clients send bytes: a `/mcp` body over HTTP and the lines of
 //! stdin in stdio mode.
+//!
+//! # Design notes
+//!
+//! `edge.rs`: `http_body` (`gateway::edge::check_json_rpc` against an independent JSON parse: the
+//! UTF-8 offset, the depth, the batch; refusals short enough never to quote the body; what passes
+//! parsed by rmcp as its HTTP transport does and round-tripped) and `stdio_lines` (rmcp's
+//! `AsyncRwTransport`, what `gateway::stdio` serves on, fed in pieces of 1 to 16 bytes, must
+//! deliver exactly the messages of the complete lines a JSON parser accepts, lines over the limit
+//! dropped whole, without hanging).
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};

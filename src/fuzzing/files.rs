@@ -1,5 +1,12 @@
 //! Targets for the files a person (or whoever can write to them) hands orca: the context file,
 //! `orca.yaml` and `external-mcps.yaml`.
+//!
+//! # Design notes
+//!
+//! `files.rs`: `context_file` (parsing deterministic, error lines that exist, token estimates, and
+//! `replace_schema_overview` keeping a parsable file parsable with every other entry unchanged),
+//! `orca_yaml` and `external_yaml` (`config::load` with every secret in the environment: no error,
+//! `orca doctor` line or external endpoint shows one; every problem names its file).
 
 use std::path::PathBuf;
 

@@ -14,6 +14,12 @@
 //! - `tokens`: page tokens and confirmation tokens.
 //! - `tools`: every internal tool's arguments against its published input schema.
 //! - `sql`: SQL classification.
+//!
+//! # Design notes
+//!
+//! The bodies of the fuzz targets (`#[doc(hidden)] pub`, the only crate-internal code the lib
+//! exposes, so that `fuzz/` and `tests/it/fuzz_replay.rs` run the same checks): `TARGETS` names
+//! each; a body takes any bytes and panics when a promise breaks.
 
 mod edge;
 mod files;

@@ -1,6 +1,10 @@
 //! The SQL classifier's target: any bytes, read as UTF-8 (lossily, so NUL bytes and replacement
 //! characters reach the parser too), classify to `Ok` or `Err` without a panic, every field of
 //! every statement is readable, and the verdicts agree with each other.
+//!
+//! # Design notes
+//!
+//! `sql.rs`: classification.
 
 use crate::sql::{StatementKind, classify as classify_sql};
 

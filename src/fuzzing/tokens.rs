@@ -3,6 +3,12 @@
 //! a token orca issued reads back as itself, and a changed byte makes a token refused or, when
 //! the change is one the format ignores (letter case of the hex), still the same token: never a
 //! different one.
+//!
+//! # Design notes
+//!
+//! `tokens.rs`: page tokens and confirmation tokens (`sql::check_token`, the database-free half of
+//! redeeming): text orca did not issue is never accepted, an issued token reads back as itself for
+//! its own binding only, and a changed byte never yields a different token.
 
 use std::path::Path;
 use std::sync::OnceLock;
@@ -106,7 +112,7 @@ pub(super) fn confirmation_token(data: &[u8]) {
     let mut input = Input::new(data);
     let principal = input.text(24);
     let database = input.text(24);
-    let binding = Binding::new(statement, &principal, &database);
+    let binding = Binding::new(statement, (&principal, &principal), &database);
 
     let text = String::from_utf8_lossy(data);
     if let Ok(check) = check_token(&secret, &text, &binding) {
@@ -120,7 +126,7 @@ pub(super) fn confirmation_token(data: &[u8]) {
     assert_eq!(check_token(&secret, &issued, &binding), Ok(genuine));
 
     let other_principal = format!("{principal}-other");
-    let elsewhere = Binding::new(statement, &other_principal, &database);
+    let elsewhere = Binding::new(statement, (&other_principal, &principal), &database);
     assert_eq!(
         check_token(&secret, &issued, &elsewhere).map(|check| check.signed_for_binding),
         Ok(false),

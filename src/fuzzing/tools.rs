@@ -4,6 +4,13 @@
 //! `tools/list`: arguments the tool takes are valid for its schema, so a client that checks
 //! arguments against the schema (as `orca::client`'s executor does) never refuses a call the
 //! tool would take.
+//!
+//! # Design notes
+//!
+//! `tools.rs`: every internal tool's arguments (`servers::declared_tools`, each `ToolSpec` carrying
+//! the decoder of its parameter type) decode or are refused with `INVALID_INPUT` naming the
+//! argument, and whatever a tool takes is valid for the input schema it publishes (checked with
+//! `jsonschema`).
 
 use std::sync::OnceLock;
 

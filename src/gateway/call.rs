@@ -1,6 +1,15 @@
 //! One tool call from arrival to record: routed, checked against the caller's verbs and
-//! policy, run by an internal server or relayed to an external one, answered, and handed to
-//! tracking with its feedback token; and the record of a request whose token was refused.
+//! policy, run by an internal server or relayed to an external one, passed through the
+//! outgoing checks (`outgoing.rs`), answered, and handed to tracking with its feedback token;
+//! and the record of a request whose token was refused.
+//!
+//! # Design notes
+//!
+//! `call.rs` holds one tool call from arrival to record (`run_call`: route, span, verbs and policy,
+//! `dispatch` to an internal server or an external one, the answer, the tracking row with its
+//! feedback token) and the row of a request whose token was refused; `carried.rs` what a request
+//! carries besides its params (the HTTP head, the `_meta` rmcp took off it) and what orca reads
+//! there: the caller's ids and the W3C `traceparent`, from which a call's trace id comes.
 
 use std::time::Instant;
 
@@ -12,6 +21,7 @@ use rmcp::model::{CallToolRequestParams, CallToolResult};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
+use super::outgoing::{Origin, Outgoing};
 use super::{AppState, Carried, Gateway, Transport, error, incoming_traceparent, origin, trace_id};
 use crate::config::Principal;
 use crate::registry::Route;
@@ -50,13 +60,19 @@ impl Gateway {
                 // Boxed: the internal servers' futures are large (the biggest of them sets the
                 // size of every call's future, which rmcp moves when it spawns the request), so
                 // a proxied call does not carry them.
+                let origin = Origin::internal(tool.server);
+                let mut outgoing =
+                    Outgoing::new(&self.state.config, &call_context.principal, origin);
                 match Box::pin(self.state.registry.call(*tool, arguments, call_context)).await {
-                    Ok(output) => {
+                    Ok(mut output) => {
+                        outgoing.value(&mut output.value);
+                        let spliced = outgoing.spliced(output.spliced.take());
+                        output.failed_attempts.iter_mut().for_each(|e| outgoing.error(e));
                         for (key, value) in output.meta {
                             meta.entry(key).or_insert(value);
                         }
-                        let (value, spliced) =
-                            error::place(output.value, output.spliced, self.splices);
+                        outgoing.tell(&mut meta);
+                        let (value, spliced) = error::place(output.value, spliced, self.splices);
                         Dispatched {
                             result: error::success(value, output.png_images, meta),
                             status: ExecutionStatus::Success,
@@ -68,6 +84,7 @@ impl Gateway {
                         }
                     }
                     Err(mut tool_error) => {
+                        outgoing.error(&mut tool_error);
                         let attempts = tool_error.attempts.take().map(|attempts| *attempts);
                         let (retried, llm) = match attempts {
                             Some(attempts) => {
@@ -78,6 +95,7 @@ impl Gateway {
                             }
                             None => (Vec::new(), None),
                         };
+                        outgoing.tell(&mut meta);
                         Dispatched {
                             result: error::failure(&tool_error, trace_id, meta),
                             status: status_of(&tool_error),
@@ -108,8 +126,16 @@ impl Gateway {
                 let user = call_context.principal.user_identity();
                 // Boxed too: the call's future (attempts, timeout, cancellation) would otherwise
                 // make every call's future larger, and rmcp moves it when it spawns the request.
-                let (outcome, retried) =
+                let (mut outcome, mut retried) =
                     hop.run(Box::pin(external.call(tool, arguments, caller, &user))).await;
+                // What the upstream sent is checked before anything (a span included) uses it.
+                let mut outgoing =
+                    Outgoing::new(&self.state.config, &call_context.principal, Origin::Other);
+                match &mut outcome {
+                    Ok(result) => outgoing.result(result),
+                    Err(tool_error) => outgoing.error(tool_error),
+                }
+                retried.iter_mut().for_each(|tool_error| outgoing.error(tool_error));
                 match &outcome {
                     Err(tool_error) => {
                         hop.fail(tool_error.code.as_str(), tool_error.message.clone())
@@ -129,6 +155,7 @@ impl Gateway {
                 if !retried.is_empty() {
                     meta.insert("attempts".into(), Value::from(retried.len() + 1));
                 }
+                outgoing.tell(&mut meta);
                 match outcome {
                     Ok(result) => {
                         let upstream_error =
@@ -200,6 +227,46 @@ pub(crate) fn record_refused_token(state: &AppState, tool: &str, method: &str, r
     });
 }
 
+/// Record a call lost with the replica that ran it (a task, an input round), as the request
+/// that found it lost: `principal`'s call of `tool`, failed with `reason`.
+pub(crate) fn record_lost(state: &AppState, principal: &Principal, tool: &str, reason: &str) {
+    if !state.tracker.is_enabled() {
+        return;
+    }
+    let now = Utc::now();
+    let trace_id = Uuid::new_v4().simple().to_string();
+    let error = ToolError::new(ErrorCode::UpstreamUnavailable, reason);
+    let failures = Failure::for_attempts(&[], Some(&error), &trace_id, now);
+    let (response_data, response_bytes) = cut_text(
+        serde_json::to_string(&error.to_json(&trace_id)).unwrap_or_default(),
+        state.config.tracking.max_response_bytes,
+    );
+    let origin = crate::tracking::Origin {
+        principal: principal.name.clone(),
+        principal_id: Some(principal.identity()),
+        client_id: principal.client.clone(),
+        role: principal.role.clone(),
+        transport: Transport::Http.as_str().to_owned(),
+        ..crate::tracking::Origin::default()
+    };
+    let (server, tool) = match state.registry.route(tool) {
+        Some(crate::registry::Route::External(routed)) => {
+            (routed.server().to_owned(), tool.chars().take(128).collect())
+        }
+        _ => ("orca".to_owned(), tool.chars().take(128).collect()),
+    };
+    state.tracker.record(Execution {
+        response_data: Some(response_data),
+        response_bytes,
+        status: ExecutionStatus::Error,
+        error_code: Some(error.code.as_str().to_owned()),
+        error_message: Some(error.message),
+        created_at: now,
+        failures,
+        ..Execution::of(origin, server, tool, trace_id)
+    });
+}
+
 impl Gateway {
     /// Route, check, run and record one tool call made by `caller`.
     pub(super) async fn run_call(
@@ -246,7 +313,10 @@ impl Gateway {
             (Some(arguments), true) => redact_object(arguments),
             (None, true) => Value::Object(Map::new()),
         };
-        let call_context = CallContext::new(principal.clone());
+        let client_model: std::sync::Arc<dyn crate::llm::ClientModel> =
+            std::sync::Arc::new(super::sampling::CallerModel(caller.clone()));
+        let call_context =
+            CallContext::new(principal.clone()).with_client_model(Some(client_model));
         let mut meta = Map::new();
         meta.insert("execution_id".into(), Value::from(execution_id.to_string()));
         meta.insert("feedback_token".into(), Value::from(feedback_token.to_string()));

@@ -84,11 +84,18 @@ pub(super) fn origin(
 ) -> crate::tracking::Origin {
     crate::tracking::Origin {
         principal: principal.name.clone(),
+        principal_id: Some(principal.identity()),
         client_id: principal.client.clone(),
         role: principal.role.clone(),
         user_id: meta_string(request_meta, carried, "user_id"),
+        // A call a host made for one of its MCP Apps, when it says so, is the app's.
         agent_id: meta_string(request_meta, carried, "agent_id")
-            .or_else(|| header_string(carried, "x-agent-id")),
+            .or_else(|| header_string(carried, "x-agent-id"))
+            .or_else(|| {
+                super::apps::calling_app(request_meta)
+                    .or_else(|| super::apps::calling_app(Some(carried.meta)))
+                    .map(|uri| format!("app:{uri}"))
+            }),
         session_id: header_string(carried, "mcp-session-id"),
         transport: transport.as_str().to_owned(),
         source: crate::tracking::Source::Mcp,

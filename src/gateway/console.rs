@@ -3,6 +3,52 @@
 //! `/console/api/approvals`, the writes waiting for a person), behind the same auth as `/mcp`,
 //! and `/console/api/session`, which checks a key under the same failed-authentication throttle
 //! and, with `auth.oauth.console_client_id`, tells the page how to sign in through the issuer.
+//!
+//! # Design notes
+//!
+//! `console.rs` serves the web console's files (embedded with `include_str!`, with a
+//! `Content-Security-Policy` that allows this origin only; signing in is a top-level navigation to
+//! the issuer and back, which the policy does not restrict) at `/` and `/console/<file>`, and its
+//! JSON endpoints (`upstream_sign_in.rs` holds those of the sign-ins to OAuth upstreams: `GET
+//! /console/api/upstreams`, `POST`/`DELETE /console/api/upstreams/<name>/sign-in`, listing and
+//! starting only the servers in the caller's reach, `visible::servers_in_reach`, or for a server
+//! whose tools are not known yet `ToolPolicy::could_admit_a_tool_of`, another answering 404 as
+//! unknown, and `GET /oauth/upstream/callback`, which sends the browser back to the console page
+//! only): `/console/api/session` (whether a key is needed and valid, and with `console_client_id`
+//! the `sign_in` offer from `sign_in.rs`; 200, so the page asks for a key without a failed request,
+//! except that a key that fails meets the same `AuthGate` as at `/mcp`: it counts toward the
+//! throttle and past the limit gets 429), and behind the same auth as `/mcp`
+//! `/console/api/executions` (`tracking::recent_executions`: the key's own calls, everyone's when
+//! orca has no keys) and `/console/api/approvals` (`sql::pending_approvals` filtered to what the
+//! key asked for or may approve).
+//!
+//! Plain HTML, CSS and ES modules, no framework and no build step: `index.html` (the page's
+//! landmarks), `mcp.js` (JSON-RPC over Streamable HTTP to `/mcp`, JSON or SSE answers, session id
+//! when the server keeps sessions, the tab's key in `sessionStorage`), `form.js` (a form generated
+//! from a tool's JSON Schema: `$ref`s and nullable wrappers resolved, one labelled control per
+//! parameter, values checked before sending), `upstreams.js` (the sign-ins to OAuth upstreams: the
+//! list, **Sign in**, which navigates to the authorization URL orca answers, and **Sign out**, and
+//! what the way back says), `signin.js` (the sign-in through the issuer: a PKCE verifier and a
+//! state kept in `sessionStorage`, the navigation to the authorization endpoint, and on the way
+//! back the state and `iss` checked, the code removed from the address with `history.replaceState`
+//! and exchanged through `/console/api/token`), `results.js` (tables for TabularResults and arrays
+//! of objects, the first 100 rows at once and the rest in batches after the first frame, CSV and
+//! JSON downloads, errors, the feedback controls), `app.js` (the accordion from `tools/list` and
+//! `list_servers` with each server's version when it reports one and its status cut short with the
+//! whole text on hover, runs, paging, the JSON view built when first opened, the failure counter
+//! and feedback dialog, the manual SQL fallback, closed once its write or read has run or another
+//! tool is chosen, approvals, recent executions) and `style.css`.
+//!
+//! No framework because the console is a handful of views over one protocol: the DOM API and native
+//! elements (`<dialog>`, `<details>`, buttons, labels, radio groups) give the roles, keyboard
+//! handling and focus return the tests rely on, the files are embedded as they are written (no
+//! Node.js at build or run time), and a reader can follow every line.
+//!
+//! *Architecture Invariant*: the console is built from what the gateway reports and addresses
+//! people and tests through roles and names; it never names a server or tool except
+//! `generate_sql`/`execute_sql` for the manual fallback, and it loads nothing from another origin
+//! (the sign-in leaves the page for the issuer's, by navigation only, and the code is exchanged by
+//! orca).
 
 use axum::extract::{Query, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -78,9 +124,10 @@ pub(crate) struct RecentQuery {
 }
 
 /// Whose rows a caller sees: everyone's when orca has no API keys (the anonymous caller on
-/// loopback is the machine's owner), else only the key's own principal's.
-fn visible_principal<'a>(state: &AppState, principal: &'a Principal) -> Option<&'a str> {
-    state.config.auth.required().then_some(principal.name.as_str())
+/// loopback is the machine's owner), else only its own, by identity (`Principal::identity`: an
+/// API key's rows are not a token user's of the same name).
+fn visible_principal(state: &AppState, principal: &Principal) -> Option<String> {
+    state.config.auth.required().then(|| principal.identity())
 }
 
 fn unavailable(what: &str) -> Response {
@@ -124,7 +171,7 @@ pub(crate) async fn executions(
         }
     };
     let whose = visible_principal(&state, &principal);
-    match crate::tracking::recent_executions(&state.state_pool, whose, limit).await {
+    match crate::tracking::recent_executions(&state.state_pool, whose.as_deref(), limit).await {
         Ok(rows) => {
             let trace_url = state.config.trace_url.as_deref();
             axum::Json(json!({ "executions": rows, "trace_url": trace_url })).into_response()
@@ -151,15 +198,18 @@ pub(crate) async fn approvals(State(state): State<AppState>, request: Request) -
         }
     };
     let whose = visible_principal(&state, &principal);
+    let identity = principal.identity();
     let approvals: Vec<_> = pending
         .into_iter()
         .filter_map(|request| {
-            let can_approve = request.principal != principal.name
+            let can_approve = request.owner.as_deref() != Some(identity.as_str())
                 && request
                     .required_verbs
                     .iter()
                     .all(|verb| principal.verbs.iter().any(|held| held.as_str() == verb));
-            let visible = whose.is_none_or(|name| name == request.principal) || can_approve;
+            let visible =
+                whose.as_deref().is_none_or(|whose| request.owner.as_deref() == Some(whose))
+                    || can_approve;
             visible.then(|| json!({ "request": request, "can_approve": can_approve }))
         })
         .collect();
@@ -203,6 +253,7 @@ async fn session_state(gate: &AuthGate, request: Request) -> Result<serde_json::
             "key_refused": failure == AuthFailure::Invalid,
         })),
         Admission::Throttled { retry_after } => Err(throttled(retry_after)),
+        Admission::ProofsFull { retry_after } => Err(super::edge::proofs_full(retry_after)),
         Admission::RefusedToken(_) | Admission::InsufficientScope(_) => Ok(json!({
             "api_key_required": required,
             "authenticated": false,

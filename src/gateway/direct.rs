@@ -125,6 +125,7 @@ async fn call(
     let started = Instant::now();
     let Envelope { id, params, .. } = envelope;
     let (stream, mut messages) = AnswerStream::new();
+    let stream = stream.with_replies(gateway.state.replies.clone(), principal.identity());
     let cancelled = CancellationToken::new();
     let progress_token = params.meta.as_ref().and_then(RequestMetaObject::get_progress_token);
     // The shared gateway's level is never set: a stateless request hears every message, as a

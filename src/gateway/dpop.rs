@@ -2,7 +2,10 @@
 //! binds it to a key is accepted only with the `DPoP` scheme and a proof signed by that key for
 //! this very request (`htm`, `htu`), recent (`iat`), naming the token (`ath`) and never seen
 //! before (`jti`, remembered for as long as a proof's `iat` is accepted). A bearer token stays
-//! a bearer token; a DPoP scheme with a token bound to nothing is refused.
+//! a bearer token; a DPoP scheme with a token bound to nothing is refused. The memory of seen
+//! proofs is bounded and never forgets a proof early: full of proofs still in their window, it
+//! refuses new ones (429 with `Retry-After`) until the oldest expires, so filling it with one's
+//! own proofs cannot make another's used proof acceptable again.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -18,10 +21,10 @@ use serde_json::Value;
 pub(crate) const ALGORITHMS: [&str; 6] = ["ES256", "ES384", "RS256", "PS256", "EdDSA", "Ed25519"];
 
 /// How far a proof's `iat` may be from orca's clock, either way.
-const IAT_WINDOW_SECS: u64 = 300;
+pub(crate) const IAT_WINDOW_SECS: u64 = 300;
 
 /// At most this many proofs are remembered; past it, the expired ones are dropped, and if
-/// that is not enough, every one (a proof then could be replayed once within its window).
+/// that is not enough, new proofs are refused until one expires.
 const MAX_REMEMBERED: usize = 100_000;
 
 /// How a request presents its token.
@@ -61,25 +64,71 @@ struct ProofClaims {
     ath: Option<String>,
 }
 
-/// The `jti`s of the proofs accepted, with when each may be forgotten.
+/// What the memory of seen proofs says of a proof's `jti`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Remembered {
+    /// Not seen before; it is remembered now.
+    First,
+    /// Seen before, within its window: a replay.
+    Seen,
+    /// The memory is full of proofs still in their window: it cannot be told whether this one
+    /// is new, so it is refused until the first of them expires, in `retry_after` seconds.
+    Full { retry_after: u64 },
+}
+
+/// The `jti`s of the proofs accepted, each until it may be forgotten, in this process (the one
+/// place that knows how they are kept is [`Replays::remember`]).
+pub(crate) struct Replays {
+    capacity: usize,
+    seen: Mutex<Seen>,
+}
+
 #[derive(Default)]
-pub(crate) struct Replays(Mutex<HashMap<String, u64>>);
+struct Seen {
+    until: HashMap<String, u64>,
+    /// While full, the second the first remembered proof may be forgotten: until then a new
+    /// proof is refused without looking through every remembered one again.
+    full_until: u64,
+}
+
+impl Default for Replays {
+    fn default() -> Replays {
+        Replays::with_capacity(MAX_REMEMBERED)
+    }
+}
 
 impl Replays {
-    /// Remember `jti` until `until`; answers false when it was seen already.
-    fn first_use(&self, jti: &str, now: u64, until: u64) -> bool {
-        let mut seen = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if seen.get(jti).is_some_and(|&expiry| expiry >= now) {
-            return false;
+    /// A memory of at most `capacity` proofs.
+    pub(crate) fn with_capacity(capacity: usize) -> Replays {
+        Replays { capacity, seen: Mutex::default() }
+    }
+
+    /// Remember `jti` until `until` (seconds, like `now`), unless it was seen already or the
+    /// memory is full of proofs not yet expired; never forgets a proof before its `until`.
+    pub(crate) fn remember(&self, jti: &str, now: u64, until: u64) -> Remembered {
+        let mut seen = self.seen.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        match seen.until.get(jti) {
+            Some(&expiry) if expiry >= now => return Remembered::Seen,
+            Some(_) => {
+                seen.until.insert(jti.to_owned(), until);
+                return Remembered::First;
+            }
+            None => {}
         }
-        if seen.len() >= MAX_REMEMBERED {
-            seen.retain(|_, expiry| *expiry >= now);
-            if seen.len() >= MAX_REMEMBERED {
-                seen.clear();
+        if seen.until.len() >= self.capacity {
+            if now < seen.full_until {
+                return Remembered::Full { retry_after: seen.full_until - now };
+            }
+            seen.until.retain(|_, expiry| *expiry >= now);
+            if seen.until.len() >= self.capacity {
+                // Every one is still in its window; the first may go a second after its end.
+                let first_free = seen.until.values().min().map_or(now, |expiry| expiry + 1);
+                seen.full_until = first_free.max(now + 1);
+                return Remembered::Full { retry_after: seen.full_until - now };
             }
         }
-        seen.insert(jti.to_owned(), until);
-        true
+        seen.until.insert(jti.to_owned(), until);
+        Remembered::First
     }
 }
 
@@ -120,17 +169,56 @@ fn algorithm(name: Option<&str>) -> Option<Algorithm> {
 ///
 /// # Errors
 ///
-/// Why the presentation is refused, in words fit for the `error_description` of a challenge.
+/// `Refusal::Invalid` with why the presentation is refused, in words fit for the
+/// `error_description` of a challenge; `Refusal::ProofsFull` when the memory of seen proofs
+/// cannot take this one.
 pub(crate) fn check(
     presented: Presentation<'_>,
     jkt: Option<&str>,
     resource: &str,
     replays: &Replays,
     now: u64,
-) -> Result<(), String> {
+) -> Result<(), super::oauth::Refusal> {
+    check_proof(presented, jkt, resource, now)
+        .map_err(super::oauth::Refusal::Invalid)?
+        .map_or(Ok(()), |jti| remember(replays, &jti, now))
+}
+
+/// Remember the proof `jti` in this process's memory: refused when it was seen, or when the
+/// memory is full.
+///
+/// # Errors
+///
+/// `Refusal::Invalid` for a replay, `Refusal::ProofsFull` when the memory cannot take it.
+pub(crate) fn remember(
+    replays: &Replays,
+    jti: &str,
+    now: u64,
+) -> Result<(), super::oauth::Refusal> {
+    match replays.remember(jti, now, now + IAT_WINDOW_SECS) {
+        Remembered::First => Ok(()),
+        Remembered::Seen => {
+            Err(super::oauth::Refusal::Invalid("the DPoP proof was used before (jti)".to_owned()))
+        }
+        Remembered::Full { retry_after } => Err(super::oauth::Refusal::ProofsFull { retry_after }),
+    }
+}
+
+/// Everything [`check`] looks at but the memory: `None` when no proof is needed, else the
+/// proof's `jti`.
+///
+/// # Errors
+///
+/// Why the presentation is refused.
+pub(crate) fn check_proof(
+    presented: Presentation<'_>,
+    jkt: Option<&str>,
+    resource: &str,
+    now: u64,
+) -> Result<Option<String>, String> {
     let Presentation { scheme, token, proof, target } = presented;
     let jkt = match (scheme, jkt) {
-        (Scheme::Bearer, None) => return Ok(()),
+        (Scheme::Bearer, None) => return Ok(None),
         (Scheme::Bearer, Some(_)) => {
             return Err(
                 "the token is bound to a DPoP key: present it with the DPoP scheme and a proof"
@@ -191,17 +279,15 @@ pub(crate) fn check(
         return Err("the DPoP proof does not name this token (ath)".to_owned());
     }
     let jti = claims.jti.filter(|jti| !jti.is_empty()).ok_or("the DPoP proof has no jti")?;
-    if !replays.first_use(&jti, now, now + IAT_WINDOW_SECS) {
-        return Err("the DPoP proof was used before (jti)".to_owned());
-    }
-    Ok(())
+    Ok(Some(jti))
 }
 
 #[cfg(test)]
 mod tests {
     use crate::client::auth::{Credential, DpopKey};
 
-    use super::{Presentation, Replays, Scheme, Target, check};
+    use super::{MAX_REMEMBERED, Presentation, Remembered, Replays, Scheme, Target, check};
+    use crate::gateway::oauth::Refusal;
 
     const RESOURCE: &str = "https://orca.example.com/mcp";
 
@@ -283,7 +369,7 @@ mod tests {
             let jkt = bound.then_some(jkt.as_str());
             let result = run(scheme, jkt, token, proof.as_deref(), &request);
             let Err(reason) = result else { panic!("{refusal}: accepted") };
-            assert!(reason.contains(refusal), "{refusal}: {reason}");
+            assert!(reason.to_string().contains(refusal), "{refusal}: {reason}");
         }
         // The resource's own origin is the URL too (behind a proxy that rewrites Host).
         let behind = proof_of(&key, "tok", "POST", RESOURCE);
@@ -309,7 +395,62 @@ mod tests {
                 target: &here,
             };
             let result = check(presented, Some(&jkt), RESOURCE, &replays, at);
-            assert!(result.is_err_and(|reason| reason.contains("iat")), "{offset}");
+            assert!(result.is_err_and(|reason| reason.to_string().contains("iat")), "{offset}");
         }
+    }
+
+    #[test]
+    fn a_full_memory_refuses_new_proofs_and_never_forgets_a_used_one_early() {
+        crate::tls::install();
+        let key = std::sync::Arc::new(DpopKey::generate().unwrap());
+        let jkt = key.thumbprint();
+        let here = target("POST", "127.0.0.1:8080", "/mcp");
+        let replays = Replays::default();
+        let now = now();
+        let run = |proof: &str, at: u64| {
+            let presented = Presentation {
+                scheme: Scheme::Dpop,
+                token: "tok",
+                proof: Some(proof),
+                target: &here,
+            };
+            check(presented, Some(&jkt), RESOURCE, &replays, at)
+        };
+        let victims = proof_of(&key, "tok", "POST", "http://127.0.0.1:8080/mcp");
+        assert_eq!(run(&victims, now), Ok(()));
+        // Someone with a token of their own presents as many proofs as the memory holds, all
+        // within their window (100,000 in 40 s).
+        for attempt in 0..MAX_REMEMBERED {
+            let outcome = replays.remember(&format!("flood-{attempt}"), now, now + 300);
+            if outcome != Remembered::First {
+                assert!(matches!(outcome, Remembered::Full { .. }), "{attempt}: {outcome:?}");
+            }
+        }
+        // The victim's used proof is still remembered ...
+        let replayed = run(&victims, now).unwrap_err().to_string();
+        assert!(replayed.contains("used before"), "{replayed}");
+        // ... and a new proof is refused until the first remembered one expires.
+        let fresh = proof_of(&key, "tok", "POST", "http://127.0.0.1:8080/mcp");
+        match run(&fresh, now) {
+            Err(Refusal::ProofsFull { retry_after }) => {
+                assert!((1..=301).contains(&retry_after), "{retry_after}")
+            }
+            other => panic!("a new proof into a full memory: {other:?}"),
+        }
+        assert!(matches!(replays.remember("later", now + 100, now + 400), Remembered::Full { .. }));
+        // Once the window has passed, the memory takes proofs again.
+        assert_eq!(replays.remember("after", now + 301, now + 601), Remembered::First);
+    }
+
+    #[test]
+    fn a_memory_remembers_each_proof_until_its_end_and_then_lets_it_go() {
+        let replays = Replays::with_capacity(2);
+        assert_eq!(replays.remember("a", 100, 400), Remembered::First);
+        assert_eq!(replays.remember("a", 400, 700), Remembered::Seen);
+        assert_eq!(replays.remember("b", 150, 450), Remembered::First);
+        assert_eq!(replays.remember("c", 200, 500), Remembered::Full { retry_after: 201 });
+        assert_eq!(replays.remember("c", 300, 600), Remembered::Full { retry_after: 101 });
+        assert_eq!(replays.remember("a", 401, 701), Remembered::First, "a's window is over");
+        assert_eq!(replays.remember("c", 451, 751), Remembered::First, "b's is over too");
     }
 }

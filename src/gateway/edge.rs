@@ -1,8 +1,23 @@
 //! Protections at the HTTP edge that sit below the routes: the accept loop with its connection
-//! limit (one more connection is answered 503 and closed) and header read timeout, the throttle
-//! on failed authentication (429 with `Retry-After`, per client address and per presented key,
-//! for keys that fail only), and the checks of a JSON-RPC body before rmcp parses it (UTF-8,
-//! nesting depth, no batches).
+//! limit (one more connection is answered 503 and closed), header read timeout, body read
+//! timeout (`http.body_timeout_ms`, 408) and refusal of a body declared over the limit (413
+//! before anything reads it, so no `100 Continue`), the throttle on failed authentication (429
+//! with `Retry-After`, per client address and per presented key, for keys that fail only), and
+//! the checks of a JSON-RPC body before rmcp parses it (UTF-8, nesting depth, no batches).
+//!
+//! # Design notes
+//!
+//! `edge.rs` holds the protections below the routes: `serve_connections`, the accept loop (hyper's
+//! HTTP/1 connections with a header read timeout, a semaphore of `http.max_connections` slots, one
+//! more connection answered 503 and closed, graceful shutdown of open connections, bounded by
+//! `http.drain_timeout_ms`, after which the connections still open are dropped and their calls
+//! cancelled), `AuthGate` with its `AuthThrottle` (the key is checked first, the same constant-time
+//! way for every request, and a valid key is served whatever its address; failures are counted per
+//! client address and per presented key for a minute, and past `http.auth_failures_per_minute` a
+//! failing key gets 429 with `Retry-After`, the same answer whatever the key, instead of 401; one
+//! lock checks and counts, so requests in flight at once cannot overrun the limit), and
+//! `check_json_rpc` (a `/mcp` body must be UTF-8, nest no deeper than `http.max_json_depth`, parse
+//! as JSON and not be a batch, else 400 with a JSON-RPC error), used by `http.rs`'s middleware.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -28,6 +43,8 @@ use tower::Service;
 use super::auth::{AuthFailure, authenticate};
 use super::forwarded::client_address;
 use super::oauth::{Refusal, TokenIdentity, Verifier};
+use crate::cluster::Cluster;
+use crate::cluster::limits::SharedLimits;
 use crate::config::{Config, HttpConfig, Principal};
 use crate::tool::{ErrorCode, ToolError};
 
@@ -74,12 +91,18 @@ pub(crate) async fn serve_connections(
             continue;
         };
         let router = app.clone();
+        let (max_body_bytes, body_timeout) = (limits.max_body_bytes, limits.body_timeout);
         let service =
             hyper::service::service_fn(move |mut request: Request<hyper::body::Incoming>| {
                 request.extensions_mut().insert(ConnectInfo(peer));
                 let mut router = router.clone();
                 async move {
-                    Ok::<_, Infallible>(router.call(request.map(Body::new)).await.into_response())
+                    // Refused before anything reads the body, so no `100 Continue` invites it.
+                    if declared_length(&request).is_some_and(|length| length > max_body_bytes) {
+                        return Ok(too_large());
+                    }
+                    let request = request.map(|body| Body::new(Deadline::new(body, body_timeout)));
+                    Ok::<_, Infallible>(router.call(request).await.into_response())
                 }
             });
         let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
@@ -133,6 +156,122 @@ async fn refuse(mut stream: TcpStream) {
     .await;
 }
 
+/// The length a request's `Content-Length` declares (hyper has refused a request with two that
+/// differ, or one that is not a number).
+fn declared_length<B>(request: &Request<B>) -> Option<usize> {
+    let value = request.headers().get(header::CONTENT_LENGTH)?.to_str().ok()?;
+    Some(
+        value
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .map_or(usize::MAX, |length| usize::try_from(length).unwrap_or(usize::MAX)),
+    )
+}
+
+/// The 413 answer to a body larger than `http.max_body_bytes`, declared or read.
+pub(crate) fn too_large() -> Response {
+    let mut response = super::respond::error_response(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorCode::InvalidInput,
+        "the request body is too large",
+        Some("the limit is http.max_body_bytes in orca.yaml"),
+    );
+    // The body is left unread: the connection cannot carry another request.
+    response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
+/// A request body that fails with [`BodyTimedOut`] once `timeout` has passed since it was first
+/// asked for a frame, so that a client that announces a body and never sends it holds its
+/// connection for `http.body_timeout_ms` at most. The clock starts at the first read, not at the
+/// request's arrival: authentication (a key set fetched from an issuer) comes before the body is
+/// read and does not eat into its time; a request refused before its body is read is answered
+/// without it, and its connection is closed.
+struct Deadline<B> {
+    inner: B,
+    timeout: Duration,
+    sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    timed_out: bool,
+}
+
+impl<B> Deadline<B> {
+    fn new(inner: B, timeout: Duration) -> Deadline<B> {
+        Deadline { inner, timeout, sleep: None, timed_out: false }
+    }
+}
+
+/// The error of a body that did not arrive within `http.body_timeout_ms`.
+#[derive(Debug, thiserror::Error)]
+#[error("the request body did not arrive in time (http.body_timeout_ms)")]
+pub(crate) struct BodyTimedOut;
+
+impl<B> http_body::Body for Deadline<B>
+where
+    B: http_body::Body<Data = axum::body::Bytes> + Unpin,
+    B::Error: Into<axum::BoxError>,
+{
+    type Data = axum::body::Bytes;
+    type Error = axum::BoxError;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        context: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        use std::task::Poll;
+        let this = self.get_mut();
+        if this.timed_out {
+            return Poll::Ready(None);
+        }
+        let timeout = this.timeout;
+        let sleep = this.sleep.get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        if let Poll::Ready(frame) = std::pin::Pin::new(&mut this.inner).poll_frame(context) {
+            return Poll::Ready(frame.map(|frame| frame.map_err(Into::into)));
+        }
+        if sleep.as_mut().poll(context).is_ready() {
+            this.timed_out = true;
+            return Poll::Ready(Some(Err(Box::new(BodyTimedOut))));
+        }
+        Poll::Pending
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.timed_out || self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Whether reading a body failed because it did not arrive within `http.body_timeout_ms`.
+pub(crate) fn timed_out(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(error);
+    while let Some(error) = cause {
+        if error.is::<BodyTimedOut>() {
+            return true;
+        }
+        cause = error.source();
+    }
+    false
+}
+
+/// The answer to a body that could not be read: 408 when it did not arrive in time, 413 when
+/// it is larger than `http.max_body_bytes` (or was cut off).
+pub(crate) fn unreadable_body(error: &axum::Error) -> Response {
+    if !timed_out(error) {
+        return too_large();
+    }
+    let mut response = super::respond::error_response(
+        StatusCode::REQUEST_TIMEOUT,
+        ErrorCode::Timeout,
+        "the request body did not arrive in time",
+        Some("send the body with the request; the limit is http.body_timeout_ms in orca.yaml"),
+    );
+    response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum ThrottleKey {
     Address(IpAddr),
@@ -158,6 +297,17 @@ pub(crate) struct AuthThrottle {
 impl AuthThrottle {
     pub(crate) fn new(limit: usize) -> AuthThrottle {
         AuthThrottle { limit, entries: Mutex::new(HashMap::new()) }
+    }
+
+    /// The keys a failure counts under, as the replicas name them together.
+    fn shared_keys(client: Option<IpAddr>, authorization: Option<&str>) -> Vec<String> {
+        Self::keys(client, authorization)
+            .into_iter()
+            .map(|key| match key {
+                ThrottleKey::Address(address) => format!("auth-address:{address}"),
+                ThrottleKey::Key(hash) => format!("auth-key:{}", hex::encode(hash)),
+            })
+            .collect()
     }
 
     fn keys(client: Option<IpAddr>, authorization: Option<&str>) -> Vec<ThrottleKey> {
@@ -233,6 +383,8 @@ pub(crate) struct Presented {
     /// it (taken only then: most requests carry no proof).
     dpop: Option<(String, super::dpop::Target)>,
     client: Option<IpAddr>,
+    /// Forwarded by another replica, which checked its proof and counted it.
+    forwarded: bool,
 }
 
 /// What is decided about a request's key.
@@ -252,6 +404,9 @@ pub(crate) enum Admission {
     InsufficientScope(Vec<String>),
     /// The issuer's keys cannot be had, so the token cannot be checked (503).
     Unavailable(String),
+    /// The memory of seen DPoP proofs is full (429 with `Retry-After`); not counted as a
+    /// failure: the caller's proof may be good.
+    ProofsFull { retry_after: u64 },
 }
 
 /// Authentication with the throttle: the key is checked first, always the same way (SHA-256 and
@@ -260,18 +415,50 @@ pub(crate) enum Admission {
 /// out with wrong keys.
 /// With `auth.oauth`, a bearer credential shaped like a JWT is checked as an OAuth access token
 /// (`oauth::Verifier`) and an invalid one counts toward the throttle like a wrong key.
+/// With other replicas (`cluster.advertise_url`), failures are counted with theirs in
+/// PostgreSQL (`cluster::limits`), and so are the DPoP proofs seen.
 #[derive(Debug, Clone)]
 pub(crate) struct AuthGate {
     config: Arc<Config>,
     throttle: Arc<AuthThrottle>,
+    /// The counters the replicas share, when there are other replicas.
+    shared: Option<Arc<SharedLimits>>,
     verifier: Option<Arc<Verifier>>,
 }
 
 impl AuthGate {
-    pub(crate) fn new(config: Arc<Config>) -> AuthGate {
+    pub(crate) fn new(
+        config: Arc<Config>,
+        cluster: &Cluster,
+        limits: &Arc<SharedLimits>,
+    ) -> AuthGate {
         let throttle = Arc::new(AuthThrottle::new(config.http.auth_failures_per_minute));
-        let verifier = config.auth.oauth.clone().map(|oauth| Arc::new(Verifier::new(oauth)));
-        AuthGate { config, throttle, verifier }
+        let shared = cluster.is_clustered().then(|| limits.clone());
+        let verifier = config.auth.oauth.clone().map(|oauth| {
+            let verifier = Verifier::new(oauth);
+            Arc::new(if cluster.is_clustered() {
+                verifier.with_shared_replays(cluster.pool().clone())
+            } else {
+                verifier
+            })
+        });
+        AuthGate { config, throttle, shared, verifier }
+    }
+
+    /// Count a failed authentication: `Some(seconds to wait)` when the address or the key is
+    /// over the limit (counted by this replica alone, or by every replica together).
+    async fn fail(&self, client: Option<IpAddr>, authorization: Option<&str>) -> Option<u64> {
+        let Some(shared) = &self.shared else { return self.throttle.fail(client, authorization) };
+        let limit = u32::try_from(self.config.http.auth_failures_per_minute).unwrap_or(u32::MAX);
+        let keys = AuthThrottle::shared_keys(client, authorization);
+        if let Some(wait) = keys.iter().filter_map(|key| shared.exhausted(key)).max() {
+            return Some(wait);
+        }
+        let mut wait = None;
+        for key in &keys {
+            wait = wait.max(shared.fail(key, limit).await);
+        }
+        wait
     }
 
     /// Whether callers need an API key or a token.
@@ -312,12 +499,13 @@ impl AuthGate {
                 .map(str::to_owned),
             dpop,
             client: self.client(request),
+            forwarded: request.extensions().get::<super::replicas::Forwarded>().is_some(),
         }
     }
 
     /// The decision for a request; a missing or malformed `Authorization` counts as a failure.
     pub(crate) async fn admit(&self, presented: Presented) -> Admission {
-        let Presented { authorization, dpop, client } = presented;
+        let Presented { authorization, dpop, client, forwarded } = presented;
         let authorization = authorization.as_deref();
         if let Some(verifier) = &self.verifier
             && let Some((scheme, token)) = authorization.and_then(token_of)
@@ -329,11 +517,12 @@ impl AuthGate {
                 None => (None, &nowhere),
             };
             let presentation = super::dpop::Presentation { scheme, token, proof, target };
-            return match verifier.verify_presented(presentation).await {
+            return match verifier.verify_presented(presentation, forwarded).await {
                 Ok(identity) => Admission::Admitted(self.token_principal(&identity)),
                 Err(Refusal::InsufficientScope(scopes)) => Admission::InsufficientScope(scopes),
                 Err(Refusal::Unavailable(reason)) => Admission::Unavailable(reason),
-                Err(Refusal::Invalid(reason)) => match self.throttle.fail(client, authorization) {
+                Err(Refusal::ProofsFull { retry_after }) => Admission::ProofsFull { retry_after },
+                Err(Refusal::Invalid(reason)) => match self.fail(client, authorization).await {
                     Some(retry_after) => Admission::Throttled { retry_after },
                     None => Admission::RefusedToken(reason),
                 },
@@ -341,7 +530,7 @@ impl AuthGate {
         }
         match authenticate(&self.config.auth, authorization) {
             Ok(principal) => Admission::Admitted(principal),
-            Err(failure) => match self.throttle.fail(client, authorization) {
+            Err(failure) => match self.fail(client, authorization).await {
                 Some(retry_after) => Admission::Throttled { retry_after },
                 None => Admission::Refused(failure),
             },
@@ -367,6 +556,7 @@ impl AuthGate {
         principal.client = identity.client.clone();
         principal.role = held_roles(&identity.roles, roles);
         principal.issuer = self.config.auth.oauth.as_ref().map(|oauth| oauth.issuer.clone());
+        principal.kind = crate::config::PrincipalKind::Token;
         principal
     }
 
@@ -385,16 +575,22 @@ impl AuthGate {
     /// For the console's code exchange: the seconds the address of `request` must still wait,
     /// when it is over the failed-authentication limit.
     pub(crate) fn waiting(&self, client: Option<IpAddr>) -> Option<u64> {
-        self.throttle.waiting(client)
+        match &self.shared {
+            Some(shared) => shared.exhausted(&AuthThrottle::shared_keys(client, None).pop()?),
+            None => self.throttle.waiting(client),
+        }
     }
 
     /// Count a failed code exchange from `client` as a failed authentication.
-    pub(crate) fn count_failure(&self, client: Option<IpAddr>) {
-        let _ = self.throttle.fail(client, None);
+    pub(crate) async fn count_failure(&self, client: Option<IpAddr>) {
+        let _ = self.fail(client, None).await;
     }
 
     /// The address failures are counted under: the peer, or the client a trusted proxy names.
     pub(crate) fn client(&self, request: &Request) -> Option<IpAddr> {
+        if let Some(forwarded) = request.extensions().get::<super::replicas::Forwarded>() {
+            return forwarded.client;
+        }
         let peer = request.extensions().get::<ConnectInfo<SocketAddr>>()?.0.ip();
         Some(client_address(peer, request.headers(), &self.config.http.trusted_proxies))
     }
@@ -409,6 +605,20 @@ pub(crate) fn throttled(retry_after: u64) -> Response {
         Some(
             "wait for Retry-After seconds; the limit is http.auth_failures_per_minute in orca.yaml",
         ),
+    );
+    if let Ok(value) = HeaderValue::from_str(&retry_after.to_string()) {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
+    }
+    response
+}
+
+/// The 429 answer of a request whose DPoP proof the memory of seen proofs cannot take.
+pub(crate) fn proofs_full(retry_after: u64) -> Response {
+    let mut response = super::respond::error_response(
+        StatusCode::TOO_MANY_REQUESTS,
+        ErrorCode::RateLimited,
+        "too many DPoP proofs were presented in the last five minutes for orca to remember another, so this one cannot be told from a replay",
+        Some("retry after Retry-After seconds with a fresh proof"),
     );
     if let Ok(value) = HeaderValue::from_str(&retry_after.to_string()) {
         response.headers_mut().insert(header::RETRY_AFTER, value);
@@ -543,8 +753,9 @@ pub(crate) struct CallLimiter {
 }
 
 impl CallLimiter {
-    /// Count one call of `principal`; `Some(seconds to wait)` when it is over `limit` this
-    /// minute (the call is then not counted).
+    /// Count one call of the principal whose identity is `principal` (`Principal::identity`:
+    /// an API key and a token user of one name are counted apart); `Some(seconds to wait)` when
+    /// it is over `limit` this minute (the call is then not counted).
     pub(crate) fn admit(&self, principal: &str, limit: u32) -> Option<u64> {
         let now = Instant::now();
         let mut windows = self.windows.lock().unwrap_or_else(|poisoned| poisoned.into_inner());

@@ -1,6 +1,57 @@
 //! The one mapping from domain results and errors to the MCP wire: a success is structured
 //! content plus the same JSON as one text block; a tool failure is an `isError` result carrying
 //! the taxonomy's error object; an unknown (or forbidden) tool is JSON-RPC error -32602.
+//!
+//! # Design notes
+//!
+//! `error.rs` is the one mapping from domain results and `ToolError` to the wire; `respond.rs`
+//! holds `error_response`, the JSON error answer of every HTTP route, which `http.rs`, `console.rs`
+//! and `edge.rs` share so that they depend on it and not on one another (`http.rs` uses
+//! `console.rs` and `edge.rs`, never the reverse); `auth.rs` checks bearer keys against SHA-256
+//! hashes, and holds the caller of the `/mcp` request rmcp is handling (a task-local set by
+//! `SharedMcp`) for `get_tool`; `visible.rs` keeps each access's visible tools (`ToolAccess`: its
+//! verbs and its roles' shared `ToolPolicy`s) with the catalog state they were made from
+//! (`ExternalServers::tools_state`: the name index and each server's catalog, replaced and never
+//! changed in place), so `tools/list` matches no glob until the catalog changes; `oauth.rs` is orca
+//! as an OAuth 2.1 resource server: `Verifier` finds the issuer's key set by discovery, caches it
+//! (fetched again for an unknown `kid`, at most every `jwks_min_refresh`, one fetch shared by
+//! concurrent requests, a cached key kept while the issuer is unreachable), checks a bearer JWT
+//! with the one algorithm its key allows, `iss`, `aud`, `exp`/`nbf` and the required scopes (and,
+//! through `dpop.rs`, a DPoP-bound token's presentation: the scheme, one proof of the token's key
+//! for this method and URL, recent, naming the token, its `jti` not replayed), and writes the
+//! `WWW-Authenticate` challenges and the protected-resource metadata, and keeps the issuer's
+//! discovered metadata (`IssuerMetadata`: its authorization and token endpoints, for the console's
+//! sign-in); `sign_in.rs` is the console's sign-in as the public client `console_client_id`
+//! (authorization code with PKCE): the `sign_in` offer of `/console/api/session` and `POST
+//! /console/api/token`, which checks the page's code, verifier and redirect URI (its own page),
+//! exchanges them at the issuer's token endpoint and answers the access token only, a failed
+//! exchange counting toward `AuthGate`'s throttle, whose limit also holds the address back;
+//! `edge.rs`'s `AuthGate` sends a JWT-shaped bearer credential there and anything else to the keys,
+//! and gives a token the verbs of its roles (`config/oauth.rs` reads `auth.oauth` and `auth.roles`,
+//! `config/policy.rs` a role's `tools` list; `Principal::with_roles` gives a principal its roles'
+//! verbs, tools and rate together; `http.rs`'s body check answers a `tools/call` past
+//! `calls_per_minute` with 429 from `edge::CallLimiter`); `http.rs` builds the axum router
+//! (Host/Origin guard, body limit, auth, `/mcp` (rmcp's service shared behind one `Arc`,
+//! `SharedMcp`, so that a request clones none of its configuration; stateless, a plain
+//! 2025-revision `tools/call` goes to `direct.rs` instead, which decodes it straight into its
+//! params, runs `Gateway::run_call` on one task with an `external::Reach::Answer` caller, and
+//! answers JSON, or an event stream when the external server sends progress, log messages or
+//! requests first, as rmcp would; anything else, or anything that does not decode, goes to rmcp),
+//! `/mcp/feedback`, `/healthz`, `/metrics`, and orca's Client ID Metadata Document at the path of
+//! each OAuth upstream's `client_metadata_url`, from `client::auth::client_metadata_document`);
+//! `stdio.rs` serves one client on stdin/stdout (once the session is up, its `Intercept` takes a
+//! plain `tools/call` line of a 2025 session out of stdin before rmcp's reader sees it and
+//! `direct::answer` serves it on a task of its own, the answer written into
+//! `external::BatchedTransport`'s queue through an `Outbox`; a `notifications/cancelled` for such a
+//! call cancels it); `search.rs` decides when `tools/list` offers `search_tools` and `call_tool`
+//! instead of every tool (`catalog.search_above`, `catalog.principals`/`roles`,
+//! `/mcp?tool_search=on`, the client's `experimental["orca/toolSearch"]`), answers searches from
+//! one `catalog::Lexical` per set of visible tools (kept by a fingerprint of the set, so an
+//! external list change gets a new one), with `catalog.embeddings` blended by `catalog::Semantic`,
+//! which `follow_catalog` hands every tool's text at start and after each change of the external
+//! servers' tools (`ExternalServers::subscribe`, its `tools` counter), and turns a `call_tool` into
+//! the direct call it names before `Gateway::call_tool` checks and records it; `metrics.rs` renders
+//! Prometheus text.
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{CallToolResult, ContentBlock, MetaObject};

@@ -2,6 +2,13 @@
 //! peer, or, when the peer is one of `http.trusted_proxies`, the address the proxies recorded in
 //! `X-Forwarded-For` or `Forwarded: for=` (RFC 7239): the right-most one that is not itself a
 //! trusted proxy, since everything left of it may have been written by the client.
+//!
+//! # Design notes
+//!
+//! `forwarded.rs` finds the client address the throttle counts under: the TCP peer, or, when the
+//! peer is in `http.trusted_proxies`, the right-most address of `X-Forwarded-For` or `Forwarded:
+//! for=` that is not itself a trusted proxy (an unreadable hop, or the two headers disagreeing,
+//! leaves the peer).
 
 use std::net::{IpAddr, SocketAddr};
 

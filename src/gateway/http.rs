@@ -27,7 +27,7 @@ use super::edge::{self, Admission, AuthGate};
 use super::oauth::Refusal;
 use super::respond::error_response;
 use super::{AppState, Gateway, Transport};
-use crate::config::{Config, Principal, is_loopback};
+use crate::config::{Config, HealthDetails, Principal, is_loopback};
 use crate::splice::{self, Part};
 use crate::tool::ErrorCode;
 use crate::tracking::{FeedbackError, FeedbackInput, submit_feedback};
@@ -74,7 +74,16 @@ struct Guard {
     origins: Vec<String>,
     /// Bound to a loopback address: pages served from this machine may call it.
     loopback: bool,
+    /// The port orca listens on: a `Host` naming another one is not orca's own address.
+    port: u16,
 }
+
+/// The request's `Host` when it is orca's own address: a name that `http.allowed_hosts` (or the
+/// loopback default) lists by name, not through `*`, with the port orca listens on. Only such a
+/// `Host` may go into a URL that orca hands out (the redirect URI of an upstream sign-in without
+/// `http.public_url`); the guard puts it in the request's extensions.
+#[derive(Debug, Clone)]
+pub(crate) struct OwnHost(pub(crate) String);
 
 /// Build the router. `cancel` stops the MCP service's streams on shutdown.
 pub(crate) fn router(
@@ -94,6 +103,7 @@ pub(crate) fn router(
         .disable_allowed_origins();
     let factory_state = state.clone();
     let stateful = options.stateful;
+    let sessions = Arc::new(LocalSessionManager::default());
     let mcp = StreamableHttpService::new(
         move || {
             let gateway = Gateway::new(factory_state.clone(), Transport::Http);
@@ -101,16 +111,17 @@ pub(crate) fn router(
             // reconnects: its messages carry whole results.
             Ok(if stateful { gateway.without_splicing() } else { gateway })
         },
-        Arc::new(LocalSessionManager::default()),
+        sessions.clone(),
         mcp_config,
     );
     let guard = Arc::new(Guard {
         hosts: allowed_hosts(&config, addr),
         origins: config.http.allowed_origins.clone(),
         loopback: addr.ip().is_loopback(),
+        port: addr.port(),
     });
 
-    let gate = AuthGate::new(config.clone());
+    let gate = AuthGate::new(config.clone(), &state.cluster, &state.limits);
     // Stateless, a plain `tools/call` is served without rmcp's server side (`direct`).
     let direct = (!stateful).then(|| Gateway::new(state.clone(), Transport::Http));
     let mcp_route =
@@ -126,6 +137,8 @@ pub(crate) fn router(
         .route("/approvals/{id}", post(approve))
         .route("/console/api/executions", get(super::console::executions))
         .route("/console/api/approvals", get(super::console::approvals))
+        .route("/console/api/held-tools", get(super::held_tools::list))
+        .route("/console/api/held-tools/approve", post(super::held_tools::approve))
         .route("/console/api/upstreams", get(super::upstream_sign_in::list))
         .route(
             "/console/api/upstreams/{name}/sign-in",
@@ -136,6 +149,8 @@ pub(crate) fn router(
                 max_depth: config.http.max_json_depth,
                 max_body_bytes: config.http.max_body_bytes,
                 calls: Arc::new(edge::CallLimiter::default()),
+                state: state.clone(),
+                sessions,
             },
             check_mcp_body,
         ))
@@ -143,7 +158,11 @@ pub(crate) fn router(
             (gate.clone(), state.clone()),
             require_principal,
         ))
-        .route_layer(middleware::from_fn_with_state(state.clone(), time_request));
+        .route_layer(middleware::from_fn_with_state(state.clone(), time_request))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            super::replicas::accept_forwarded,
+        ));
     Router::new()
         .merge(authenticated)
         .route("/healthz", get(healthz))
@@ -254,13 +273,23 @@ async fn splice_body(response: Response) -> Response {
 
 async fn check_host_and_origin(
     State(guard): State<Arc<Guard>>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
+    // Two `Host` headers name two servers: which one a proxy in front routed by is unknown.
+    if request.headers().get_all(header::HOST).iter().nth(1).is_some() {
+        return error_response(
+            StatusCode::BAD_REQUEST,
+            ErrorCode::InvalidInput,
+            "the request has more than one Host header",
+            Some("send exactly one Host header"),
+        );
+    }
     let host_header = request.headers().get(header::HOST).and_then(|value| value.to_str().ok());
     let host = host_header.map(host_name);
-    let host_ok = guard.hosts.iter().any(|allowed| allowed == "*")
-        || host.as_deref().is_some_and(|host| guard.hosts.iter().any(|allowed| allowed == host));
+    let named =
+        host.as_deref().is_some_and(|host| guard.hosts.iter().any(|allowed| allowed == host));
+    let host_ok = named || guard.hosts.iter().any(|allowed| allowed == "*");
     if !host_ok {
         return error_response(
             StatusCode::FORBIDDEN,
@@ -282,7 +311,33 @@ async fn check_host_and_origin(
             );
         }
     }
+    let own_host = host_header
+        .filter(|host| named && host_port(host) == Some(guard.port))
+        .map(|host| OwnHost(host.trim().to_ascii_lowercase()));
+    if let Some(own_host) = own_host {
+        request.extensions_mut().insert(own_host);
+    }
     next.run(request).await
+}
+
+/// The port of a `Host` header value: the one it names, else 80; `None` when it names one that
+/// is not a port number.
+fn host_port(value: &str) -> Option<u16> {
+    let value = value.trim();
+    let port = match value.strip_prefix('[') {
+        Some(rest) => match rest.split_once(']')?.1 {
+            "" => None,
+            after => Some(after.strip_prefix(':')?),
+        },
+        None => value.rsplit_once(':').map(|(_, port)| port),
+    };
+    match port {
+        None => Some(80),
+        Some(port) if !port.is_empty() && port.bytes().all(|byte| byte.is_ascii_digit()) => {
+            port.parse().ok()
+        }
+        Some(_) => None,
+    }
 }
 
 /// The host part of a `Host` header value, without port or IPv6 brackets, lowercased.
@@ -400,36 +455,50 @@ impl tower::Service<Request> for SharedMcp {
 struct BodyCheck {
     max_depth: usize,
     max_body_bytes: usize,
+    /// `calls_per_minute` counted by this replica alone (without `cluster.advertise_url`).
     calls: Arc<edge::CallLimiter>,
+    state: AppState,
+    sessions: Arc<LocalSessionManager>,
 }
 
 /// Refuse a JSON-RPC body sent to `/mcp` that is not UTF-8, nests too deep, is not JSON or is
-/// a batch, with a clear 400, before rmcp parses it; and a `tools/call` past the caller's
-/// `calls_per_minute` with 429.
-async fn check_mcp_body(
-    State(BodyCheck { max_depth, max_body_bytes, calls }): State<BodyCheck>,
-    request: Request,
-    next: Next,
-) -> Response {
-    if request.uri().path() != "/mcp" || request.method() != axum::http::Method::POST {
+/// a batch, with a clear 400, before rmcp parses it; a `tools/call` past the caller's
+/// `calls_per_minute` with 429; then send what continues another replica's session, task or
+/// input round there (`replicas`).
+async fn check_mcp_body(State(check): State<BodyCheck>, request: Request, next: Next) -> Response {
+    if request.uri().path() != "/mcp" {
         return next.run(request).await;
     }
+    if request.method() != axum::http::Method::POST {
+        let (parts, body) = request.into_parts();
+        let state = &check.state;
+        if let Some(answer) =
+            super::replicas::continue_elsewhere(state, &check.sessions, &parts, &Bytes::new()).await
+        {
+            return answer;
+        }
+        return next.run(Request::from_parts(parts, body)).await;
+    }
+    let BodyCheck { max_depth, max_body_bytes, .. } = check;
     let (parts, body) = request.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, max_body_bytes).await else {
-        return error_response(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            ErrorCode::InvalidInput,
-            "the request body is too large (http.max_body_bytes) or was cut off",
-            None,
-        );
+    let bytes = match axum::body::to_bytes(body, max_body_bytes).await {
+        Ok(bytes) => bytes,
+        Err(error) => return edge::unreadable_body(&error),
     };
     if let Err(problem) = edge::check_json_rpc(&bytes, max_depth) {
         return edge::bad_body(&problem);
     }
+    // A stateless client's reply to a request orca wrote on its call's answer.
+    if let Some(principal) = parts.extensions.get::<Principal>()
+        && super::sampling::delivered(&check.state, principal, &bytes)
+    {
+        return axum::response::IntoResponse::into_response(StatusCode::ACCEPTED);
+    }
     if let Some(principal) = parts.extensions.get::<Principal>()
         && let Some(limit) = principal.calls_per_minute
+        && parts.extensions.get::<super::replicas::Forwarded>().is_none()
         && edge::is_tool_call(&bytes)
-        && let Some(retry_after) = calls.admit(&principal.name, limit)
+        && let Some(retry_after) = over_limit(&check, principal, limit).await
     {
         let mut response = error_response(
             StatusCode::TOO_MANY_REQUESTS,
@@ -444,7 +513,30 @@ async fn check_mcp_body(
         }
         return response;
     }
-    next.run(Request::from_parts(parts, axum::body::Body::from(bytes))).await
+    let state = &check.state;
+    if let Some(answer) =
+        super::replicas::continue_elsewhere(state, &check.sessions, &parts, &bytes).await
+    {
+        return answer;
+    }
+    let starts_session = !parts.headers.contains_key("mcp-session-id");
+    let principal = parts.extensions.get::<Principal>().cloned();
+    let response = next.run(Request::from_parts(parts, axum::body::Body::from(bytes))).await;
+    if starts_session {
+        super::replicas::note_session(state, principal.as_ref(), response.headers()).await;
+    }
+    response
+}
+
+/// Count one tool call of `principal` against its role's `limit` a minute: with this
+/// replica's own count, or, with other replicas, with theirs (`cluster::limits`).
+async fn over_limit(check: &BodyCheck, principal: &Principal, limit: u32) -> Option<u64> {
+    let identity = principal.identity();
+    if check.state.cluster.is_clustered() {
+        check.state.limits.admit(&format!("calls:{identity}"), limit).await
+    } else {
+        check.calls.admit(&identity, limit)
+    }
 }
 
 /// Record how long the server took to answer an MCP request, authentication included.
@@ -471,7 +563,7 @@ async fn require_principal(
             next.run(request).await
         }
         refused @ (Admission::RefusedToken(_) | Admission::InsufficientScope(_)) => {
-            record_refused(&state, request, &refused).await;
+            record_refused(&state, &request, &refused);
             refusal(&gate, refused)
         }
         refused => refusal(&gate, refused),
@@ -479,24 +571,20 @@ async fn require_principal(
 }
 
 /// Record a request whose token was refused (at most the throttle's failures per minute and
-/// address get this far), naming what it asked for.
-async fn record_refused(state: &AppState, request: Request, refused: &Admission) {
-    let path = request.uri().path().to_owned();
-    let body = axum::body::to_bytes(request.into_body(), state.config.http.max_body_bytes)
-        .await
-        .unwrap_or_default();
-    #[derive(serde::Deserialize)]
-    struct Asked {
-        method: Option<String>,
-        params: Option<Value>,
-    }
-    let asked: Option<Asked> = serde_json::from_slice(&body).ok();
-    let method = asked.as_ref().and_then(|asked| asked.method.clone()).unwrap_or(path);
-    let tool = asked
-        .as_ref()
-        .filter(|_| method == "tools/call")
-        .and_then(|asked| asked.params.as_ref()?.get("name")?.as_str().map(str::to_owned))
-        .unwrap_or_else(|| method.clone());
+/// address get this far), naming what it asked for as its `Mcp-Method` and `Mcp-Name` headers
+/// say, else its path: the body of a refused request is never read, so that a caller without a
+/// credential cannot hold a connection open by announcing a body and not sending it.
+fn record_refused(state: &AppState, request: &Request, refused: &Admission) {
+    let header = |name: &str| {
+        request
+            .headers()
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+            .map(|value| value.chars().take(200).collect::<String>())
+    };
+    let method = header("mcp-method").unwrap_or_else(|| request.uri().path().to_owned());
+    let tool =
+        header("mcp-name").filter(|_| method == "tools/call").unwrap_or_else(|| method.clone());
     let reason = match refused {
         Admission::RefusedToken(reason) => format!("the access token is not valid: {reason}"),
         Admission::InsufficientScope(scopes) => {
@@ -515,6 +603,7 @@ fn refusal(gate: &AuthGate, admission: Admission) -> Response {
     let (status, code, message, refusal) = match admission {
         Admission::Admitted(_) => unreachable!("an admitted request is served"),
         Admission::Throttled { retry_after } => return edge::throttled(retry_after),
+        Admission::ProofsFull { retry_after } => return edge::proofs_full(retry_after),
         Admission::Unavailable(reason) => {
             tracing::warn!("cannot check a bearer token: {reason}");
             let mut response = error_response(
@@ -581,16 +670,11 @@ async fn protected_resource(State(gate): State<AuthGate>) -> Response {
 
 async fn feedback(State(state): State<AppState>, request: Request) -> Response {
     let principal = request.extensions().get::<Principal>().cloned();
-    let Ok(body) =
-        axum::body::to_bytes(request.into_body(), state.config.http.max_body_bytes).await
-    else {
-        return error_response(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            ErrorCode::InvalidInput,
-            "the request body is too large",
-            None,
-        );
-    };
+    let body =
+        match axum::body::to_bytes(request.into_body(), state.config.http.max_body_bytes).await {
+            Ok(body) => body,
+            Err(error) => return edge::unreadable_body(&error),
+        };
     feedback_body(&state, principal, &body).await
 }
 
@@ -674,7 +758,8 @@ async fn approve(
         );
     };
     let verbs: Vec<&str> = principal.verbs.iter().map(|verb| verb.as_str()).collect();
-    match crate::sql::approve(&state.state_pool, id, &principal.name, &verbs).await {
+    let approver = principal.identity();
+    match crate::sql::approve(&state.state_pool, id, (&approver, &principal.name), &verbs).await {
         Ok(request) => {
             (StatusCode::OK, axum::Json(json!({ "approved": true, "request": request })))
                 .into_response()
@@ -710,18 +795,50 @@ async fn approve(
     }
 }
 
+/// `GET /healthz`, which answers anyone: with `http.health_details: counts` (the default) how
+/// many servers, databases and external servers are in each state; with `names`, each by name.
 async fn healthz(State(state): State<AppState>) -> Response {
     let tracker = &state.tracker;
     let database_up = tracker
         .stats()
         .map(|stats| stats.database_healthy.load(std::sync::atomic::Ordering::Relaxed));
+    let registry = &state.registry;
+    let external = registry.external().map(|external| external.states()).unwrap_or_default();
+    let (details, servers, server_status, databases, external) =
+        match state.config.http.health_details {
+            HealthDetails::Names => (
+                "names",
+                json!(registry.server_names()),
+                Value::Object(registry.server_statuses()),
+                Value::Object(registry.database_statuses()),
+                Value::Array(external),
+            ),
+            HealthDetails::Counts => (
+                "counts",
+                json!(registry.server_names().len()),
+                state_counts(registry.server_statuses().values()),
+                state_counts(registry.database_statuses().values()),
+                state_counts(external.iter().map(|server| &server["state"])),
+            ),
+        };
+    // Which replica answered, and which context files it serves (by database with `names`).
+    let mut replica = json!({
+        "id": state.cluster.id(),
+        "clustered": state.cluster.is_clustered(),
+        "context_version": state.databases.context_version(),
+    });
+    if state.config.http.health_details == HealthDetails::Names {
+        replica["context_versions"] = Value::Object(state.databases.context_versions());
+    }
     axum::Json(json!({
         "status": "ok",
         "version": env!("CARGO_PKG_VERSION"),
-        "servers": state.registry.server_names(),
-        "server_status": state.registry.server_statuses(),
-        "databases": state.registry.database_statuses(),
-        "external": state.registry.external().map(|external| external.states()).unwrap_or_default(),
+        "details": details,
+        "servers": servers,
+        "server_status": server_status,
+        "databases": databases,
+        "external": external,
+        "replica": replica,
         "tracking": {
             "enabled": tracker.is_enabled(),
             "database_up": database_up,
@@ -732,17 +849,49 @@ async fn healthz(State(state): State<AppState>) -> Response {
     .into_response()
 }
 
+/// How many of `statuses` are in each state: a status's words before its first `:` (a status
+/// such as `unreachable: cannot connect ...` carries details after it, which are left out).
+fn state_counts<'a>(statuses: impl Iterator<Item = &'a Value>) -> Value {
+    let mut counts = serde_json::Map::new();
+    for status in statuses {
+        let text = status.as_str().unwrap_or("unknown");
+        let state = text.split(':').next().unwrap_or_default().trim();
+        let state = if state.is_empty() { "unknown" } else { state };
+        let count = counts.entry(state.to_owned()).or_insert(Value::from(0u64));
+        *count = Value::from(count.as_u64().unwrap_or(0) + 1);
+    }
+    Value::Object(counts)
+}
+
+/// `GET /metrics`, which answers anyone: with `http.health_details: counts` (the default) tool
+/// calls are summed over the tools and external servers counted by state; with `names`, each
+/// tool and external server is named.
 async fn metrics(State(state): State<AppState>) -> Response {
     let mut headers = HeaderMap::new();
     headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
     );
-    let mut body = state.metrics.render(&state.tracker);
+    let names = state.config.http.health_details == HealthDetails::Names;
+    let mut body = state.metrics.render(&state.tracker, names);
     if let Some(external) = state.registry.external() {
-        external.render_metrics(&mut body);
+        if names {
+            external.render_metrics(&mut body);
+        } else {
+            external_counts(&external.states(), &mut body);
+        }
     }
     (headers, body).into_response()
+}
+
+/// How many external servers are in each state, without their names.
+fn external_counts(states: &[Value], out: &mut String) {
+    use std::fmt::Write as _;
+    out.push_str("# HELP orca_external_servers External servers in each state.\n# TYPE orca_external_servers gauge\n");
+    for state in ["starting", "running", "restarting", "crash_loop", "disabled", "stopped"] {
+        let count = states.iter().filter(|server| server["state"] == state).count();
+        let _ = writeln!(out, "orca_external_servers{{state=\"{state}\"}} {count}");
+    }
 }
 
 #[cfg(test)]
@@ -782,6 +931,36 @@ mod tests {
         let expected = message(&json!({"rows": rows}));
         assert_eq!(serde_json::from_str::<Value>(answer).unwrap(), expected);
         assert!(!text.contains("orca-splice-"), "{text}");
+    }
+
+    #[test]
+    fn states_are_counted_without_their_details() {
+        let statuses = [
+            json!("running"),
+            json!("unreachable: cannot connect to db.internal"),
+            json!("running"),
+            json!(""),
+        ];
+        assert_eq!(
+            state_counts(statuses.iter()),
+            json!({"running": 2, "unreachable": 1, "unknown": 1})
+        );
+    }
+
+    #[test]
+    fn host_ports_are_the_named_one_or_80() {
+        for (value, port) in [
+            ("localhost:9000", Some(9000)),
+            ("localhost", Some(80)),
+            ("[::1]:9000", Some(9000)),
+            ("[::1]", Some(80)),
+            ("[::1]x", None),
+            ("localhost:", None),
+            ("localhost:9x", None),
+            ("localhost:99999", None),
+        ] {
+            assert_eq!(host_port(value), port, "{value}");
+        }
     }
 
     #[test]

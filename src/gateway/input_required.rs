@@ -8,6 +8,19 @@
 //! (`RequestStateCodec`), bound to the caller and to the request (method and name), and names
 //! the call and its round, so it cannot be forged, replayed, or resumed by anyone else; a call
 //! not resumed within `RESUME_WITHIN` is cancelled at the server and forgotten.
+//!
+//! # Design notes
+//!
+//! `input_required.rs` holds multi-round-trip requests (SEP-2322) for 2026-07-28 clients:
+//! `PendingCalls` runs a proxied `tools/call`, `prompts/get` or `resources/read` whose client takes
+//! an `InputRequiredResult` on a task of its own (so that it outlives the request and is recorded
+//! once, when it ends) with an `external::Exchange`, and answers each round with the call's result
+//! or the requests waiting, under a `requestState` sealed by rmcp's `RequestStateCodec`
+//! (HMAC-SHA256, a random key per process) over the call's id and round, bound to the principal and
+//! to the method and name; a retry opens it, hands its `inputResponses` to the exchange and waits
+//! again; a call is kept from its first round on (at most 1,024, 64 per principal), and one not
+//! resumed within 5 minutes is cancelled; a failed call that asked for a capability the client
+//! lacked becomes `-32021`.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -54,7 +67,7 @@ struct Sealed {
 type Outcome<T> = tokio::sync::Mutex<oneshot::Receiver<Result<T, McpError>>>;
 
 struct Entry {
-    /// The principal whose call it is.
+    /// The principal whose call it is (`Principal::identity`).
     owner: String,
     exchange: Arc<Exchange>,
     /// Bumped by each retry, so that a state is good for one retry only.
@@ -66,6 +79,9 @@ struct Entry {
 /// The calls waiting for their clients' input, in this process.
 pub(crate) struct PendingCalls {
     codec: RequestStateCodec,
+    /// This replica's id, in front of every state it hands out (`cluster::tag_state`): a
+    /// retry another replica receives is forwarded here.
+    replica: String,
     calls: Mutex<HashMap<Uuid, Entry>>,
 }
 
@@ -110,10 +126,8 @@ pub(crate) struct Binding {
 
 pub(crate) fn binding(principal: &Principal, method: &str, name: &str) -> Binding {
     let client = principal.client.as_deref().unwrap_or_default();
-    Binding {
-        owner: principal.name.clone(),
-        sealed_with: format!("{}\u{1f}{client}\u{1f}{method}\u{1f}{name}", principal.name),
-    }
+    let owner = principal.identity();
+    Binding { sealed_with: format!("{owner}\u{1f}{client}\u{1f}{method}\u{1f}{name}"), owner }
 }
 
 fn refused(why: &str) -> McpError {
@@ -121,12 +135,12 @@ fn refused(why: &str) -> McpError {
 }
 
 impl PendingCalls {
-    /// No calls, and a sealing key of this process's own.
-    pub(crate) fn new() -> PendingCalls {
+    /// No calls, and a sealing key of this process's own; `replica` names this replica.
+    pub(crate) fn new(replica: &str) -> PendingCalls {
         let key: [u8; 32] = rand::random();
         let codec =
             RequestStateCodec::try_new(key.to_vec()).expect("32 bytes make a long enough key");
-        PendingCalls { codec, calls: Mutex::default() }
+        PendingCalls { codec, replica: replica.to_owned(), calls: Mutex::default() }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, Entry>> {
@@ -177,6 +191,16 @@ impl PendingCalls {
         client_gone: &CancellationToken,
         failed: fn(&Result<T, McpError>) -> bool,
     ) -> Result<Round<T>, McpError> {
+        let state = match crate::cluster::untag_state(state) {
+            Some((replica, sealed)) if replica == self.replica => sealed,
+            // Another replica's, not forwarded to it: it has stopped, and the call with it.
+            Some(_) => {
+                return Err(refused(
+                    "the replica that held this call has stopped, and the call with it; call again without requestState",
+                ));
+            }
+            None => state,
+        };
         let sealed: Sealed =
             self.codec.open_json_with(state, bound_to.sealed_with.as_bytes()).map_err(|_| {
                 refused("it is not one orca issued for this caller and this request, or it expired")
@@ -239,6 +263,7 @@ impl PendingCalls {
                         .seal_json_with(&Sealed { call: id, round }, &options)
                         .map_err(|error| McpError::internal_error(error.to_string(), None))?;
                     self.expire(id, round);
+                    let state = crate::cluster::tag_state(&self.replica, &state);
                     return Ok(Round::Input(InputRequiredResult::new(Some(requests), Some(state))));
                 }
                 () = client_gone.cancelled() => {
@@ -328,7 +353,7 @@ mod tests {
 
     #[tokio::test]
     async fn one_principal_may_keep_only_so_many_calls_waiting_for_input_and_others_still_may() {
-        let pending = Arc::new(PendingCalls::new());
+        let pending = Arc::new(PendingCalls::new("0a1b2c3d4e5f"));
         for _ in 0..MAX_PENDING_PER_PRINCIPAL {
             assert!(matches!(asking(&pending, "alice").await, Ok(Round::Input(_))));
         }
@@ -338,8 +363,36 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_token_user_named_like_an_api_key_cannot_resume_the_keys_call() {
+        let pending = Arc::new(PendingCalls::new("0a1b2c3d4e5f"));
+        let Ok(Round::Input(asked)) = asking(&pending, "bob").await else {
+            panic!("the call asks for input");
+        };
+        let state = asked.request_state.clone().unwrap();
+        // A token whose user is `bob`, carrying no client claim: only its identity tells it
+        // from the API key `bob`.
+        let mut token_user = Principal::new("bob", BTreeSet::new());
+        token_user.kind = crate::config::PrincipalKind::Token;
+        token_user.issuer = Some("https://login.example.com".to_owned());
+        let client_gone = CancellationToken::new();
+        let theirs = binding(&token_user, "tools/call", "ask");
+        let refused =
+            pending.resume::<String>(&state, None, &theirs, &client_gone, Result::is_err).await;
+        let refused = refused.err().expect("the token user resumed the key's call");
+        assert!(refused.message.contains("requestState refused"), "{refused:?}");
+        let key = binding(&Principal::new("bob", BTreeSet::new()), "tools/call", "ask");
+        let answers: InputResponses = serde_json::from_value(serde_json::json!({
+            "name": {"action": "accept", "content": {"name": "Bob"}},
+        }))
+        .unwrap();
+        let resumed =
+            pending.resume::<String>(&state, Some(answers), &key, &client_gone, Result::is_err);
+        assert!(matches!(resumed.await, Ok(Round::Done(_))), "the key resumes its own call");
+    }
+
+    #[tokio::test]
     async fn a_call_that_never_asks_is_answered_and_not_kept() {
-        let pending = Arc::new(PendingCalls::new());
+        let pending = Arc::new(PendingCalls::new("0a1b2c3d4e5f"));
         let exchange = Exchange::new(None, InputResponses::new());
         let bound_to = binding(&Principal::new("alice", BTreeSet::new()), "tools/call", "quick");
         let call = async { Ok::<_, McpError>("done".to_owned()) };

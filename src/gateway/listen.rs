@@ -10,6 +10,18 @@
 //! accepted when an external server owns them, and subscribed at that server for as long as the
 //! stream lasts, for those of the caller's servers; each update comes on the stream under the
 //! URI the client named. orca's own resources do not change under a client and are left out.
+//!
+//! # Design notes
+//!
+//! `listen.rs` tells orca's clients of the external servers' merged list changes: a session by
+//! plain `notifications/*/list_changed`, a 2026-07-28 `subscriptions/listen` stream through rmcp's
+//! `SubscriptionSink` (tagged with its subscription id, only the categories it accepted); the
+//! resource URIs a stream names, when an external server owns them, are subscribed there through
+//! `external::subscriptions` with the stream as the target (`Target::Listen`) and taken off when it
+//! ends. `get_tool` hands the transport an external tool only when its schema mirrors an argument
+//! into a header (`x-mcp-header`) and the caller may see it, so that rmcp checks a 2026-07-28
+//! request's `Mcp-Param-*` headers against its body for those callers only (anyone else learns
+//! nothing of the tool's arguments from a mismatch).
 
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -2,6 +2,21 @@
 //! messages of external servers are relayed to every session that may read them (stdio, or HTTP
 //! with sessions: a stateless request has no stream to carry them) and may see the server that
 //! sent them, at that level or above.
+//!
+//! # Design notes
+//!
+//! `logging.rs` holds MCP logging for orca's clients: `SessionLevel`, the level a session set with
+//! `logging/setLevel` (shared by the clones of its `Gateway`; everything passes until it is set),
+//! and `relay`, the task `on_initialized` starts for a stdio client or an HTTP session (a stateless
+//! request has no stream) whose principal may read, which forwards the external servers' log
+//! messages at or above that level until the session ends, only those of servers in the principal's
+//! reach (`servers_in_reach`, as the catalog stands when each message comes; `ExternalLog` carries
+//! its server's key). `Gateway::complete` checks a completion request's sizes before relaying it to
+//! `external`; orca's own prompts offer no completions. `Gateway::caller` makes the
+//! `external::Caller` of a proxied call (the request's peer, id, progress token and cancellation
+//! token; its log filter is the session's level, or for a 2026-07-28 request the `logLevel` in its
+//! `_meta`, none without one); `subscribe`/`unsubscribe` relay resource subscriptions by session
+//! (each `Gateway::new` gets a session number).
 #![expect(
     deprecated,
     reason = "MCP logging is deprecated by SEP-2577, but the protocol versions clients speak today have it"

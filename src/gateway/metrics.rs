@@ -1,5 +1,7 @@
 //! Prometheus metrics: calls by tool and status, a latency histogram per tool, unknown-tool
-//! calls, and the tracking pipeline's queue depth and spill counters.
+//! calls, and the tracking pipeline's queue depth and spill counters. `/metrics` answers anyone,
+//! so with `http.health_details: counts` (the default) calls and latencies are summed over the
+//! tools and no tool is named.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -25,6 +27,14 @@ struct Histogram {
 }
 
 impl Histogram {
+    fn add(&mut self, other: &Histogram) {
+        for (mine, theirs) in self.buckets.iter_mut().zip(other.buckets) {
+            *mine += theirs;
+        }
+        self.sum_seconds += other.sum_seconds;
+        self.count += other.count;
+    }
+
     fn observe(&mut self, elapsed: Duration) {
         let seconds = elapsed.as_secs_f64();
         let slot = BUCKETS.iter().position(|bound| seconds <= *bound).unwrap_or(BUCKETS.len());
@@ -42,8 +52,9 @@ impl Histogram {
         cumulative += self.buckets[BUCKETS.len()];
         let _ = writeln!(out, "{name}_bucket{{{labels}le=\"+Inf\"}} {cumulative}");
         let labels = labels.trim_end_matches(',');
-        let _ = writeln!(out, "{name}_sum{{{labels}}} {}", self.sum_seconds);
-        let _ = writeln!(out, "{name}_count{{{labels}}} {}", self.count);
+        let labels = if labels.is_empty() { String::new() } else { format!("{{{labels}}}") };
+        let _ = writeln!(out, "{name}_sum{labels} {}", self.sum_seconds);
+        let _ = writeln!(out, "{name}_count{labels} {}", self.count);
     }
 }
 
@@ -80,30 +91,15 @@ impl Metrics {
         self.unknown_tool.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The Prometheus text exposition of every metric.
-    pub(crate) fn render(&self, tracker: &Tracker) -> String {
+    /// The Prometheus text exposition of every metric; tool calls by tool when `by_tool`, else
+    /// summed over the tools (no tool named).
+    pub(crate) fn render(&self, tracker: &Tracker, by_tool: bool) -> String {
         let mut out = String::with_capacity(4096);
         let tools = self.tools.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        out.push_str("# HELP orca_tool_calls_total Tool calls by tool and status.\n# TYPE orca_tool_calls_total counter\n");
-        for (tool, stats) in tools.iter() {
-            for (status, count) in &stats.by_status {
-                let _ = writeln!(
-                    out,
-                    "orca_tool_calls_total{{tool=\"{}\",status=\"{status}\"}} {count}",
-                    escape(tool)
-                );
-            }
-        }
-        out.push_str(
-            "# HELP orca_tool_call_duration_seconds Time spent in the gateway per tool call.\n\
-             # TYPE orca_tool_call_duration_seconds histogram\n",
-        );
-        for (tool, stats) in tools.iter() {
-            stats.latency.render(
-                &mut out,
-                "orca_tool_call_duration_seconds",
-                &format!("tool=\"{}\",", escape(tool)),
-            );
+        if by_tool {
+            render_by_tool(&mut out, &tools);
+        } else {
+            render_summed(&mut out, &tools);
         }
         drop(tools);
         out.push_str(
@@ -167,6 +163,52 @@ impl Metrics {
         }
         out
     }
+}
+
+/// Calls and latencies of each tool, labelled with its name.
+fn render_by_tool(out: &mut String, tools: &BTreeMap<String, ToolStats>) {
+    out.push_str("# HELP orca_tool_calls_total Tool calls by tool and status.\n# TYPE orca_tool_calls_total counter\n");
+    for (tool, stats) in tools {
+        for (status, count) in &stats.by_status {
+            let _ = writeln!(
+                out,
+                "orca_tool_calls_total{{tool=\"{}\",status=\"{status}\"}} {count}",
+                escape(tool)
+            );
+        }
+    }
+    out.push_str(
+        "# HELP orca_tool_call_duration_seconds Time spent in the gateway per tool call.\n\
+         # TYPE orca_tool_call_duration_seconds histogram\n",
+    );
+    for (tool, stats) in tools {
+        stats.latency.render(
+            out,
+            "orca_tool_call_duration_seconds",
+            &format!("tool=\"{}\",", escape(tool)),
+        );
+    }
+}
+
+/// Calls by status and one latency histogram, summed over the tools.
+fn render_summed(out: &mut String, tools: &BTreeMap<String, ToolStats>) {
+    let mut by_status: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let mut latency = Histogram::default();
+    for stats in tools.values() {
+        for (status, count) in &stats.by_status {
+            *by_status.entry(status).or_default() += count;
+        }
+        latency.add(&stats.latency);
+    }
+    out.push_str("# HELP orca_tool_calls_total Tool calls by status, over every tool.\n# TYPE orca_tool_calls_total counter\n");
+    for (status, count) in by_status {
+        let _ = writeln!(out, "orca_tool_calls_total{{status=\"{status}\"}} {count}");
+    }
+    out.push_str(
+        "# HELP orca_tool_call_duration_seconds Time spent in the gateway per tool call, over every tool.\n\
+         # TYPE orca_tool_call_duration_seconds histogram\n",
+    );
+    latency.render(out, "orca_tool_call_duration_seconds", "");
 }
 
 fn escape(label: &str) -> String {

@@ -2,7 +2,32 @@
 //! HTTP. It authenticates the caller, checks the tool's verb, dispatches, maps the domain result
 //! to a `CallToolResult` with `_meta` (`execution_id`, `feedback_token`, `trace_id`), and hands
 //! the execution record to tracking without waiting for it.
+//!
+//! # Design notes
+//!
+//! The MCP facade, and the only module that knows JSON-RPC and HTTP.
+//!
+//! `Gateway` implements rmcp's `ServerHandler` by hand over the registry (not through
+//! `#[tool_router]`): the gateway needs each tool's domain result (structured value, error code,
+//! LLM usage) before it becomes a `CallToolResult`, for `_meta`, tracking and metrics.
+//!
+//! The Origin guard also lets through a request whose `Origin` is the server's own (scheme plus
+//! exactly the `Host` it carries, which is checked first), so the console's page can call `/mcp`;
+//! other origins still need `http.allowed_origins`.
+//!
+//! The body's read timeout (`http.body_timeout_ms`, 408) and the refusal of a body declared over
+//! the limit (413 before `100 Continue`) are `edge.rs`'s too; a refused credential is answered
+//! without reading the body. `http.rs`'s `OwnHost` is the request's `Host` when it names orca
+//! itself (allowed by name, on orca's port), put in the request's extensions by the Host/Origin
+//! guard: the only `Host` a URL handed out may be built from. `dpop.rs`'s `Replays::remember` is
+//! the seam of a replica's own memory of seen proofs (never forgetting one early; full, it
+//! refuses).
+//!
+//! The Origin guard of a server bound to a loopback address also accepts any loopback origin
+//! (`localhost`, `127.0.0.0/8`, `[::1]`, any port: a page on this machine); the Host check, which
+//! runs first, still stops DNS rebinding.
 
+mod apps;
 mod auth;
 mod call;
 mod carried;
@@ -12,6 +37,7 @@ mod dpop;
 mod edge;
 mod error;
 mod forwarded;
+mod held_tools;
 mod hints;
 pub(crate) mod http;
 mod input_required;
@@ -19,9 +45,12 @@ mod listen;
 mod logging;
 mod metrics;
 mod oauth;
+mod outgoing;
 mod reads;
+mod replicas;
 mod respond;
 mod rounds;
+mod sampling;
 mod search;
 mod sign_in;
 pub(crate) mod stdio;
@@ -96,10 +125,44 @@ pub(crate) struct Shared {
     pending: Arc<input_required::PendingCalls>,
     /// Calls become tasks for the clients that take them.
     tasks: Arc<tasks::Tasks>,
-    /// The `initialize` instructions, written once: they name the internal servers and the
-    /// external ones configured to run, neither of which changes while orca runs (whether an
-    /// upstream is up, and its tools, are `list_servers`' and `tools/list`' business).
-    instructions: Arc<str>,
+    /// orca's own requests on stateless answers, waiting for their clients' replies.
+    pub(crate) replies: Arc<crate::external::Replies>,
+    /// The servers the `initialize` instructions may name, found once: the internal servers
+    /// and the external ones configured to run, neither of which changes while orca runs
+    /// (whether an upstream is up, and its tools, are `list_servers`' and `tools/list`'
+    /// business). Each caller's instructions name those it may use.
+    server_names: Arc<[String]>,
+    /// This replica among the others (`cluster:`), and the limits they count together.
+    pub(crate) cluster: crate::cluster::Cluster,
+    pub(crate) limits: Arc<crate::cluster::limits::SharedLimits>,
+    /// The target databases, for the context versions `/healthz` shows.
+    pub(crate) databases: crate::servers::sql_common::Databases,
+}
+
+impl Shared {
+    /// The servers whose prompts and resources `principal` may see: those it may use a tool
+    /// of; `None`: every server (no tool policy).
+    pub(super) fn servers_in_reach(
+        &self,
+        principal: &Principal,
+    ) -> Option<std::collections::HashSet<String>> {
+        visible::servers_in_reach(&self.visible, &self.registry, principal)
+    }
+
+    /// Whether `principal` may be told `server`'s name (in its instructions, the console's
+    /// lists): a tool of it is among those it may use (`reach`), or, for an external server
+    /// whose tools may not be known yet, its tool policy may admit one.
+    pub(super) fn may_name(
+        &self,
+        principal: &Principal,
+        reach: Option<&std::collections::HashSet<String>>,
+        server: &str,
+    ) -> bool {
+        in_reach(reach, server)
+            || self.config.external.servers.iter().any(|external| {
+                external.key == server && principal.may_reach_server(server, &external.prefix)
+            })
+    }
 }
 
 impl AppState {
@@ -109,10 +172,12 @@ impl AppState {
         tracker: Tracker,
         state_pool: PgPool,
         metrics: Arc<Metrics>,
+        replica: Replica,
     ) -> AppState {
-        let instructions = instructions(&registry).into();
-        let search = Arc::new(search::Indexes::new(&config));
-        let pending = Arc::new(input_required::PendingCalls::new());
+        let server_names = server_names(&registry).into();
+        let search = Arc::new(search::Indexes::new(&config, &registry, &state_pool));
+        let pending = Arc::new(input_required::PendingCalls::new(replica.cluster.id()));
+        let limits = Arc::new(crate::cluster::limits::SharedLimits::new(state_pool.clone()));
         let tasks = Arc::new(tasks::Tasks::default());
         AppState(Arc::new(Shared {
             config,
@@ -122,11 +187,22 @@ impl AppState {
             metrics,
             search,
             visible: Arc::default(),
-            instructions,
+            server_names,
             pending,
             tasks,
+            replies: Arc::default(),
+            cluster: replica.cluster,
+            limits,
+            databases: replica.databases,
         }))
     }
+}
+
+/// What a replica brings to its state besides its servers.
+#[derive(Debug)]
+pub(crate) struct Replica {
+    pub(crate) cluster: crate::cluster::Cluster,
+    pub(crate) databases: crate::servers::sql_common::Databases,
 }
 
 /// How a client reached the gateway.
@@ -221,16 +297,37 @@ impl Gateway {
         owner.is_some_and(|owner| in_reach(reach, &owner))
     }
 
-    /// The servers whose prompts and resources `principal` may see: those it may use a tool
-    /// of; `None`: every server (no tool policy).
-    fn servers_in_reach(&self, principal: &Principal) -> Option<std::collections::HashSet<String>> {
-        principal.tools.as_ref()?;
-        Some(
-            self.visible_tools_by_server(principal)
+    /// Whether the results app is offered to this caller: its client declared MCP Apps, it may
+    /// read, and it may see a tool linked to the app.
+    fn offers_results_app(
+        &self,
+        principal: &Principal,
+        context: &RequestContext<RoleServer>,
+    ) -> bool {
+        apps::declared(context)
+            && principal.may(Verb::Read)
+            && self
+                .visible_tools_by_server(principal)
                 .iter()
-                .map(|(_, server)| server.clone())
-                .collect(),
-        )
+                .any(|(tool, server)| apps::is_linked(server, &tool.name))
+    }
+
+    /// The servers whose prompts and resources `principal` may see (`Shared::servers_in_reach`).
+    fn servers_in_reach(&self, principal: &Principal) -> Option<std::collections::HashSet<String>> {
+        self.state.servers_in_reach(principal)
+    }
+
+    /// The `initialize` instructions for `principal`: they name only the servers it may use.
+    fn instructions_for(&self, principal: &Principal) -> String {
+        let reach = self.servers_in_reach(principal);
+        let named: Vec<&str> = self
+            .state
+            .server_names
+            .iter()
+            .filter(|server| self.state.may_name(principal, reach.as_ref(), server))
+            .map(String::as_str)
+            .collect();
+        instructions(&named)
     }
 
     /// The client of a call, to which an external server's progress, log messages and requests
@@ -300,15 +397,18 @@ impl Gateway {
     }
 }
 
-/// What `initialize` tells a client about orca: the servers behind it and how to rate results.
-fn instructions(registry: &Registry) -> String {
-    let names = registry.server_names();
-    let mut all: Vec<&str> = names.clone();
-    let external_names =
-        registry.external().map(|external| external.enabled_names()).unwrap_or_default();
-    all.extend(external_names.iter().map(String::as_str));
-    let servers = all.join(", ");
-    let sql = if names.contains(&"postgres") {
+/// The internal servers, then the external ones configured to run.
+fn server_names(registry: &Registry) -> Vec<String> {
+    let mut names: Vec<String> = registry.server_names().into_iter().map(str::to_owned).collect();
+    names.extend(registry.external().map(|external| external.enabled_names()).unwrap_or_default());
+    names
+}
+
+/// What `initialize` tells a client about orca: the servers behind it (those named in
+/// `servers`) and how to rate results.
+fn instructions(servers: &[&str]) -> String {
+    let listed = servers.join(", ");
+    let sql = if servers.contains(&"postgres") {
         " SQL: execute_sql is a dry run unless dry_run=false; reads then run read-only with \
          capped rows; a write needs the confirmation_token of its dry run, then dry_run=false \
          and read_only=false. generate_schema describes the tables."
@@ -316,7 +416,7 @@ fn instructions(registry: &Registry) -> String {
         ""
     };
     format!(
-        "orca is one governed gateway to data tools. Servers behind it: {servers}. \
+        "orca is one governed gateway to data tools. Servers behind it: {listed}. \
          Every tool result carries _meta.feedback_token; rate a result with the submit_feedback tool \
          (or POST /mcp/feedback) so the people who curate the context can learn from it. \
          Call list_servers to see every server, its status and its tools.{sql}"
@@ -365,9 +465,28 @@ impl ServerHandler for Gateway {
         let mut capabilities = capabilities;
         capabilities.completions = Some(rmcp::model::JsonObject::new());
         capabilities.logging = Some(rmcp::model::JsonObject::new());
+        // The instructions name servers: each caller's are its own (`initialize`, `discover`).
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("orca", env!("CARGO_PKG_VERSION")))
-            .with_instructions(&*self.state.instructions)
+    }
+
+    async fn initialize(
+        &self,
+        request: rmcp::model::InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::InitializeResult, McpError> {
+        context.peer.set_peer_info(request.clone());
+        let mut result = self.negotiate_initialize(&request)?;
+        if apps::declares(&request.capabilities) {
+            // The client renders apps: orca says it speaks the extension, and has resources
+            // (the results app) even when no server of it has any.
+            let capabilities = &mut result.capabilities;
+            capabilities.resources.get_or_insert_with(Default::default);
+            let extensions = capabilities.extensions.get_or_insert_with(Default::default);
+            extensions.insert(apps::EXTENSION.to_owned(), rmcp::model::JsonObject::new());
+        }
+        result.instructions = Some(self.instructions_for(&self.principal(&context)?));
+        Ok(result)
     }
 
     /// What orca is, with orca's own caching hint (`catalog.cache_ttl_ms`, `catalog.cache_scope`):
@@ -375,11 +494,13 @@ impl ServerHandler for Gateway {
     /// configuration does, not with any one server's lists.
     async fn discover(
         &self,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::DiscoverResult, McpError> {
         let (ttl, scope) = hints::own(&self.state).wire();
         let versions = self.supported_protocol_versions().into_owned();
-        Ok(rmcp::model::DiscoverResult::from_server_info(versions, self.get_info())
+        let mut info = self.get_info();
+        info.instructions = Some(self.instructions_for(&self.principal(&context)?));
+        Ok(rmcp::model::DiscoverResult::from_server_info(versions, info)
             .with_ttl_ms(ttl)
             .with_cache_scope(scope))
     }
@@ -445,7 +566,14 @@ impl ServerHandler for Gateway {
                 own().and(external.cache_hint(ListKind::Tools, listed))
             })
         };
-        let tools = visible.iter().map(|(tool, _)| tool.clone()).collect();
+        let apps = apps::declared(&context);
+        let tools = visible
+            .iter()
+            .map(|(tool, server)| match apps && apps::is_linked(server, &tool.name) {
+                true => apps::linked(tool.clone()),
+                false => tool.clone(),
+            })
+            .collect();
         Ok(hints::with(ListToolsResult::with_all_items(tools), hint, &context))
     }
 
@@ -459,6 +587,21 @@ impl ServerHandler for Gateway {
         let Some(external) = self.readable_external(&context)? else {
             return Ok(CompleteResult::default());
         };
+        // Like the prompts and resources themselves, only those of servers in the caller's
+        // reach: a hidden server's reference is answered as one nobody owns.
+        let reach = self.servers_in_reach(&self.principal(&context)?);
+        let owned_in_reach = match &request.r#ref {
+            rmcp::model::Reference::Prompt(prompt) => external
+                .prompt_server(&prompt.name)
+                .is_some_and(|server| in_reach(reach.as_ref(), &server)),
+            rmcp::model::Reference::Resource(resource) => {
+                self.resource_in_reach(reach.as_ref(), &resource.uri)
+            }
+            _ => false,
+        };
+        if !owned_in_reach {
+            return Ok(CompleteResult::default());
+        }
         match external.complete(request).await {
             None => Ok(CompleteResult::default()),
             Some(Ok(result)) => Ok(result),
@@ -498,7 +641,14 @@ impl ServerHandler for Gateway {
         request: rmcp::model::GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetTaskResult, McpError> {
-        self.state.tasks.get(&request.task_id, &self.principal(&context)?)
+        let principal = self.principal(&context)?;
+        match self.state.tasks.get(&request.task_id, &principal) {
+            Err(unknown) => match self.lost_task(&request.task_id, &principal).await {
+                Some((lost, _)) => Ok(lost),
+                None => Err(unknown),
+            },
+            found => found,
+        }
     }
 
     async fn update_task(
@@ -507,7 +657,9 @@ impl ServerHandler for Gateway {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let principal = self.principal(&context)?;
-        self.state.tasks.update(&request.task_id, request.input_responses, &principal)
+        let updated =
+            self.state.tasks.update(&request.task_id, request.input_responses, &principal);
+        self.unless_lost(updated, &request.task_id, &principal).await
     }
 
     async fn cancel_task(
@@ -515,7 +667,9 @@ impl ServerHandler for Gateway {
         request: rmcp::model::CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.state.tasks.cancel(&request.task_id, &self.principal(&context)?)
+        let principal = self.principal(&context)?;
+        let cancelled = self.state.tasks.cancel(&request.task_id, &principal);
+        self.unless_lost(cancelled, &request.task_id, &principal).await
     }
 
     async fn list_prompts(
@@ -586,6 +740,9 @@ impl ServerHandler for Gateway {
             resources.extend(external.resources());
         }
         resources.retain(|resource| self.resource_in_reach(reach.as_ref(), &resource.uri));
+        if self.offers_results_app(&principal, &context) {
+            resources.insert(0, apps::results_resource());
+        }
         let hint = || self.list_hint(external, ListKind::Resources, reach.as_ref());
         Ok(hints::with(ListResourcesResult::with_all_items(resources), hint, &context))
     }

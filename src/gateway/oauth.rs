@@ -3,7 +3,9 @@
 //! Connect, else RFC 8414), its JWKS cached and fetched again for an unknown `kid` (a rotation)
 //! at most every `jwks_min_refresh`; the algorithm comes from the key, never from the token
 //! alone, so `none` and a public key used as an HMAC secret are refused. A token must carry
-//! exactly the issuer, orca's resource in its audience (RFC 8707) and the required scopes.
+//! exactly the issuer, orca's resource in its audience (RFC 8707) and the required scopes; its
+//! header a `typ` among `accepted_token_types` (`at+jwt`, RFC 9068, by default) and no `crit`
+//! (RFC 7515: orca understands no extension); its `iat`, if any, not in the future.
 //! The discovered metadata is kept: its authorization and token endpoints serve the console's
 //! sign-in (`gateway::sign_in`).
 
@@ -49,6 +51,10 @@ pub(crate) enum Refusal {
     /// 503: the issuer's keys cannot be had, so no token can be checked.
     #[error("the authorization server cannot be reached to check the token: {0}")]
     Unavailable(String),
+    /// 429: the memory of seen DPoP proofs is full of proofs still in their window, so a new
+    /// one cannot be told from a replay (`dpop::Replays`); try again in `retry_after` seconds.
+    #[error("too many DPoP proofs were presented lately to remember another")]
+    ProofsFull { retry_after: u64 },
 }
 
 /// A verification key with the one algorithm it may be used with.
@@ -98,6 +104,8 @@ pub(crate) struct Verifier {
     verified: std::sync::Mutex<HashMap<[u8; 32], Verified>>,
     /// The DPoP proofs accepted, against their replay.
     replays: super::dpop::Replays,
+    /// With other replicas: orca's state database, where they remember the proofs together.
+    shared_replays: Option<sqlx::PgPool>,
 }
 
 /// A token whose signature, issuer, audience and scopes were checked, with the times it is
@@ -137,7 +145,16 @@ impl Verifier {
             fetching: Mutex::default(),
             verified: std::sync::Mutex::default(),
             replays: super::dpop::Replays::default(),
+            shared_replays: None,
         }
+    }
+
+    /// Remember the DPoP proofs seen in `pool`, with the other replicas: a proof is accepted
+    /// once by all of them together. While `pool` cannot be reached, this replica's own memory
+    /// refuses what it has seen (a proof could then be accepted once more by each replica,
+    /// within its minute of life).
+    pub(crate) fn with_shared_replays(self, pool: sqlx::PgPool) -> Verifier {
+        Verifier { shared_replays: Some(pool), ..self }
     }
 
     /// [`verify`](Self::verify) a token as a request presents it: a DPoP-bound token only with
@@ -146,21 +163,45 @@ impl Verifier {
     /// # Errors
     ///
     /// As `verify`; `Invalid` for a presentation the token's binding refuses.
+    /// `forwarded`: another replica of this orca (`cluster`) checked this very presentation
+    /// and forwards it, so its proof is checked again but not counted as a second use.
     pub(crate) async fn verify_presented(
         &self,
         presented: super::dpop::Presentation<'_>,
+        forwarded: bool,
     ) -> Result<TokenIdentity, Refusal> {
         let identity = self.verify(presented.token).await?;
         let now = jsonwebtoken::get_current_timestamp();
-        super::dpop::check(
-            presented,
-            identity.jkt.as_deref(),
-            &self.config.resource,
-            &self.replays,
-            now,
-        )
-        .map_err(Refusal::Invalid)?;
-        Ok(identity)
+        let jkt = identity.jkt.as_deref();
+        if forwarded {
+            super::dpop::check_proof(presented, jkt, &self.config.resource, now)
+                .map_err(Refusal::Invalid)?;
+            return Ok(identity);
+        }
+        let Some(pool) = &self.shared_replays else {
+            super::dpop::check(presented, jkt, &self.config.resource, &self.replays, now)?;
+            return Ok(identity);
+        };
+        let Some(jti) = super::dpop::check_proof(presented, jkt, &self.config.resource, now)
+            .map_err(Refusal::Invalid)?
+        else {
+            return Ok(identity);
+        };
+        let until = now + super::dpop::IAT_WINDOW_SECS;
+        let expires = chrono::DateTime::from_timestamp(i64::try_from(until).unwrap_or(i64::MAX), 0)
+            .unwrap_or_else(chrono::Utc::now);
+        match crate::cluster::limits::remember_proof(pool, jkt.unwrap_or_default(), &jti, expires)
+            .await
+        {
+            crate::cluster::limits::Proof::First => Ok(identity),
+            crate::cluster::limits::Proof::Seen => {
+                Err(Refusal::Invalid("the DPoP proof was used before (jti)".to_owned()))
+            }
+            crate::cluster::limits::Proof::Unknown => {
+                super::dpop::remember(&self.replays, &jti, now)?;
+                Ok(identity)
+            }
+        }
     }
 
     /// The client it asks the issuer with (a short timeout, no redirects followed).
@@ -231,6 +272,15 @@ impl Verifier {
     async fn verify_afresh(&self, token: &str) -> Result<(TokenIdentity, u64, u64), Refusal> {
         let header = jsonwebtoken::decode_header(token)
             .map_err(|_| Refusal::Invalid("the token is not a signed JWT".to_owned()))?;
+        // RFC 7515 section 4.1.11: an extension marked critical that is not understood makes
+        // the token invalid, and orca understands none.
+        if header.crit.is_some() {
+            return Err(Refusal::Invalid(
+                "the token marks header parameters critical (`crit`) that orca does not understand"
+                    .to_owned(),
+            ));
+        }
+        self.check_type(header.typ.as_deref())?;
         let key = self.key_for(header.kid.as_deref()).await?;
         if header.alg != key.algorithm {
             return Err(Refusal::Invalid(format!(
@@ -247,6 +297,7 @@ impl Verifier {
         let claims = jsonwebtoken::decode::<Map<String, Value>>(token, &key.key, &validation)
             .map_err(|error| Refusal::Invalid(self.describe(error.kind())))?
             .claims;
+        self.check_issued_at(&claims)?;
         let identity = self.identity(&claims)?;
         let missing: Vec<String> = self
             .config
@@ -260,6 +311,45 @@ impl Verifier {
         }
         let time = |name: &str| claims.get(name).and_then(Value::as_u64).unwrap_or(0);
         Ok((identity, time("nbf"), time("exp")))
+    }
+
+    /// The token's `typ` must be one of `auth.oauth.accepted_token_types` (RFC 9068 section 4:
+    /// `at+jwt`, so that an ID token or another JWT of the issuer is not taken for an access
+    /// token), or absent when `none` is among them.
+    fn check_type(&self, typ: Option<&str>) -> Result<(), Refusal> {
+        let accepted = &self.config.accepted_token_types;
+        let found = typ.map(crate::config::token_type);
+        let admitted = match &found {
+            Some(found) => {
+                found != crate::config::NO_TOKEN_TYPE && accepted.iter().any(|type_| type_ == found)
+            }
+            None => accepted.iter().any(|type_| type_ == crate::config::NO_TOKEN_TYPE),
+        };
+        if admitted {
+            return Ok(());
+        }
+        let found = match found {
+            Some(found) => format!("`{}`", found.chars().take(64).collect::<String>()),
+            None => "missing".to_owned(),
+        };
+        Err(Refusal::Invalid(format!(
+            "the token's type (`typ`) is {found}, not one of {} (auth.oauth.accepted_token_types)",
+            accepted.join(", ")
+        )))
+    }
+
+    /// A token issued later than now (with the leeway) is refused: the issuer's clock, or the
+    /// token, is not to be trusted.
+    fn check_issued_at(&self, claims: &Map<String, Value>) -> Result<(), Refusal> {
+        let Some(issued_at) = claims.get("iat") else { return Ok(()) };
+        let Some(issued_at) = issued_at.as_f64() else {
+            return Err(Refusal::Invalid("the token's `iat` is not a number".to_owned()));
+        };
+        let now = jsonwebtoken::get_current_timestamp() as f64;
+        if issued_at > now + self.config.leeway.as_secs_f64() {
+            return Err(Refusal::Invalid("the token was issued in the future (`iat`)".to_owned()));
+        }
+        Ok(())
     }
 
     fn describe(&self, kind: &jsonwebtoken::errors::ErrorKind) -> String {
@@ -665,6 +755,7 @@ mod tests {
                 leeway: Duration::from_secs(5),
                 jwks_min_refresh: Duration::ZERO,
                 console_client_id: None,
+                accepted_token_types: vec!["at+jwt".into()],
             })
         }
 
@@ -693,10 +784,18 @@ mod tests {
         }
     }
 
+    /// An access token as RFC 9068 has it (`typ: at+jwt`).
     fn sign(kid: &str, claims: &Value) -> String {
+        sign_with(kid, claims, |_| {})
+    }
+
+    /// A token whose header `change` alters.
+    fn sign_with(kid: &str, claims: &Value, change: impl FnOnce(&mut Header)) -> String {
         let (algorithm, key) = key(kid);
         let mut header = Header::new(algorithm);
         header.kid = Some(kid.to_owned());
+        header.typ = Some("at+jwt".to_owned());
+        change(&mut header);
         encode(&header, claims, &key).unwrap()
     }
 
@@ -775,6 +874,7 @@ mod tests {
                 {
                     let mut header = Header::new(Algorithm::HS256);
                     header.kid = Some("rsa-1".into());
+                    header.typ = Some("at+jwt".into());
                     let secret = public_key["keys"][0].to_string();
                     encode(&header, &issuer.claims(), &EncodingKey::from_secret(secret.as_bytes()))
                         .unwrap()
@@ -792,6 +892,35 @@ mod tests {
                 "no key of the issuer has the id `rsa-2`",
             ),
             ("not a JWT", "a.b".to_owned(), "not a signed JWT"),
+            (
+                "an unknown critical header",
+                sign_with("rsa-1", &issuer.claims(), |header| {
+                    header.crit = Some(vec!["exp-policy".into()]);
+                    header.extras.insert("exp-policy".to_owned(), "strict".to_owned());
+                }),
+                "critical (`crit`)",
+            ),
+            (
+                "an empty critical list",
+                sign_with("rsa-1", &issuer.claims(), |header| header.crit = Some(vec![])),
+                "critical (`crit`)",
+            ),
+            (
+                "a plain JWT (an ID token, say)",
+                sign_with("rsa-1", &issuer.claims(), |header| header.typ = Some("JWT".into())),
+                "type (`typ`) is `jwt`, not one of at+jwt",
+            ),
+            (
+                "no type",
+                sign_with("rsa-1", &issuer.claims(), |header| header.typ = None),
+                "type (`typ`) is missing",
+            ),
+            (
+                "issued an hour from now",
+                sign("rsa-1", &with(json!({"iat": now + 3600}))),
+                "issued in the future",
+            ),
+            ("an iat that is no number", sign("rsa-1", &with(json!({"iat": "now"}))), "`iat`"),
         ];
         for (case, token, reason) in cases {
             match verifier.verify(&token).await {
@@ -808,6 +937,31 @@ mod tests {
         );
         let as_list = sign("rsa-1", &with(json!({"scope": null, "scp": ["orca.read"]})));
         assert!(verifier.verify(&as_list).await.is_ok(), "scopes may come as `scp`");
+        let prefixed = sign_with("rsa-1", &issuer.claims(), |header| {
+            header.typ = Some("application/AT+JWT".into());
+        });
+        assert!(verifier.verify(&prefixed).await.is_ok(), "the media type in full");
+        let within_leeway = sign("rsa-1", &with(json!({"iat": now + 2})));
+        assert!(verifier.verify(&within_leeway).await.is_ok(), "a clock a little ahead");
+        issuer.server.abort();
+    }
+
+    #[tokio::test]
+    async fn the_accepted_token_types_are_a_setting() {
+        let issuer = Issuer::start(&["rsa-1"]).await;
+        let mut config = issuer.verifier().config.clone();
+        config.accepted_token_types = vec!["at+jwt".into(), "jwt".into(), "none".into()];
+        let verifier = Verifier::new(config);
+        for typ in [Some("at+jwt"), Some("JWT"), None] {
+            let token = sign_with("rsa-1", &issuer.claims(), |header| {
+                header.typ = typ.map(str::to_owned);
+            });
+            assert!(verifier.verify(&token).await.is_ok(), "{typ:?}");
+        }
+        let id_token = sign_with("rsa-1", &issuer.claims(), |header| {
+            header.typ = Some("id_token+jwt".into());
+        });
+        assert!(matches!(verifier.verify(&id_token).await, Err(Refusal::Invalid(_))));
         issuer.server.abort();
     }
 
@@ -879,6 +1033,7 @@ mod tests {
             leeway: Duration::from_secs(60),
             jwks_min_refresh: Duration::from_secs(30),
             console_client_id: None,
+            accepted_token_types: vec!["at+jwt".into()],
         });
         let metadata = "resource_metadata=\"https://orca.example.com/.well-known/oauth-protected-resource/mcp\"";
         assert_eq!(verifier.challenge(None), format!("Bearer {metadata}, scope=\"orca.read\""));

@@ -74,37 +74,44 @@ impl Gateway {
         let unknown =
             || McpError::resource_not_found(format!("unknown resource: {}", shown(uri)), None);
         let reach = self.servers_in_reach(&principal);
-        let (server, outcome, database) = match self.state.registry.resource_server(uri) {
-            Some(server) if principal.may(Verb::Read) => {
-                if !in_reach(reach.as_ref(), server) {
-                    return Err(unknown());
-                }
-                let call_context = CallContext::new(principal.clone());
-                let Some(outcome) = self.state.registry.read_resource(uri, &call_context).await
-                else {
-                    return Err(unknown());
-                };
-                let outcome = outcome.map(|value| {
-                    ReadResourceResult::new(vec![
-                        ResourceContents::text(value.to_string(), uri.to_owned())
-                            .with_mime_type("application/json"),
-                    ])
-                });
-                (server.to_owned(), outcome, call_context.database())
+        let (server, outcome, database) = if uri == super::apps::RESULTS_URI {
+            if !self.offers_results_app(&principal, &context) {
+                return Err(unknown());
             }
-            _ => {
-                let Some(external) = self.readable_external(&context)? else {
-                    return Err(unknown());
-                };
-                let Some(server) = external.resource_server(uri) else { return Err(unknown()) };
-                if !in_reach(reach.as_ref(), &server) {
-                    return Err(unknown());
+            ("orca".to_owned(), Ok(super::apps::results_contents()), None)
+        } else {
+            match self.state.registry.resource_server(uri) {
+                Some(server) if principal.may(Verb::Read) => {
+                    if !in_reach(reach.as_ref(), server) {
+                        return Err(unknown());
+                    }
+                    let call_context = CallContext::new(principal.clone());
+                    let Some(outcome) = self.state.registry.read_resource(uri, &call_context).await
+                    else {
+                        return Err(unknown());
+                    };
+                    let outcome = outcome.map(|value| {
+                        ReadResourceResult::new(vec![
+                            ResourceContents::text(value.to_string(), uri.to_owned())
+                                .with_mime_type("application/json"),
+                        ])
+                    });
+                    (server.to_owned(), outcome, call_context.database())
                 }
-                let caller = self.caller(&context, exchange);
-                let Some(outcome) = external.read_resource(uri, Some(caller)).await else {
-                    return Err(unknown());
-                };
-                (server, outcome, None)
+                _ => {
+                    let Some(external) = self.readable_external(&context)? else {
+                        return Err(unknown());
+                    };
+                    let Some(server) = external.resource_server(uri) else { return Err(unknown()) };
+                    if !in_reach(reach.as_ref(), &server) {
+                        return Err(unknown());
+                    }
+                    let caller = self.caller(&context, exchange);
+                    let Some(outcome) = external.read_resource(uri, Some(caller)).await else {
+                        return Err(unknown());
+                    };
+                    (server, outcome, None)
+                }
             }
         };
         let read = ResourceRead {

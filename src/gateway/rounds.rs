@@ -33,15 +33,27 @@ impl Gateway {
         let bound_to = input_required::binding(&principal, "tools/call", &request.name);
         let pending = &self.state.pending;
         if let Some(state) = request.request_state.take() {
+            if crate::cluster::untag_state(&state)
+                .is_some_and(|(replica, _)| replica != self.state.cluster.id())
+            {
+                let reason = "the replica that held this call has stopped, and the call with it";
+                super::call::record_lost(&self.state, &principal, &request.name, reason);
+            }
             let responses = request.input_responses.take();
             let round = pending.resume(&state, responses, &bound_to, &context.ct, tool_failed);
             return round.await.map(tool_round);
         }
-        let external = matches!(self.state.registry.route(&request.name), Some(Route::External(_)));
+        let route = self.state.registry.route(&request.name);
+        let external = matches!(route, Some(Route::External(_)));
+        // orca's own tools that may ask the client's model (`sampling.rs`) ask it in rounds too.
+        let samples = matches!(
+            route,
+            Some(Route::Internal(tool)) if super::sampling::SAMPLING_TOOLS.contains(&tool.spec.name())
+        );
         if external && input_required::translates(&context) && super::tasks::declared(&context) {
             return self.call_as_task(request, context, started, principal).await;
         }
-        if external && input_required::translates(&context) {
+        if (external || samples) && input_required::translates(&context) {
             // The call runs on a task of its own, so that it outlives this request while the
             // client comes back with the input its server asks for; it is recorded once, when
             // it ends.

@@ -1,6 +1,9 @@
 //! Tool search in the gateway: when a caller's `tools/list` offers `search_tools` and
 //! `call_tool` instead of every tool, what the two answer, and the search indexes, one per set
 //! of visible tools, rebuilt when that set changes (an external server's `list_changed`).
+//! With `catalog.embeddings`, every tool's text is handed to `catalog::Semantic` at start and
+//! on each change of the tools, which embeds them in the background; a search never waits
+//! for that.
 //!
 //! Search is offered when the caller may see more tools than `catalog.search_above`, when its
 //! principal or one of its roles is listed in `catalog.principals` / `catalog.roles`, when an
@@ -13,7 +16,7 @@
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, Tool};
@@ -22,10 +25,9 @@ use serde_json::{Map, Value, json};
 
 use sqlx::PgPool;
 
-use crate::catalog::{
-    Document, EmbedError, Embedder, Lexical, Ranker, best, blend, cached_or_embedded,
-};
+use crate::catalog::{Document, Embedder, Lexical, Ranked, Ranker, Semantic, TextHash, best};
 use crate::config::{CatalogConfig, Config, Principal};
+use crate::registry::Registry;
 
 pub(super) const SEARCH_TOOLS: &str = "search_tools";
 pub(super) const CALL_TOOL: &str = "call_tool";
@@ -140,23 +142,28 @@ pub(super) fn unwrap_call(request: &mut CallToolRequestParams) -> Result<(), Mcp
     Ok(())
 }
 
-/// The embeddings of a set of tools, in the set's order.
-type Vectors = Arc<Vec<Vec<f32>>>;
+/// The search index of one set of tools: its lexical index and, with the semantic layer, the
+/// hash of each tool's text (its vector's key), in the set's order.
+#[derive(Debug)]
+struct Index {
+    lexical: Lexical,
+    texts: Vec<TextHash>,
+}
 
 /// The search indexes, shared by every session of a gateway.
 #[derive(Debug, Default)]
 pub(crate) struct Indexes {
     ranker: Ranker,
-    kept: Mutex<Vec<(u64, Arc<Lexical>)>>,
-    /// The configured embeddings model and its share of the blend.
-    semantic: Option<(Embedder, f64)>,
-    /// The tools' vectors, per set of tools, once embedded (or read from the cache).
-    vectors: Mutex<Vec<(u64, Vectors)>>,
+    kept: Mutex<Vec<(u64, Arc<Index>)>>,
+    /// The semantic layer, when `catalog.embeddings` is set.
+    semantic: Option<Arc<Semantic>>,
 }
 
 impl Indexes {
-    /// Indexes for `config`: with the semantic layer when `catalog.embeddings` is set.
-    pub(crate) fn new(config: &Config) -> Indexes {
+    /// Indexes for `config`: with the semantic layer when `catalog.embeddings` is set, whose
+    /// background task then embeds the tools of `registry` (caching them in `pool`) at once
+    /// and after each change of its tools.
+    pub(crate) fn new(config: &Config, registry: &Arc<Registry>, pool: &PgPool) -> Indexes {
         let semantic = config.catalog.embeddings.as_ref().map(|embeddings| {
             let endpoint = config
                 .llm
@@ -175,13 +182,15 @@ impl Indexes {
                 &embeddings.model,
                 embeddings.timeout,
             );
-            (embedder, embeddings.weight)
+            let semantic = Semantic::start(embedder, embeddings.weight, pool.clone());
+            tokio::spawn(follow_catalog(Arc::downgrade(&semantic), Arc::downgrade(registry)));
+            semantic
         });
         Indexes { semantic, ..Indexes::default() }
     }
 
     /// The index of exactly `tools`, built now if this set has none.
-    fn of(&self, tools: &[(Tool, String)]) -> Arc<Lexical> {
+    fn of(&self, tools: &[(Tool, String)]) -> Arc<Index> {
         let fingerprint = fingerprint(tools);
         if let Some((_, index)) = self
             .kept
@@ -208,7 +217,12 @@ impl Indexes {
                 )
             })
             .collect();
-        let index = Arc::new(self.ranker.index(&documents));
+        let texts = if self.semantic.is_some() {
+            tools.iter().map(|(tool, _)| crate::catalog::text_hash(&tool_text(tool))).collect()
+        } else {
+            Vec::new()
+        };
+        let index = Arc::new(Index { lexical: self.ranker.index(&documents), texts });
         let mut kept = self.kept.lock().expect("the index lock is never held across a panic");
         if kept.len() >= KEPT_INDEXES {
             kept.remove(0);
@@ -218,40 +232,34 @@ impl Indexes {
     }
 }
 
-/// The blended scores of `query` over `tools`, whose lexical scores are `lexical`.
-async fn blended(
-    indexes: &Indexes,
-    embedder: &Embedder,
-    weight: f64,
-    pool: &PgPool,
-    tools: &[(Tool, String)],
-    query: &str,
-    lexical: &[f64],
-) -> Result<Vec<f64>, EmbedError> {
-    let fingerprint = fingerprint(tools);
-    let known = indexes
-        .vectors
-        .lock()
-        .expect("the vector lock is never held across a panic")
-        .iter()
-        .find(|(kept, _)| *kept == fingerprint)
-        .map(|(_, vectors)| Arc::clone(vectors));
-    let vectors = match known {
-        Some(vectors) => vectors,
-        None => {
-            let texts: Vec<String> = tools.iter().map(|(tool, _)| tool_text(tool)).collect();
-            let vectors = Arc::new(cached_or_embedded(embedder, pool, &texts).await?);
-            let mut kept =
-                indexes.vectors.lock().expect("the vector lock is never held across a panic");
-            if kept.len() >= KEPT_INDEXES {
-                kept.remove(0);
-            }
-            kept.push((fingerprint, Arc::clone(&vectors)));
-            vectors
+/// Hand `semantic` every tool of `registry` now and after each change of the external
+/// servers' tools, until either is gone.
+async fn follow_catalog(semantic: Weak<Semantic>, registry: Weak<Registry>) {
+    let mut changes = registry
+        .upgrade()
+        .and_then(|registry| registry.external().map(|external| external.subscribe()));
+    loop {
+        let (Some(layer), Some(registry)) = (semantic.upgrade(), registry.upgrade()) else {
+            return;
+        };
+        let mut texts: Vec<String> =
+            registry.tools().map(|tool| tool_text(&tool.spec.tool)).collect();
+        if let Some(external) = registry.external() {
+            texts.extend(external.tools().iter().map(|(tool, _, _)| tool_text(tool)));
         }
-    };
-    let query_vector = embedder.embed(&[query.to_owned()]).await?.pop().unwrap_or_default();
-    Ok(blend(lexical, &query_vector, &vectors, weight))
+        layer.catalog(texts);
+        drop((layer, registry));
+        let Some(changes) = changes.as_mut() else { return };
+        let tools = changes.borrow_and_update().tools;
+        loop {
+            if changes.changed().await.is_err() {
+                return;
+            }
+            if changes.borrow_and_update().tools != tools {
+                break;
+            }
+        }
+    }
 }
 
 /// What a tool's embedding is made of: its name, title and description.
@@ -259,9 +267,8 @@ fn tool_text(tool: &Tool) -> String {
     let title = tool
         .title
         .as_deref()
-        .or_else(|| tool.annotations.as_ref().and_then(|annotations| annotations.title.as_deref()))
-        .unwrap_or_default();
-    format!("{}\n{title}\n{}", tool.name, tool.description.as_deref().unwrap_or_default())
+        .or_else(|| tool.annotations.as_ref().and_then(|annotations| annotations.title.as_deref()));
+    crate::catalog::tool_text(&tool.name, title, tool.description.as_deref().unwrap_or_default())
 }
 
 /// What identifies a set of tools for its index: each one's name, server, description and the
@@ -285,7 +292,6 @@ fn fingerprint(tools: &[(Tool, String)]) -> u64 {
 /// `-32602` when `query` is missing or `limit` is not a positive integer.
 pub(super) async fn search(
     indexes: &Indexes,
-    pool: &PgPool,
     tools: &[(Tool, String)],
     arguments: Option<&Map<String, Value>>,
 ) -> Result<(Value, Map<String, Value>), McpError> {
@@ -306,26 +312,22 @@ pub(super) async fn search(
         },
     };
     let index = indexes.of(tools);
-    let lexical = index.scores(query);
+    let lexical = index.lexical.scores(query);
     let mut meta = Map::new();
     let scores = match &indexes.semantic {
         None => {
             meta.insert("ranking".into(), Value::from("lexical"));
             lexical
         }
-        Some((embedder, weight)) => {
-            match blended(indexes, embedder, *weight, pool, tools, query, &lexical).await {
-                Ok(scores) => {
-                    meta.insert("ranking".into(), Value::from("blended"));
-                    scores
-                }
-                Err(error) => {
-                    tracing::warn!(error = %error, "tool search fell back to the lexical ranking");
-                    meta.insert("ranking".into(), Value::from("lexical"));
-                    meta.insert("semantic_error".into(), Value::from(error.to_string()));
-                    lexical
-                }
+        Some(semantic) => {
+            let Ranked { scores, blended, embedded, error } =
+                semantic.rank(query, &index.texts, lexical).await;
+            meta.insert("ranking".into(), Value::from(if blended { "blended" } else { "lexical" }));
+            meta.insert("embedded".into(), Value::from(embedded));
+            if let Some(error) = error {
+                meta.insert("semantic_error".into(), Value::from(error));
             }
+            scores
         }
     };
     let found: Vec<Value> =
@@ -363,8 +365,7 @@ impl super::Gateway {
         started: std::time::Instant,
     ) -> Result<CallToolResult, McpError> {
         let (value, mut meta) =
-            search(&self.state.search, &self.state.state_pool, visible, request.arguments.as_ref())
-                .await?;
+            search(&self.state.search, visible, request.arguments.as_ref()).await?;
         let execution_id = uuid::Uuid::now_v7();
         let feedback_token = uuid::Uuid::new_v4();
         let trace_id = super::trace_id(

@@ -107,14 +107,20 @@ pub(crate) async fn token(State(gate): State<AuthGate>, request: Request) -> Res
         .and_then(|value| value.to_str().ok())
         .unwrap_or_default()
         .to_owned();
-    let Ok(body) = axum::body::to_bytes(request.into_body(), MAX_TOKEN_REQUEST_BYTES).await else {
-        gate.count_failure(client);
-        return error_response(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            ErrorCode::InvalidInput,
-            &format!("the request body is larger than {MAX_TOKEN_REQUEST_BYTES} bytes"),
-            None,
-        );
+    let body = match axum::body::to_bytes(request.into_body(), MAX_TOKEN_REQUEST_BYTES).await {
+        Ok(body) => body,
+        Err(error) => {
+            gate.count_failure(client).await;
+            if super::edge::timed_out(&error) {
+                return super::edge::unreadable_body(&error);
+            }
+            return error_response(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                ErrorCode::InvalidInput,
+                &format!("the request body is larger than {MAX_TOKEN_REQUEST_BYTES} bytes"),
+                None,
+            );
+        }
     };
     match exchange(verifier, &client_id, &host, &body).await {
         Ok((access_token, expires_in)) => {
@@ -139,7 +145,7 @@ pub(crate) async fn token(State(gate): State<AuthGate>, request: Request) -> Res
                 }
             };
             if !matches!(error, ExchangeError::Unavailable(_)) {
-                gate.count_failure(client);
+                gate.count_failure(client).await;
             }
             error_response(status, code, &error.to_string(), Some(hint))
         }

@@ -6,6 +6,19 @@
 //! `tasks/update` answers it; `tasks/cancel` cancels the call at the server. A task is its
 //! creator's: another principal's `tasks/*` finds no such task. An upstream's JSON-RPC error
 //! settles the task as `failed`; a tool's own error as `completed` with `isError`.
+//!
+//! # Design notes
+//!
+//! `tasks.rs` is the tasks extension for 2026-07-28 clients that declare it: a proxied call not
+//! finished within 250 ms, or asking for input, becomes a task of rmcp's `TaskManager` (`follow`
+//! turns the exchange's requests into the task's input requests and `tasks/update`'s answers back,
+//! a cancelled task into a cancelled call, an upstream's JSON-RPC error into a failed task), each
+//! task noted as its creator's for `tasks/get`, `tasks/update` and `tasks/cancel`. `rounds.rs`
+//! serves a proxied `tools/call` and an external `prompts/get` through it, and `reads.rs`
+//! `resources/read` (orca's own resources and external ones, each read recorded in tracking as
+//! `resources/read`): resumed from a `requestState`, started in rounds for a 2026-07-28 client, or
+//! run directly (with the caller noted, so that an external prompt's requests reach a 2025 client
+//! too); every complete result carries `resultType`, which rmcp takes off for older clients.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -15,14 +28,15 @@ use futures::StreamExt as _;
 use futures::stream::FuturesUnordered;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CreateTaskResult, ErrorCode,
-    GetTaskResult, InputResponses,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CreateTaskResult, DetailedTask,
+    ErrorCode, GetTaskResult, InputResponses, Task, TaskPayload, TaskStatus,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions};
 use tokio::sync::oneshot;
 
 use super::Gateway;
+use crate::cluster::{Item, Owner};
 use crate::config::Principal;
 use crate::external::Exchange;
 
@@ -31,7 +45,7 @@ const SHORTCUT: Duration = Duration::from_millis(250);
 /// Past this many owners noted, those of tasks the manager has forgotten are dropped.
 const FORGET_ABOVE: usize = 1024;
 
-/// The tasks of this process, and whose each is.
+/// The tasks of this process, and whose each is (`Principal::identity`).
 #[derive(Default)]
 pub(crate) struct Tasks {
     manager: TaskManager,
@@ -49,7 +63,7 @@ impl Tasks {
     fn owned<'a>(&self, task_id: &'a str, principal: &Principal) -> Result<&'a str, McpError> {
         let owners = self.owners.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         match owners.get(task_id) {
-            Some(owner) if *owner == principal.name => Ok(task_id),
+            Some(owner) if *owner == principal.identity() => Ok(task_id),
             _ => Err(McpError::invalid_params(format!("unknown task: {task_id}"), None)),
         }
     }
@@ -96,7 +110,8 @@ impl Gateway {
     ) -> Result<CallToolResponse, McpError> {
         let offered = request.input_responses.take().unwrap_or_default();
         let exchange = Exchange::new(context.client_capabilities(), offered);
-        let owner = principal.name.clone();
+        let owner = principal.identity();
+        let tool = request.name.to_string();
         let (sender, mut outcome) = oneshot::channel();
         let gateway = self.clone();
         let asks = exchange.clone();
@@ -118,13 +133,59 @@ impl Gateway {
         let task = tasks
             .manager
             .spawn(TaskOptions::new(), move |context| Box::pin(follow(context, exchange, outcome)));
-        let mut owners = tasks.owners.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        // Tasks past their retention leave the manager; their owners go with them.
-        if owners.len() >= FORGET_ABOVE {
-            owners.retain(|id, _| tasks.manager.get_task(id).is_ok());
+        {
+            let mut owners = tasks.owners.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            // Tasks past their retention leave the manager; their owners go with them.
+            if owners.len() >= FORGET_ABOVE {
+                owners.retain(|id, _| tasks.manager.get_task(id).is_ok());
+            }
+            owners.insert(task.task_id.clone(), owner.clone());
         }
-        owners.insert(task.task_id.clone(), owner);
+        // Any replica can then send this task's `tasks/*` here.
+        self.state.cluster.note(Item::Task, &task.task_id, &owner, Some(&tool)).await;
         Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
+    }
+
+    /// `done`, or, for a task another replica ran and lost with it, the error that says so.
+    pub(super) async fn unless_lost(
+        &self,
+        done: Result<(), McpError>,
+        task_id: &str,
+        principal: &Principal,
+    ) -> Result<(), McpError> {
+        let Err(unknown) = done else { return Ok(()) };
+        match self.lost_task(task_id, principal).await {
+            Some((_, why)) => Err(McpError::invalid_request(why, None)),
+            None => Err(unknown),
+        }
+    }
+
+    /// `principal`'s task `task_id` that this replica does not hold, when another replica ran
+    /// it and has stopped: `failed`, saying why; the first request that finds it so records the
+    /// call lost.
+    pub(super) async fn lost_task(
+        &self,
+        task_id: &str,
+        principal: &Principal,
+    ) -> Option<(GetTaskResult, String)> {
+        let cluster = &self.state.cluster;
+        let (owner, noted) = cluster.owner_of(Item::Task, task_id).await;
+        let noted = noted.filter(|noted| noted.owner == principal.identity())?;
+        let Owner::Gone { replica } = owner else { return None };
+        let why = format!(
+            "the replica that ran this task ({replica}) has stopped, and the call with it; call the tool again"
+        );
+        if cluster.mark_lost(Item::Task, task_id).await {
+            let tool = noted.tool.as_deref().unwrap_or("tasks/get");
+            super::call::record_lost(&self.state, principal, tool, &why);
+        }
+        let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let mut task = Task::new(task_id, TaskStatus::Failed, now.clone(), now);
+        task.status_message = Some(why.clone());
+        let error = serde_json::json!({ "code": ErrorCode::INTERNAL_ERROR.0, "message": why });
+        let serde_json::Value::Object(error) = error else { unreachable!("an object") };
+        let detailed = DetailedTask::new(task, TaskPayload::Failed { error });
+        Some((GetTaskResult::new(detailed), why))
     }
 }
 

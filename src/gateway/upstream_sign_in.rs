@@ -1,12 +1,14 @@
 //! The console's sign-ins to external servers that ask for OAuth, as HTTP routes over
-//! `external`'s sign-in flow: `GET /console/api/upstreams` (each OAuth upstream, its mode,
-//! status and whether the caller is signed in), `POST /console/api/upstreams/<name>/sign-in`
+//! `external`'s sign-in flow: `GET /console/api/upstreams` (each OAuth upstream the caller may
+//! use, its mode, status and whether the caller is signed in), `POST /console/api/upstreams/<name>/sign-in`
 //! (starts a sign-in; answers the authorization URL and sets the browser's binding cookie),
 //! `DELETE` of the same (forgets it, as `orca logout` does), all behind the same authentication
 //! as `/mcp`; and `GET /oauth/upstream/callback`, where the person's browser comes back: the
 //! `state` and the cookie are checked, the code exchanged by orca, and the browser sent back to
 //! orca's own console page, never elsewhere. For a `per_user` upstream the sign-in is the
-//! caller's own; for a `shared` one only a caller holding every verb may sign in or out.
+//! caller's own; for a `shared` one only a caller holding every verb may sign in or out. A
+//! caller sees and starts sign-ins only for the servers in its reach (those its role shows it a
+//! tool of); another is unknown to it (404).
 
 use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -39,13 +41,38 @@ fn refused(error: &SignInError) -> Response {
         }
         SignInError::Service(_) => (StatusCode::CONFLICT, ErrorCode::InvalidInput),
         SignInError::NotAdministrator(_) => (StatusCode::FORBIDDEN, ErrorCode::Unauthorized),
-        SignInError::Busy => (StatusCode::TOO_MANY_REQUESTS, ErrorCode::RateLimited),
+        SignInError::Busy | SignInError::TooManyOfYours => {
+            (StatusCode::TOO_MANY_REQUESTS, ErrorCode::RateLimited)
+        }
         SignInError::Expired | SignInError::OtherBrowser => {
             (StatusCode::BAD_REQUEST, ErrorCode::InvalidInput)
         }
         SignInError::Failed(_) => (StatusCode::BAD_GATEWAY, ErrorCode::UpstreamUnavailable),
     };
     error_response(status, code, &error.to_string(), None)
+}
+
+/// Whether `principal` may sign in to `name`: the server is in its reach, by the policy that
+/// hides a server's tools from it (`servers_in_reach`). A server whose tools nobody has listed
+/// yet (a per-user upstream nobody has signed in to) is in reach when the caller's tool policy
+/// could admit a tool of it.
+fn in_reach(
+    state: &AppState,
+    principal: &Principal,
+    external: &crate::external::ExternalServers,
+    name: &str,
+) -> bool {
+    let Some(reach) = super::visible::servers_in_reach(&state.visible, &state.registry, principal)
+    else {
+        return true;
+    };
+    if reach.contains(name) {
+        return true;
+    }
+    let (Some(prefix), Some(policies)) = (external.unlisted_prefix(name), &principal.tools) else {
+        return false;
+    };
+    policies.iter().any(|policy| policy.could_admit_a_tool_of(name, prefix))
 }
 
 fn no_external() -> Response {
@@ -59,18 +86,22 @@ pub(crate) async fn list(State(state): State<AppState>, request: Request) -> Res
         return axum::Json(json!({ "upstreams": [] })).into_response();
     };
     match external.oauth_sign_ins(&principal.user_identity(), administrator(&principal)).await {
-        Ok(upstreams) => axum::Json(json!({ "upstreams": upstreams })).into_response(),
+        Ok(mut upstreams) => {
+            upstreams.retain(|upstream| in_reach(&state, &principal, external, &upstream.name));
+            axum::Json(json!({ "upstreams": upstreams })).into_response()
+        }
         Err(error) => refused(&error),
     }
 }
 
-/// orca's address as the browser reaches it: `http.public_url`, else the request's `Host`
-/// (already checked against the allowed hosts) over http.
-fn base_url(state: &AppState, headers: &HeaderMap) -> Option<String> {
+/// orca's address as the browser reaches it: `http.public_url`, else the request's `Host` over
+/// http when it is orca's own address (a name allowed by name, with the port orca listens on:
+/// `http::OwnHost`); a `Host` let through by `*` or naming another port builds no URL.
+fn base_url(state: &AppState, request: &Request) -> Option<String> {
     if let Some(url) = &state.config.http.public_url {
         return Some(url.clone());
     }
-    let host = headers.get(header::HOST)?.to_str().ok()?;
+    let host = &request.extensions().get::<super::http::OwnHost>()?.0;
     let well_formed = !host.is_empty()
         && host.bytes().all(|byte| byte.is_ascii_alphanumeric() || b".-:[]".contains(&byte));
     well_formed.then(|| format!("http://{host}"))
@@ -84,12 +115,16 @@ pub(crate) async fn start(
 ) -> Response {
     let Some(principal) = principal_of(&request) else { return missing_principal() };
     let Some(external) = state.registry.external() else { return no_external() };
-    let Some(base) = base_url(&state, request.headers()) else {
+    // A server the caller may not use is unknown to it: no sign-in, no registration.
+    if !in_reach(&state, &principal, external, &name) {
+        return refused(&SignInError::Unknown(name));
+    }
+    let Some(base) = base_url(&state, &request) else {
         return error_response(
             StatusCode::BAD_REQUEST,
             ErrorCode::InvalidInput,
-            "the request has no usable Host; set http.public_url",
-            None,
+            "the request's Host is not orca's own address (a host named in http.allowed_hosts, on the port orca listens on), so no redirect URI can be built from it",
+            Some("set http.public_url to the address people's browsers reach orca at"),
         );
     };
     let redirect_uri = format!("{base}{CALLBACK_PATH}");

@@ -67,6 +67,17 @@ impl VisibleTools {
     }
 }
 
+/// The servers `principal` may reach, the prompts, resources and sign-ins of: those it may see
+/// a tool of; `None`: every server (no tool policy).
+pub(super) fn servers_in_reach(
+    visible: &VisibleTools,
+    registry: &Registry,
+    principal: &Principal,
+) -> Option<std::collections::HashSet<String>> {
+    principal.tools.as_ref()?;
+    Some(visible.of(registry, principal).iter().map(|(_, server)| server.clone()).collect())
+}
+
 /// The tools of the internal servers and of the external ones in `state` that `principal` may
 /// see.
 fn made(

@@ -1,6 +1,12 @@
 //! Anthropic's Messages API over reqwest: `POST {base}/v1/messages` with `x-api-key` and
 //! `anthropic-version`, the system prompt as a top-level string, the answer's text blocks
 //! joined.
+//!
+//! # Design notes
+//!
+//! `anthropic.rs` (Messages API) and `google.rs` (`generateContent`, key in `x-goog-api-key`) build
+//! and read their wire formats over reqwest through `transport.rs` (the retry loop, error bodies,
+//! status to `llm::Error`).
 
 use serde::{Deserialize, Serialize};
 

@@ -3,8 +3,17 @@
 //! `generateContent` (both over reqwest). One retry policy for all of them (429 and 5xx, with
 //! exponential backoff, honouring `Retry-After`), a timeout per attempt, and errors that never
 //! carry a key. Knows nothing of MCP.
+//!
+//! # Design notes
+//!
+//! The model providers behind one `Request` (model, system prompt, alternating turns, temperature,
+//! token cap) and one `Completion` (text, reported model, tokens, latency, HTTP attempts);
+//! `Provider` is a closed enum, not a trait.
+//!
+//! Keys are redacted from provider messages; redirects are not followed. Knows nothing of MCP.
 
 mod anthropic;
+mod client_model;
 mod google;
 mod openai;
 mod retry;
@@ -18,23 +27,30 @@ use opentelemetry::KeyValue;
 use opentelemetry::trace::SpanKind;
 use secrecy::SecretString;
 
+pub(crate) use client_model::{ClientModel, Refusal, Sampled, Sampling};
+
 /// The providers orca can talk to. A closed list: adding one is a code change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum Provider {
     OpenAi,
     Anthropic,
     Google,
+    /// The calling client's own model, asked through MCP sampling (`client_model.rs`): no key,
+    /// no endpoint, only for the call of a client that offers it.
+    Client,
 }
 
 impl Provider {
+    /// The providers reached over HTTP with a key of orca's own.
     pub(crate) const ALL: [Provider; 3] = [Provider::OpenAi, Provider::Anthropic, Provider::Google];
 
-    /// `openai`, `anthropic` or `google`.
+    /// `openai`, `anthropic`, `google` or `client`.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Provider::OpenAi => "openai",
             Provider::Anthropic => "anthropic",
             Provider::Google => "google",
+            Provider::Client => "client",
         }
     }
 
@@ -44,6 +60,7 @@ impl Provider {
             "openai" => Some(Provider::OpenAi),
             "anthropic" => Some(Provider::Anthropic),
             "google" | "gemini" => Some(Provider::Google),
+            "client" => Some(Provider::Client),
             _ => None,
         }
     }
@@ -54,6 +71,7 @@ impl Provider {
             Provider::OpenAi => "OPENAI_API_KEY",
             Provider::Anthropic => "ANTHROPIC_API_KEY",
             Provider::Google => "GEMINI_API_KEY (or GOOGLE_API_KEY)",
+            Provider::Client => "ANTHROPIC_API_KEY, OPENAI_API_KEY or GEMINI_API_KEY",
         }
     }
 }
@@ -64,6 +82,7 @@ pub(crate) fn default_base_url(provider: Provider) -> &'static str {
         Provider::OpenAi => openai::DEFAULT_BASE_URL,
         Provider::Anthropic => anthropic::DEFAULT_BASE_URL,
         Provider::Google => google::DEFAULT_BASE_URL,
+        Provider::Client => "",
     }
 }
 
@@ -167,6 +186,12 @@ pub(crate) enum Error {
     /// A 2xx answer that is not the provider's format, or that holds no text.
     #[error("{provider} sent an answer orca cannot read: {message}")]
     Malformed { provider: Provider, message: String },
+    /// The calling client (or the person at it) would not answer through its model.
+    #[error("the client declined to answer through its model: {message}")]
+    ClientDeclined { message: String },
+    /// The calling client cannot be asked: it offers no sampling, or it went away.
+    #[error("{reason}")]
+    ClientUnavailable { reason: String },
 }
 
 impl Error {
@@ -180,6 +205,8 @@ impl Error {
             Error::Unavailable { .. } => "unavailable",
             Error::Timeout { .. } => "timeout",
             Error::Malformed { .. } => "malformed",
+            Error::ClientDeclined { .. } => "client_declined",
+            Error::ClientUnavailable { .. } => "client_unavailable",
         }
     }
 }
@@ -239,15 +266,33 @@ impl Llm {
     ///
     /// [`Error::MissingKey`] when the provider is not configured; otherwise the [`Error`] of the
     /// last attempt (see the variants).
+    #[cfg(test)]
     pub(crate) async fn complete(
         &self,
         provider: Provider,
         request: &Request,
     ) -> Result<Completion, Error> {
+        self.complete_through(provider, request, None).await
+    }
+
+    /// Ask `provider`'s model as `complete` does, with the calling client's model for
+    /// [`Provider::Client`] (one sampling request, bounded by the timeout; nothing is retried
+    /// at this level).
+    ///
+    /// # Errors
+    ///
+    /// As `complete`; for the client, [`Error::ClientUnavailable`] without one, and the
+    /// errors of its answer (`client_model::complete`).
+    pub(crate) async fn complete_through(
+        &self,
+        provider: Provider,
+        request: &Request,
+        client: Option<&dyn ClientModel>,
+    ) -> Result<Completion, Error> {
         let span = crate::telemetry::Span::child(SpanKind::Client, || {
             (format!("chat {}", request.model), request_attributes(provider, request))
         });
-        let completion = span.run(self.ask(provider, request)).await;
+        let completion = span.run(self.ask(provider, request, client)).await;
         match &completion {
             Ok(completion) => span.set(|| completion_attributes(completion)),
             Err(error) => span.fail(error.kind(), error.to_string()),
@@ -256,8 +301,29 @@ impl Llm {
     }
 
     /// [`Llm::complete`] inside its span.
-    async fn ask(&self, provider: Provider, request: &Request) -> Result<Completion, Error> {
+    async fn ask(
+        &self,
+        provider: Provider,
+        request: &Request,
+        client: Option<&dyn ClientModel>,
+    ) -> Result<Completion, Error> {
         let started = Instant::now();
+        if provider == Provider::Client {
+            let Some(client) = client else {
+                return Err(Error::ClientUnavailable {
+                    reason: "the client provider answers only a call from an MCP client that offers its model (sampling)".to_owned(),
+                });
+            };
+            let answer = client_model::complete(client, request, self.settings.timeout).await?;
+            return Ok(Completion {
+                text: answer.text,
+                model: answer.model,
+                prompt_tokens: None,
+                completion_tokens: None,
+                latency: started.elapsed(),
+                http_attempts: 1,
+            });
+        }
         let endpoint = self.endpoint(provider).ok_or(Error::MissingKey { provider })?;
         let http = self.http.as_ref().map_err(|message| Error::Unavailable {
             provider,
@@ -269,6 +335,8 @@ impl Llm {
             Provider::OpenAi => openai::complete(http, settings, endpoint, request).await?,
             Provider::Anthropic => anthropic::complete(http, settings, endpoint, request).await?,
             Provider::Google => google::complete(http, settings, endpoint, request).await?,
+            // Asked above: the client has no endpoint.
+            Provider::Client => return Err(Error::MissingKey { provider }),
         };
         let latency = started.elapsed();
         tracing::debug!(
@@ -317,6 +385,7 @@ fn request_attributes(provider: Provider, request: &Request) -> Vec<KeyValue> {
         Provider::OpenAi => "openai",
         Provider::Anthropic => "anthropic",
         Provider::Google => "gcp.gemini",
+        Provider::Client => "mcp.client",
     };
     vec![
         KeyValue::new("gen_ai.operation.name", "chat"),

@@ -1,6 +1,13 @@
 //! OpenAI and every OpenAI-compatible server (Ollama, vLLM, LM Studio, OpenRouter) through
 //! async-openai's chat completions. Retries run inside async-openai's tower middleware with
 //! orca's own [`Policy`], so that they follow the one policy of [`super::retry`] and are counted.
+//!
+//! # Design notes
+//!
+//! `openai.rs` goes through async-openai's `Client` with a tower service of orca's own under it
+//! (`with_http_service`): the transport times each attempt and counts it, the retry policy is the
+//! shared one; `max_completion_tokens` for OpenAI itself, `max_tokens` for compatible servers, no
+//! `Authorization` header without a key.
 
 use std::future::Future;
 use std::pin::Pin;

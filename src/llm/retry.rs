@@ -2,6 +2,12 @@
 //! 5xx, a connection that failed before any answer), how long to wait (what the server asked
 //! for, else exponential backoff with jitter) and when to give up. Timeouts are never retried:
 //! the provider may have done, and billed, the work.
+//!
+//! # Design notes
+//!
+//! `retry.rs` is the one policy: 429, 5xx and failed connections are retried with exponential
+//! backoff and jitter, `Retry-After` (seconds or HTTP date) and `retry-after-ms` honoured up to
+//! `max_backoff`, quota errors and timeouts never retried.
 
 use std::error::Error as _;
 use std::time::Duration;

@@ -126,6 +126,9 @@ pub(crate) struct MaskingPolicy {
     pub(crate) id: String,
     /// The rule for each column name; names match case-insensitively.
     pub(crate) columns: BTreeMap<String, MaskRule>,
+    /// The rule for each kind of value masked wherever it appears (`kinds:`), in the results
+    /// PostgreSQL does not mask by name (`results.rs`).
+    pub(crate) kinds: BTreeMap<super::results::ValueKind, MaskRule>,
     /// The salt hashed before every value under [`MaskRule::Hash`]; filled from the orca secret
     /// and never shown (the `Debug` form leaves it out).
     pub(crate) salt: String,
@@ -137,6 +140,7 @@ impl fmt::Debug for MaskingPolicy {
             .debug_struct("MaskingPolicy")
             .field("id", &self.id)
             .field("columns", &self.columns)
+            .field("kinds", &self.kinds)
             .field("salt", &"<hidden>")
             .finish()
     }
@@ -429,6 +433,7 @@ mod tests {
                 ("SSN".to_owned(), MaskRule::Null),
                 ("notes".to_owned(), MaskRule::Null),
             ]),
+            kinds: BTreeMap::new(),
             salt: "pepper".to_owned(),
         }
     }

@@ -1,33 +1,42 @@
 //! Privacy: what a caller may see of the values orca reads. `mask.rs` holds masking policies
-//! (column name -> rule) and the rules themselves; `reads.rs` checks, before a statement runs
-//! for a caller with a masking policy, that every masked column can only reach the result as
-//! itself, as an output column of the top-level `SELECT` that is masked cell by cell while the
-//! rows are decoded.
+//! (column name -> rule, kind of value -> rule) and the rules themselves; `results.rs` applies
+//! them to the results PostgreSQL does not mask (Metabase, Weaviate, external servers; and by
+//! kind only, the SQL tools' rows). The guarantee is PostgreSQL's: `setup.rs`
+//! prepares, for each policy, a database role that can read nothing but views computing the
+//! masked values, and `session.rs` keeps, per target database, the connections logged in as
+//! each such role, where every statement of a masked caller runs. `reads.rs` is a courtesy on
+//! top (`sql.refuse_masked_sql`): it refuses, with a clear error, SQL that uses a masked column
+//! other than as itself, which would only ever see masked values anyway.
 //!
-//! This room sits at the floor of `sql`: it uses `sql` (the [`crate::sql::CellMask`] a read
-//! applies) and `sql` never uses it; the servers and the configuration use both.
+//! This room sits at the floor of `sql`: it uses `sql` (the parser, identifiers, the pools'
+//! options) and `sql` never uses it; the servers and the configuration use both.
+//!
+//! # Design notes
+//!
+//! What a caller may see of the values orca reads, at the floor of `sql` (it uses `sql`; `sql`
+//! never uses it; `config` and the servers use both). `mask.rs` holds the masking rules and
+//! policies (`MaskingPolicy`, `mask_value`, salted hashes); `mod.rs` implements `sql::CellMask` for
+//! a policy, derives a policy's salt from the orca secret and combines the policies of several
+//! roles (none when one role has none; else every column any masks). `reads.rs` is the check a read
+//! of a masked caller passes before it runs: it parses the SQL with pg_query and walks the
+//! serialized tree, and lets a masked column reach the result only as a bare column of the
+//! top-level `SELECT` list under its own name (or through `*` / `t.*` there); any other reference,
+//! a renaming, a whole-row reference, a star inside an expression or under a set operation, a
+//! renaming column list, `USING` on a masked column, a `NATURAL` join, `RETURNING` or a positional
+//! `ORDER BY`/`GROUP BY` onto a masked or star output is refused. `config` gives each `auth.roles`
+//! entry its policy and `Principal::with_roles` the combination; `cli` salts them when orca starts;
+//! `servers::sql_common::caller_mask` runs the check and hands the policy to the read. PII
+//! detection (`sql/pii.rs`) stays in `sql`.
 
 pub(crate) mod mask;
 pub(crate) mod reads;
+pub(crate) mod results;
+pub(crate) mod session;
+pub(crate) mod setup;
 
 use std::sync::Arc;
 
-use serde_json::Value;
-
-use mask::{ColumnRule, MaskingPolicy};
-
-impl crate::sql::CellMask for MaskingPolicy {
-    fn column(&self, name: &str) -> Option<Box<dyn crate::sql::ColumnMask>> {
-        let rule = self.rule_for(name)?;
-        Some(Box::new(ColumnRule::new(*rule, self.salt.as_bytes())))
-    }
-}
-
-impl crate::sql::ColumnMask for ColumnRule {
-    fn mask(&self, cell: &mut Value) {
-        ColumnRule::mask(self, cell);
-    }
-}
+use mask::MaskingPolicy;
 
 /// The salt of the masking policy `id`, derived from the orca secret: stable for one secret
 /// and policy, so equal values hash alike across calls and tools.
@@ -57,6 +66,7 @@ pub(crate) fn combine(
     let mut combined = MaskingPolicy {
         id: held.iter().map(|policy| policy.id.as_str()).collect::<Vec<_>>().join("+"),
         columns: std::collections::BTreeMap::new(),
+        kinds: std::collections::BTreeMap::new(),
         salt: held[0].salt.clone(),
     };
     for policy in &held {
@@ -65,6 +75,9 @@ pub(crate) fn combine(
                 combined.columns.insert(column.clone(), *rule);
             }
         }
+        for (kind, rule) in &policy.kinds {
+            combined.kinds.entry(*kind).or_insert(*rule);
+        }
     }
     Some(Arc::new(combined))
 }
@@ -72,15 +85,14 @@ pub(crate) fn combine(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sql::CellMask;
     use mask::MaskRule;
-    use serde_json::json;
     use std::collections::BTreeMap;
 
     fn policy(id: &str, columns: &[(&str, MaskRule)]) -> Option<Arc<MaskingPolicy>> {
         Some(Arc::new(MaskingPolicy {
             id: id.to_owned(),
             columns: columns.iter().map(|(name, rule)| ((*name).to_owned(), *rule)).collect(),
+            kinds: BTreeMap::new(),
             salt: format!("salt-{id}"),
         }))
     }
@@ -105,42 +117,5 @@ mod tests {
                 ("phone".to_owned(), MaskRule::Null),
             ])
         );
-    }
-
-    #[test]
-    fn a_policy_masks_the_cells_of_the_output_columns_it_names() {
-        let people = policy("people", &[("email", MaskRule::KeepEmailDomain)]).expect("policy");
-        assert!(people.column("first_name").is_none());
-        for name in ["Email", "EMAIL", "email"] {
-            let column = people.column(name).expect("a covered column");
-            let mut cell = json!("ada@example.com");
-            column.mask(&mut cell);
-            assert_eq!(cell, json!("***@example.com"), "{name}");
-        }
-    }
-
-    #[test]
-    fn a_column_masks_cells_as_the_rule_does_one_value_at_a_time() {
-        let people = policy("people", &[("secret", MaskRule::Hash), ("note", MaskRule::Redact)])
-            .expect("policy");
-        let values = [
-            json!("ada"),
-            json!("a much longer value than the hash itself"),
-            json!(7),
-            json!(null),
-            json!(""),
-        ];
-        for (name, rule) in [("secret", MaskRule::Hash), ("note", MaskRule::Redact)] {
-            let column = people.column(name).expect("a covered column");
-            for value in &values {
-                let mut cell = value.clone();
-                column.mask(&mut cell);
-                assert_eq!(
-                    cell,
-                    mask::mask_value(&rule, value, people.salt.as_bytes()),
-                    "{name} {value}"
-                );
-            }
-        }
     }
 }

@@ -1,6 +1,21 @@
 //! The registry: the closed list of internal servers, which of them are enabled, the index from
 //! tool name to owner, and dispatch. Two servers declaring the same tool name stop start-up with
 //! both owners named.
+//!
+//! # Design notes
+//!
+//! Builds the enabled internal servers, indexes tool name → owner, refuses a tool name declared
+//! twice (naming both owners), dispatches calls, and publishes the `Directory` of server summaries
+//! that `list_servers` reads.
+//!
+//! Servers that depend on a remote service (`metabase`, `weaviate`) publish a `servers::Presence`
+//! (status and, once known, a description) on a watch channel; `Registry::connect` follows each one
+//! and is the only writer of their directory entries, so no server touches another's state;
+//! `follow` writes the current presence before it returns, and `connect` waits (at most 5 s) for
+//! Weaviate's first probe (`WeaviateServer::probed`), so the first `list_servers` has its version.
+//!
+//! `Registry::route` finds an internal tool, or else an external one (`Route::External`), by
+//! exposed name.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -9,10 +24,11 @@ use serde_json::{Map, Value};
 use sqlx::PgPool;
 
 use crate::config::ServerKind;
+use crate::directory::{Directory, ServerCapabilitiesSummary, ServerSummary};
 use crate::external::{ExternalServers, RoutedTool};
 use crate::servers::data::DataServer;
 use crate::servers::metabase::MetabaseServer;
-use crate::servers::orca::{Directory, OrcaServer, ServerCapabilitiesSummary, ServerSummary};
+use crate::servers::orca::OrcaServer;
 use crate::servers::postgres::PostgresServer;
 use crate::servers::sql_common::Databases;
 use crate::servers::weaviate::WeaviateServer;
@@ -69,12 +85,20 @@ impl InternalServer {
         arguments: Option<Map<String, Value>>,
         context: &CallContext,
     ) -> Result<ToolOutput, ToolError> {
+        // Each server's call is a future of its own on the heap: the gateway's future (and the
+        // stack an unoptimized build copies it through) holds a pointer, not the largest of them.
         match self {
-            InternalServer::Orca(server) => server.call(tool, arguments, context).await,
-            InternalServer::Postgres(server) => server.call(tool, arguments, context).await,
-            InternalServer::Data(server) => server.call(tool, arguments, context).await,
-            InternalServer::Metabase(server) => server.call(tool, arguments, context).await,
-            InternalServer::Weaviate(server) => server.call(tool, arguments, context).await,
+            InternalServer::Orca(server) => Box::pin(server.call(tool, arguments, context)).await,
+            InternalServer::Postgres(server) => {
+                Box::pin(server.call(tool, arguments, context)).await
+            }
+            InternalServer::Data(server) => Box::pin(server.call(tool, arguments, context)).await,
+            InternalServer::Metabase(server) => {
+                Box::pin(server.call(tool, arguments, context)).await
+            }
+            InternalServer::Weaviate(server) => {
+                Box::pin(server.call(tool, arguments, context)).await
+            }
         }
     }
 
@@ -266,8 +290,10 @@ impl Registry {
                         prompts: *kind == ServerKind::Data,
                     },
                     external: None,
-                    databases: matches!(kind, ServerKind::Postgres | ServerKind::Data)
-                        .then(|| dependencies.databases.clone()),
+                    databases: matches!(kind, ServerKind::Postgres | ServerKind::Data).then(|| {
+                        Arc::new(dependencies.databases.clone())
+                            as Arc<dyn crate::directory::LiveSummaries>
+                    }),
                 },
                 None => ServerSummary {
                     name: kind.name().to_owned(),
@@ -296,9 +322,9 @@ impl Registry {
         Ok(Registry { servers, index, external: None, directory })
     }
 
-    /// Sign the servers that talk to a remote service in (Metabase), waiting at most 5 s, and
-    /// keep their entries in the directory current. A failure does not stop orca: the entry says
-    /// why.
+    /// Sign the servers that talk to a remote service in (Metabase), or wait for their first
+    /// probe (Weaviate's readiness and version), each for at most 5 s, and keep their entries in
+    /// the directory current. A failure does not stop orca: the entry says why.
     pub(crate) async fn connect(&self) {
         for server in &self.servers {
             let name = server.kind().name();
@@ -322,6 +348,11 @@ impl Registry {
                         tokio::time::timeout(std::time::Duration::from_secs(5), connecting).await;
                 }
                 InternalServer::Weaviate(weaviate) => {
+                    // The probe started with the server; a session that lists the servers first
+                    // thing sees what `/v1/meta` said, unless Weaviate takes more than 5 s.
+                    let _ =
+                        tokio::time::timeout(std::time::Duration::from_secs(5), weaviate.probed())
+                            .await;
                     follow(self.directory.clone(), name, weaviate.presence(), Presence::clone);
                 }
                 InternalServer::Orca(_) | InternalServer::Postgres(_) | InternalServer::Data(_) => {
@@ -453,7 +484,7 @@ impl Registry {
         if let Some(tool) = self.resolve(name) {
             return Some(Route::Internal(tool));
         }
-        self.external.as_ref()?.resolve(name).map(Route::External)
+        self.external.as_ref()?.resolve_or_held(name).map(Route::External)
     }
 
     /// Names of the servers that are serving.
@@ -493,36 +524,38 @@ impl Registry {
     }
 }
 
-/// Copy every change of a server's presence into its `list_servers` entry, until the server is
-/// gone.
+/// Copy a server's presence into its `list_servers` entry now, and every change of it after,
+/// until the server is gone.
 fn follow<T: Send + Sync + 'static>(
     directory: Directory,
     name: &'static str,
     mut changes: watch::Receiver<T>,
     show: impl Fn(&T) -> Presence + Send + 'static,
 ) {
+    // Before the caller goes on (and serves a first `list_servers`), not on a task of its own.
+    show_presence(&directory, name, show(&changes.borrow_and_update()));
     tokio::spawn(async move {
-        loop {
+        while changes.changed().await.is_ok() {
             let presence = show(&changes.borrow_and_update());
-            {
-                let mut shared = directory.write().unwrap_or_else(|poisoned| poisoned.into_inner());
-                if let Some(entry) =
-                    shared.iter_mut().find(|entry| entry.kind == "internal" && entry.name == name)
-                {
-                    entry.status = presence.status;
-                    if let Some(description) = presence.description {
-                        entry.description = description;
-                    }
-                    if presence.version.is_some() {
-                        entry.version = presence.version;
-                    }
-                }
-            }
-            if changes.changed().await.is_err() {
-                break;
-            }
+            show_presence(&directory, name, presence);
         }
     });
+}
+
+/// Write one presence into the internal server `name`'s entry.
+fn show_presence(directory: &Directory, name: &str, presence: Presence) {
+    let mut shared = directory.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(entry) =
+        shared.iter_mut().find(|entry| entry.kind == "internal" && entry.name == name)
+    {
+        entry.status = presence.status;
+        if let Some(description) = presence.description {
+            entry.description = description;
+        }
+        if presence.version.is_some() {
+            entry.version = presence.version;
+        }
+    }
 }
 
 /// Map each tool name to its owner, refusing a name declared twice.

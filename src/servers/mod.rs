@@ -1,6 +1,34 @@
 //! The internal MCP servers. Each declares its tools (name, description, input schema, the verb
 //! the caller needs) and answers calls with a domain result or a domain error; the gateway owns
 //! everything that touches the wire.
+//!
+//! # Design notes
+//!
+//! The internal MCP servers, each a variant of the closed enum `registry::InternalServer`.
+//!
+//! A server declares `ToolSpec`s (rmcp `Tool` with a schemars input schema, plus the verb it needs)
+//! and answers `call(tool, arguments, context)` with `Result<ToolOutput, ToolError>`.
+//!
+//! Servers never import each other. `servers/sql_common/` holds what the two SQL servers share:
+//! `Target` (a database's pool, the label tokens are bound to, `catalog@host:port/database`, and
+//! the result source), the `SchemaCache` (named after its catalog, showing only the configured
+//! schemas), `tabular_result`/`tabular_encoded` (a read as the TabularResult of the data-provider
+//! specification), `sql_error` (the mapping of `sql::Error` to the taxonomy), the `database`
+//! parameter added to each SQL tool's schema and taken out of its arguments, and `databases.rs`:
+//! `Database` (name, description, `Target`, read-only, limits, schema cache, context store, and a
+//! watch of its `Health`: `connecting`, `running` or `unreachable: <why>` with a reason that names
+//! no host or password, its version and the `Features` tried when first reached) and `Databases`,
+//! the set in configuration order (`resolve` a name or the only one; `probe_all` at start,
+//! `monitor` every 10 s; `summaries` for `list_servers`, whose directory entry holds the set and
+//! renders it live).
+//!
+//! Each SQL server holds the set and, per call, a copy of itself bound to the chosen database
+//! (`on`): its pool, limits, schema cache and (for `postgres`) context store, so the tools
+//! themselves are unchanged; `CallContext::chose_database` records the choice for tracking.
+//! `postgres/choose.rs` is `generate_sql`'s choice without `database`: one BM25 index over every
+//! database's tables (name, columns, comments) and one text per database (name, description), a
+//! database's score its description's plus its three best tables', close within 20% (ask), or a
+//! question whose named tables no one database holds together (refuse).
 
 pub(crate) mod data;
 pub(crate) mod metabase;
@@ -79,11 +107,23 @@ pub(crate) struct CallContext {
     pub(crate) principal: Principal,
     /// The database the call worked on, once an SQL tool chose it (for tracking).
     database: Arc<std::sync::OnceLock<String>>,
+    /// The calling client as a model to ask (`llm_provider: client`), when the gateway can
+    /// reach it during the call.
+    pub(crate) client_model: Option<Arc<dyn crate::llm::ClientModel>>,
 }
 
 impl CallContext {
     pub(crate) fn new(principal: Principal) -> CallContext {
-        CallContext { principal, database: Arc::default() }
+        CallContext { principal, database: Arc::default(), client_model: None }
+    }
+
+    /// The context of a call whose client can be asked for its model's answers.
+    pub(crate) fn with_client_model(
+        mut self,
+        client_model: Option<Arc<dyn crate::llm::ClientModel>>,
+    ) -> CallContext {
+        self.client_model = client_model;
+        self
     }
 
     /// Note the database the call works on (the first choice holds).

@@ -1,10 +1,22 @@
 //! Statement classification with the real PostgreSQL grammar (pg_query): for every statement its
 //! kind, the tables it names, every function it calls in any position, what it would change,
-//! and anything it uses that orca never runs. Pure: no database, no I/O.
+//! anything it uses that orca never runs, and its parameter placeholders. Pure: no database, no
+//! I/O.
 //!
 //! The parse tree is walked generically (through its own `Serialize` implementation, see
 //! `tree.rs`) so that no node type and no field is skipped: a function hidden in a FROM clause, a window's FILTER, a subscript, a
 //! `LIMIT` or a writable CTE is found wherever it sits.
+//!
+//! # Design notes
+//!
+//! `classify.rs` parses with pg_query and walks the **whole** parse tree, so that no node type or
+//! field is skipped: `tree.rs` walks the tree by driving its own derived `Serialize` with a
+//! `serde::Serializer` that consumes the events as they come (no copy of the tree is built, source
+//! locations are not visited), recognising nodes by their tag and structs by their fields, and
+//! holding relation names written without a schema until the statement whose `WITH` clause may
+//! define them ends: kind of each statement, tables, functions in any position (including attribute
+//! notation), operators, the parameter placeholders (`ParamRef` numbers), and effects (writes
+//! anywhere, `SELECT INTO`, locking clauses, `MERGE` actions); `EXPLAIN ANALYZE x` is `x`.
 
 use std::collections::BTreeSet;
 
@@ -118,6 +130,11 @@ fn classify_node(node: &Node, text: String) -> Result<Statement, ParseError> {
     statement.functions = facts.functions.into_iter().collect();
     statement.attribute_names = facts.attribute_names.into_iter().collect();
     statement.operators = facts.operators.into_iter().collect();
+    // `$n` in a function's SQL body or a prepared statement names that body's own arguments.
+    if !matches!(body, NodeEnum::CreateFunctionStmt(_) | NodeEnum::PrepareStmt(_)) {
+        statement.parameters =
+            facts.parameters.into_iter().filter_map(|n| u32::try_from(n).ok()).collect();
+    }
     statement.denied = policy::denied(&statement);
     // DDL names schemas as plain identifiers (`DROP SCHEMA orca`, `ALTER SCHEMA orca ...`).
     let ddl = matches!(
@@ -237,6 +254,7 @@ impl Statement {
             operators: Vec::new(),
             effects: BTreeSet::new(),
             denied: Vec::new(),
+            parameters: Vec::new(),
             plain_explain: false,
             explain_analyze: false,
             cursor_capable: false,

@@ -1,8 +1,14 @@
 //! Confirmation of writes. A dry run mints either a token for the caller (HMAC-SHA256 over the
-//! exact statement text with its constants, the principal, the database and the expiry) or, with
-//! human confirmation, an approval request that a person approves out of band. Either is
-//! recorded in `orca.confirmation_tokens` and redeemed at most once: the redeeming `UPDATE` is
-//! the single point that two replicas race on, and the database lets only one of them win.
+//! exact statement text with its constants, the principal's identity, the database and the
+//! expiry) or, with human confirmation, an approval request that a person approves out of band.
+//! Either is recorded in `orca.confirmation_tokens` and redeemed at most once: the redeeming
+//! `UPDATE` is the single point that two replicas race on, and the database lets only one of
+//! them win.
+//!
+//! # Design notes
+//!
+//! `confirm.rs` mints, verifies and redeems confirmation tokens and approvals
+//! (`orca.confirmation_tokens`, single use by a conditional `UPDATE`).
 
 use std::path::Path;
 use std::time::Duration;
@@ -99,7 +105,7 @@ impl Secret {
         mac.update(b"orca-confirmation-v1\0");
         mac.update(id.as_bytes());
         mac.update(&expires.to_be_bytes());
-        for part in [binding.principal, binding.database] {
+        for part in [binding.owner, binding.database] {
             mac.update(&(part.len() as u64).to_be_bytes());
             mac.update(part.as_bytes());
         }
@@ -122,19 +128,27 @@ fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
     file.sync_all()
 }
 
-/// What a token or an approval is bound to.
+/// What a token or an approval is bound to: the statement, its owner (the principal's
+/// identity, which tells an API key from a token user of the same name) and the database. The
+/// principal's name is kept beside it, to be shown.
 #[derive(Debug, Clone)]
 pub(crate) struct Binding<'a> {
     pub(crate) statement: &'a Statement,
     pub(crate) statement_sha256: [u8; 32],
+    pub(crate) owner: &'a str,
     pub(crate) principal: &'a str,
     pub(crate) database: &'a str,
 }
 
 impl<'a> Binding<'a> {
-    pub(crate) fn new(statement: &'a Statement, principal: &'a str, database: &'a str) -> Self {
+    /// `owner` is the principal's identity, `principal` its name.
+    pub(crate) fn new(
+        statement: &'a Statement,
+        (owner, principal): (&'a str, &'a str),
+        database: &'a str,
+    ) -> Self {
         let statement_sha256 = Sha256::digest(statement.text.as_bytes()).into();
-        Binding { statement, statement_sha256, principal, database }
+        Binding { statement, statement_sha256, owner, principal, database }
     }
 }
 
@@ -204,8 +218,9 @@ pub(crate) async fn mint(
         DateTime::from_timestamp((Utc::now() + lifetime).timestamp(), 0).unwrap_or_else(Utc::now);
     sqlx::query(
         "INSERT INTO orca.confirmation_tokens (id, statement_sha256, statement, statement_kind, \
-             required_verbs, principal, database, estimated_rows, approval_required, expires_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+             required_verbs, principal, database, estimated_rows, approval_required, expires_at, \
+             owner) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
     )
     .bind(id)
     .bind(binding.statement_sha256.as_slice())
@@ -217,6 +232,7 @@ pub(crate) async fn mint(
     .bind(estimated_rows)
     .bind(human)
     .bind(expires_at)
+    .bind(binding.owner)
     .execute(state)
     .await
     .map_err(unavailable)?;
@@ -301,12 +317,12 @@ pub(crate) async fn redeem_token(
     let redeemed: Option<(Uuid,)> = sqlx::query_as(
         "UPDATE orca.confirmation_tokens SET redeemed_at = now() \
           WHERE id = $1 AND redeemed_at IS NULL AND expires_at > now() AND NOT approval_required \
-            AND statement_sha256 = $2 AND principal = $3 AND database = $4 \
+            AND statement_sha256 = $2 AND owner = $3 AND database = $4 \
          RETURNING id",
     )
     .bind(id)
     .bind(binding.statement_sha256.as_slice())
-    .bind(binding.principal)
+    .bind(binding.owner)
     .bind(binding.database)
     .fetch_optional(state)
     .await
@@ -345,7 +361,7 @@ pub(crate) async fn redeem_approval(
     let redeemed: Option<(Uuid,)> = sqlx::query_as(
         "UPDATE orca.confirmation_tokens SET redeemed_at = now() \
           WHERE id = (SELECT id FROM orca.confirmation_tokens \
-                       WHERE statement_sha256 = $1 AND principal = $2 AND database = $3 \
+                       WHERE statement_sha256 = $1 AND owner = $2 AND database = $3 \
                          AND approval_required AND approved_at IS NOT NULL \
                          AND redeemed_at IS NULL AND expires_at > now() \
                        ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED) \
@@ -353,7 +369,7 @@ pub(crate) async fn redeem_approval(
          RETURNING id",
     )
     .bind(binding.statement_sha256.as_slice())
-    .bind(binding.principal)
+    .bind(binding.owner)
     .bind(binding.database)
     .fetch_optional(state)
     .await
@@ -363,13 +379,13 @@ pub(crate) async fn redeem_approval(
     }
     let pending: Option<(Uuid,)> = sqlx::query_as(
         "SELECT id FROM orca.confirmation_tokens \
-          WHERE statement_sha256 = $1 AND principal = $2 AND database = $3 \
+          WHERE statement_sha256 = $1 AND owner = $2 AND database = $3 \
             AND approval_required AND approved_at IS NULL AND redeemed_at IS NULL \
             AND expires_at > now() \
           ORDER BY created_at DESC LIMIT 1",
     )
     .bind(binding.statement_sha256.as_slice())
-    .bind(binding.principal)
+    .bind(binding.owner)
     .bind(binding.database)
     .fetch_optional(state)
     .await
@@ -387,7 +403,12 @@ pub(crate) struct ApprovalRequest {
     pub(crate) statement: String,
     pub(crate) statement_kind: String,
     pub(crate) required_verbs: Vec<String>,
+    /// Who asked for the write, by name (shown).
     pub(crate) principal: String,
+    /// Who asked for the write, by identity (compared, never shown); `None` for a request
+    /// stored before owners were recorded.
+    #[serde(skip)]
+    pub(crate) owner: Option<String>,
     pub(crate) database: String,
     pub(crate) estimated_rows: Option<f64>,
     pub(crate) created_at: DateTime<Utc>,
@@ -419,7 +440,7 @@ pub(crate) async fn approval_request(
     id: Uuid,
 ) -> Result<ApprovalRequest, ApproveError> {
     sqlx::query_as(
-        "SELECT id, statement, statement_kind, required_verbs, principal, database, \
+        "SELECT id, statement, statement_kind, required_verbs, principal, owner, database, \
                 estimated_rows, created_at, expires_at, approved_at, approved_by \
            FROM orca.confirmation_tokens \
           WHERE id = $1 AND approval_required AND redeemed_at IS NULL AND expires_at > now()",
@@ -431,21 +452,22 @@ pub(crate) async fn approval_request(
     .ok_or(ApproveError::NotFound(id))
 }
 
-/// Approve request `id` on behalf of `approver`, who holds `verbs`. Whoever asked for the write
-/// never approves it: a person other than the requester must.
+/// Approve request `id` on behalf of `approver` (its identity and its name, which is recorded
+/// as `approved_by`), who holds `verbs`. Whoever asked for the write never approves it: a
+/// person other than the requester must.
 ///
 /// # Errors
 ///
-/// `NotFound`, `OwnRequest` when `approver` is the principal that asked for the write,
-/// `MissingVerbs` when the approver lacks a verb the write needs, `Unavailable`.
+/// `NotFound`, `OwnRequest` when `approver` is the principal that asked for the write (the same
+/// identity), `MissingVerbs` when the approver lacks a verb the write needs, `Unavailable`.
 pub(crate) async fn approve(
     state: &PgPool,
     id: Uuid,
-    approver: &str,
+    (approver, approver_name): (&str, &str),
     verbs: &[&str],
 ) -> Result<ApprovalRequest, ApproveError> {
     let request = approval_request(state, id).await?;
-    if request.principal == approver {
+    if request.owner.as_deref() == Some(approver) {
         return Err(ApproveError::OwnRequest(request.principal));
     }
     let missing: Vec<String> =
@@ -457,11 +479,12 @@ pub(crate) async fn approve(
         "UPDATE orca.confirmation_tokens SET approved_at = coalesce(approved_at, now()), \
                 approved_by = coalesce(approved_by, $2) \
           WHERE id = $1 AND approval_required AND redeemed_at IS NULL AND expires_at > now() \
-            AND principal <> $2 \
-         RETURNING id, statement, statement_kind, required_verbs, principal, database, \
+            AND owner IS DISTINCT FROM $3 \
+         RETURNING id, statement, statement_kind, required_verbs, principal, owner, database, \
                    estimated_rows, created_at, expires_at, approved_at, approved_by",
     )
     .bind(id)
+    .bind(approver_name)
     .bind(approver)
     .fetch_optional(state)
     .await
@@ -476,7 +499,7 @@ pub(crate) async fn approve(
 /// When the state database cannot be read.
 pub(crate) async fn pending_approvals(state: &PgPool) -> Result<Vec<ApprovalRequest>, sqlx::Error> {
     sqlx::query_as(
-        "SELECT id, statement, statement_kind, required_verbs, principal, database, \
+        "SELECT id, statement, statement_kind, required_verbs, principal, owner, database, \
                 estimated_rows, created_at, expires_at, approved_at, approved_by \
            FROM orca.confirmation_tokens \
           WHERE approval_required AND approved_at IS NULL AND redeemed_at IS NULL \
@@ -499,24 +522,32 @@ mod tests {
         super::super::classify(sql).unwrap().statements.remove(0)
     }
 
+    const ANN: (&str, &str) = ("key:ann", "ann");
+
     #[test]
-    fn the_signature_binds_constants_principal_database_and_expiry() {
+    fn the_signature_binds_constants_owner_database_and_expiry() {
         let secret = Secret::from_text("0123456789abcdef0123456789abcdef");
         let id = Uuid::new_v4();
         let one = statement("DELETE FROM t WHERE id = 1");
         let two = statement("DELETE FROM t WHERE id = 2");
-        let base = secret.sign(id, 100, &Binding::new(&one, "ann", "db"));
-        assert_eq!(base, secret.sign(id, 100, &Binding::new(&one, "ann", "db")));
+        let base = secret.sign(id, 100, &Binding::new(&one, ANN, "db"));
+        assert_eq!(base, secret.sign(id, 100, &Binding::new(&one, ANN, "db")));
         for other in [
-            secret.sign(id, 100, &Binding::new(&two, "ann", "db")),
-            secret.sign(id, 100, &Binding::new(&one, "bob", "db")),
-            secret.sign(id, 100, &Binding::new(&one, "ann", "db2")),
-            secret.sign(id, 101, &Binding::new(&one, "ann", "db")),
-            secret.sign(Uuid::new_v4(), 100, &Binding::new(&one, "ann", "db")),
+            secret.sign(id, 100, &Binding::new(&two, ANN, "db")),
+            secret.sign(id, 100, &Binding::new(&one, ("key:bob", "bob"), "db")),
+            // A token user of the same name is another owner.
+            secret.sign(
+                id,
+                100,
+                &Binding::new(&one, ("token:https://login.example#ann", "ann"), "db"),
+            ),
+            secret.sign(id, 100, &Binding::new(&one, ANN, "db2")),
+            secret.sign(id, 101, &Binding::new(&one, ANN, "db")),
+            secret.sign(Uuid::new_v4(), 100, &Binding::new(&one, ANN, "db")),
             Secret::from_text("another secret of more than 32 bytes").sign(
                 id,
                 100,
-                &Binding::new(&one, "ann", "db"),
+                &Binding::new(&one, ANN, "db"),
             ),
         ] {
             assert_ne!(base, other);

@@ -18,6 +18,16 @@
 //!    `*_at`, `*_date`, `*_time`, `created`, `updated`.
 //!
 //! The hints are advisory: nothing is enforced on their basis.
+//!
+//! # Design notes
+//!
+//! `hints.rs` (semantic hints of a column), `pii.rs` (PII detectors and per-column confidence) and
+//! `time_range.rs` (instants, durations and windows, absolute or relative) are pure functions;
+//! `substrait/` turns Substrait JSON plans into one `SELECT`: `mod.rs` holds `plan_to_sql`, the
+//! choice of the root and the refusal of unsupported relations; `relations.rs` folds each relation
+//! into a `SELECT` level or a subquery and renders the levels; `expressions.rs` translates field
+//! references and functions; `literals.rs` literals and types; `fragments.rs` SQL fragments with
+//! their precedence and quoting; `json.rs` the lenient protobuf-JSON access and error texts.
 
 use std::fmt;
 

@@ -4,6 +4,12 @@
 //! read-only repeatable-read transaction, whatever the number of tables; the rows are then put
 //! together in Rust by relation oid. System schemas and the `orca` schema (the gateway's own
 //! state) are left out, and so are objects that belong to an extension.
+//!
+//! # Design notes
+//!
+//! `introspect.rs` reads the catalog in a constant 9 queries; `records.rs` maps JSON records onto a
+//! table and inserts them (multi-row `INSERT`, or `COPY` into a staging table for large uniform
+//! batches).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -639,10 +645,12 @@ impl DatabaseSchema {
 /// The schemas that introspection skips, as a condition on `n.nspname`.
 ///
 /// PostgreSQL reserves the `pg_` prefix for system schemas (`pg_catalog`, `pg_toast`, `pg_temp_N`,
-/// `pg_toast_temp_N`), so one pattern covers them.
+/// `pg_toast_temp_N`), so one pattern covers them; orca's state is `orca`, and what masked
+/// callers read lives under `orca_mask` (`privacy::setup`).
 macro_rules! user_schema_filter {
     () => {
-        "n.nspname NOT LIKE 'pg\\_%' AND n.nspname NOT IN ('information_schema', 'orca')"
+        "n.nspname NOT LIKE 'pg\\_%' AND n.nspname NOT LIKE 'orca\\_mask%' \
+         AND n.nspname NOT IN ('information_schema', 'orca')"
     };
 }
 

@@ -1,6 +1,20 @@
 //! SQL on the target PostgreSQL database: classification with the real grammar, the read check,
 //! read execution with caps, and writes behind confirmation tokens. Knows nothing of MCP or
 //! HTTP: callers get plain data or an `Error`.
+//!
+//! # Design notes
+//!
+//! SQL on the target database, knowing nothing of MCP (public so that the fuzz target and
+//! benchmarks can call `classify`).
+//!
+//! A `ReadOnlyQuery` may carry a `CellMask` (`with_mask`): `read.rs` asks it, after the describe,
+//! which output columns (by name) it covers, and masks their cells as each row is decoded, before
+//! the row is counted, encoded or sampled; a paged read whose keys would include a covered column
+//! is not paged (page tokens carry key values), and a time window on one is refused. `sql` defines
+//! the trait and knows no policy.
+//!
+//! `explain_read` in `write.rs` explains a read as text or JSON, with `ANALYZE` inside the
+//! rolled-back read-only transaction.
 
 mod classify;
 mod confirm;
@@ -13,6 +27,7 @@ pub mod pii;
 mod policy;
 mod read;
 pub(crate) mod records;
+mod redirect;
 mod statement;
 pub mod substrait;
 pub mod time_range;
@@ -30,12 +45,13 @@ pub(crate) use confirm::{
 };
 pub(crate) use confirm::{TokenCheck, check_token, token_text};
 pub(crate) use introspect::{DatabaseSchema, introspect};
-pub(crate) use policy::VolatileCall;
+pub(crate) use policy::{STATE_SCHEMA, VolatileCall};
 pub(crate) use read::{
-    CellMask, ColumnMask, EncodedRows, HINT_SAMPLES, PageRequest, Paging, ReadLimits,
-    ReadOnlyQuery, ReadResult, ResultColumn, RowSink, TimeFilter, Truncation, check_read,
-    run_paged_read, run_read, run_read_into, sample_text, single_statement,
+    EncodedRows, HINT_SAMPLES, PageRequest, Paging, ReadLimits, ReadOnlyQuery, ReadResult,
+    ResultColumn, RowSink, TimeFilter, Truncation, check_read, run_paged_read, run_read,
+    run_read_into, sample_text, single_statement,
 };
+pub(crate) use redirect::{quote_identifier, redirect_schemas};
 pub use statement::{Classification, Effect, ParseError, QualifiedName, Statement, StatementKind};
 pub(crate) use validate::{Validated, validate};
 pub(crate) use write::{PlanFormat, explain, explain_read, explainable, run_write};
@@ -51,6 +67,11 @@ pub(crate) enum Error {
     MultipleStatements { count: usize, kinds: Vec<&'static str> },
     #[error("the statement is not allowed: {}", reasons.join("; "))]
     Denied { reasons: Vec<String> },
+    #[error(
+        "the statement holds parameter placeholders {}; orca sends no parameter values",
+        placeholder_list(numbers)
+    )]
+    Placeholders { numbers: Vec<u32> },
     #[error("the statement is a {} statement, not a read", statement.kind)]
     NotARead { statement: Box<Statement> },
     #[error("a read may not call volatile {}", calls.iter().map(|c| format!("{} {}", c.what, c.name)).collect::<Vec<_>>().join(", "))]
@@ -135,6 +156,11 @@ impl Error {
     }
 }
 
+/// `$1, $2` for the placeholder numbers `[1, 2]`.
+pub(crate) fn placeholder_list(numbers: &[u32]) -> String {
+    numbers.iter().map(|n| format!("${n}")).collect::<Vec<_>>().join(", ")
+}
+
 /// Run one statement's database work (`operation`: `EXPLAIN`, or `None` for the statement's own
 /// kind) inside a child span of the current call, named by a summary of the statement (its kind
 /// and tables, never its text or values).
@@ -162,6 +188,7 @@ impl Error {
     fn kind(&self) -> &'static str {
         match self {
             Error::Parse(_) | Error::Empty | Error::MultipleStatements { .. } => "parse",
+            Error::Placeholders { .. } => "placeholders",
             Error::Denied { .. } | Error::NotARead { .. } | Error::Volatile { .. } => "denied",
             Error::Timeout { .. } => "timeout",
             Error::ReadOnlyViolation => "read_only_violation",

@@ -3,11 +3,29 @@
 //! database; the next page continues *after* those values (keyset paging), so page 1,000 costs
 //! what page 1 costs and any replica, after any restart, can serve it.
 //!
-//! The order of a paged result is the query's own `ORDER BY` (when it names output columns),
-//! then a tie-breaker that makes it total: the primary key of the one table a simple query
-//! reads, or else every output column in its text form (byte order). Rows identical in every
-//! column cannot be told apart, so the token also counts how many rows equal to the last one
-//! were already returned, and the next page skips that many.
+//! The order of a paged result is the query's own `ORDER BY`, then a tie-breaker that makes it
+//! total: the primary key of the one table a simple query reads, or else every output column in
+//! its text form (byte order). Rows identical in every column cannot be told apart, so the token
+//! also counts how many rows equal to the last one were already returned, and the next page
+//! skips that many.
+//!
+//! An `ORDER BY` item that is not an output column (`SELECT name FROM artist ORDER BY
+//! artist_id`, `ORDER BY lower(name)`, `ORDER BY a.id`) is carried as a hidden output column: the
+//! paged query is the statement with those items appended to its select list
+//! ([`with_hidden_keys`], through the parse tree and pg_query's deparser), their values go into
+//! the page token like any key's, and the rows a caller gets leave them out.
+//!
+//! # Design notes
+//!
+//! `page.rs` is paging without server state: the `Shape` of a query's top level (its `ORDER BY`:
+//! output columns by name or position, anything else as hidden output columns the paged query
+//! appends to the statement's select list, `with_hidden_keys`, through the parse tree and
+//! pg_query's deparser, classified again; whether it has its own `LIMIT`, whether it reads one
+//! table simply), the keyset condition "at or after the last row" with directions and NULL order,
+//! and signed page tokens; `read.rs`'s `paged_query` describes the statement, and again with the
+//! hidden columns when there are any; `run_paged_read` picks the keys (the query's order, then the
+//! primary key or every column as text), wraps the query, skips the rows equal to the boundary that
+//! were already returned, and reports the next boundary.
 
 use base64::Engine;
 use pg_query::NodeEnum;
@@ -30,10 +48,14 @@ pub(crate) struct OrderItem {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum OrderTarget {
-    /// An output column by name (`ORDER BY name`, `ORDER BY t.name`).
+    /// A bare name (`ORDER BY name`): an output column of that name if there is one (as
+    /// PostgreSQL reads it), else a column of the query's input.
     Name(String),
     /// An output column by position, from 1 (`ORDER BY 2`).
     Position(usize),
+    /// Anything else (`ORDER BY lower(name)`, `ORDER BY t.name`), which PostgreSQL evaluates
+    /// over the query's input: never an output column.
+    Expression,
 }
 
 /// What paging needs to know of a statement's top level.
@@ -127,8 +149,10 @@ fn order_item(sort: &pg_query::protobuf::SortBy) -> Result<OrderItem, String> {
     };
     let target = match sort.node.as_ref().and_then(|node| node.node.as_ref()) {
         Some(NodeEnum::ColumnRef(column)) => {
-            match column.fields.last().and_then(|f| f.node.as_ref()) {
-                Some(NodeEnum::String(name)) => OrderTarget::Name(name.sval.clone()),
+            match (column.fields.as_slice(), column.fields.last().and_then(|f| f.node.as_ref())) {
+                ([_], Some(NodeEnum::String(name))) => OrderTarget::Name(name.sval.clone()),
+                (_, Some(NodeEnum::String(_))) => OrderTarget::Expression,
+                // `ORDER BY t.*` is a whole row, which one hidden column cannot carry.
                 _ => {
                     return Err("ORDER BY names a column in a form that cannot be paged".to_owned());
                 }
@@ -140,14 +164,105 @@ fn order_item(sort: &pg_query::protobuf::SortBy) -> Result<OrderItem, String> {
             }
             _ => return Err("ORDER BY a constant cannot be paged".to_owned()),
         },
-        _ => {
-            return Err(
-                "ORDER BY an expression cannot be paged; select it with an alias and order by the alias"
-                    .to_owned(),
-            );
-        }
+        Some(_) => OrderTarget::Expression,
+        None => return Err("an ORDER BY item is not understood".to_owned()),
     };
     Ok(OrderItem { target, descending, nulls_first })
+}
+
+/// Which `ORDER BY` items (their indexes) are not output columns and must be carried as hidden
+/// ones: expressions, and bare names that are not the name of an output column (`visible`).
+pub(crate) fn hidden_items(order: &[OrderItem], visible: &[&str]) -> Vec<usize> {
+    order
+        .iter()
+        .enumerate()
+        .filter(|(_, item)| match &item.target {
+            OrderTarget::Name(name) => !visible.contains(&name.as_str()),
+            OrderTarget::Position(_) => false,
+            OrderTarget::Expression => true,
+        })
+        .map(|(index, _)| index)
+        .collect()
+}
+
+/// The name of the `n`th hidden output column (from 1); never shown to anyone.
+fn hidden_name(n: usize) -> String {
+    format!("orca_page_key_{n}")
+}
+
+/// `statement` with the `ORDER BY` items `items` (indexes, as [`hidden_items`] gives them)
+/// appended to its select list, in that order, so that the paged query can read their values.
+/// The new text is classified again and must name exactly the same tables, functions,
+/// attributes and operators and still be a plain read, so that the deparser cannot make it
+/// anything the checked statement was not.
+///
+/// # Errors
+///
+/// Why the statement cannot carry them (a set operation, `VALUES`, a deparser failure), in
+/// words for the caller.
+pub(crate) fn with_hidden_keys(
+    statement: &super::statement::Statement,
+    items: &[usize],
+) -> Result<String, String> {
+    use pg_query::protobuf::{Node, ResTarget};
+    let cannot = "ORDER BY uses what the query does not select, and this query cannot carry it: \
+                  select it (with an alias) and order by the alias";
+    let mut parsed = pg_query::parse(&statement.text, 0).map_err(|_| cannot.to_owned())?;
+    let Some(NodeEnum::SelectStmt(select)) = parsed
+        .protobuf
+        .stmts
+        .first_mut()
+        .and_then(|raw| raw.stmt.as_mut())
+        .and_then(|node| node.node.as_mut())
+    else {
+        return Err(cannot.to_owned());
+    };
+    // A set operation's or a VALUES list's ORDER BY can name only output columns.
+    if select.op > 1 || !select.values_lists.is_empty() {
+        return Err(cannot.to_owned());
+    }
+    for (n, &index) in items.iter().enumerate() {
+        let Some(NodeEnum::SortBy(sort)) =
+            select.sort_clause.get(index).and_then(|n| n.node.as_ref())
+        else {
+            return Err(cannot.to_owned());
+        };
+        let facts = sort.node.as_deref().map(super::tree::walk).transpose();
+        let functions = facts.map_err(|_| cannot.to_owned())?.map(|facts| facts.functions);
+        if let Some(function) =
+            functions.unwrap_or_default().into_iter().find(super::policy::differs_every_run)
+        {
+            return Err(format!(
+                "ORDER BY calls {function}(), whose values change on every run: that order cannot be continued page by page"
+            ));
+        }
+        let target = ResTarget {
+            name: hidden_name(n + 1),
+            indirection: Vec::new(),
+            val: sort.node.clone(),
+            location: -1,
+        };
+        select.target_list.push(Node { node: Some(NodeEnum::ResTarget(Box::new(target))) });
+    }
+    let text = parsed
+        .protobuf
+        .deparse(pg_query::DeparseOptions::default())
+        .map_err(|_| cannot.to_owned())?;
+    let same = super::classify::classify(&text).ok().is_some_and(|classification| {
+        match classification.statements.as_slice() {
+            [again] => {
+                again.is_read()
+                    && again.parameters.is_empty()
+                    && again.is_cursor_query()
+                    && again.tables == statement.tables
+                    && again.functions == statement.functions
+                    && again.attribute_names == statement.attribute_names
+                    && again.operators == statement.operators
+            }
+            _ => false,
+        }
+    });
+    if same { Ok(text) } else { Err(cannot.to_owned()) }
 }
 
 /// One sort key of a paged read, over an output column (0-based).
@@ -400,12 +515,42 @@ mod tests {
         );
         assert!(shape("SELECT * FROM t LIMIT 5").unpageable.is_some());
         assert!(shape("SELECT * FROM t OFFSET 5").unpageable.is_some());
-        assert!(shape("SELECT a FROM t ORDER BY lower(a)").order.is_err());
+        let expression = shape("SELECT a FROM t ORDER BY lower(a), t.b DESC, c");
+        let targets: Vec<OrderTarget> =
+            expression.order.unwrap().into_iter().map(|item| item.target).collect();
+        assert_eq!(
+            targets,
+            [OrderTarget::Expression, OrderTarget::Expression, OrderTarget::Name("c".into())]
+        );
+        assert!(shape("SELECT a FROM t ORDER BY t.*").order.is_err());
         assert_eq!(shape("SELECT a FROM t JOIN u USING (a)").single_table, None);
         assert_eq!(shape("SELECT a, count(*) FROM t GROUP BY a").single_table, None);
         assert_eq!(shape("SELECT a FROM t UNION SELECT a FROM u").single_table, None);
         assert!(shape("SELECT a FROM t UNION SELECT a FROM u ORDER BY a").order.is_ok());
         assert!(shape("EXPLAIN SELECT 1").unpageable.is_some());
+    }
+
+    #[test]
+    fn what_the_query_orders_by_but_does_not_select_is_appended_to_its_select_list() {
+        let statement = |sql: &str| crate::sql::classify(sql).unwrap().statements.remove(0);
+        let sql = "SELECT name AS n FROM artist a WHERE artist_id > 3 ORDER BY a.artist_id DESC, n, lower(name)";
+        let order = shape(sql).order.unwrap();
+        assert_eq!(hidden_items(&order, &["n"]), [0, 2]);
+        let text = with_hidden_keys(&statement(sql), &[0, 2]).unwrap();
+        assert_eq!(
+            text,
+            "SELECT name AS n, a.artist_id AS orca_page_key_1, lower(name) AS orca_page_key_2 \
+             FROM artist a WHERE artist_id > 3 ORDER BY a.artist_id DESC, n, lower(name)"
+        );
+        // A bare name that is no output column is the input's.
+        let order = shape("SELECT name FROM artist ORDER BY artist_id").order.unwrap();
+        assert_eq!(hidden_items(&order, &["name"]), [0]);
+        // An order that changes on every run cannot be continued.
+        let random = statement("SELECT name FROM artist ORDER BY random()");
+        assert!(with_hidden_keys(&random, &[0]).unwrap_err().contains("random()"));
+        // What can name only output columns cannot carry anything else.
+        let union = "SELECT name FROM artist UNION SELECT title FROM album ORDER BY lower(name)";
+        assert!(with_hidden_keys(&statement(union), &[0]).is_err());
     }
 
     #[test]

@@ -1,7 +1,13 @@
 //! What orca refuses to run, and the read check that asks the database about the functions a
 //! statement calls. The deny lists hold what a read-only transaction does not stop (files,
-//! network, processes, server administration, large objects, advisory locks) and relations that
-//! leak data around masking (`pg_stats` most-common values, password hashes, raw pages).
+//! network, processes, server administration, large objects, advisory locks, sleeping) and
+//! relations that leak data around masking (`pg_stats` most-common values, password hashes, raw
+//! pages).
+//!
+//! # Design notes
+//!
+//! `policy.rs` holds the deny lists (functions, prefixes, schemas, relations) and the read check
+//! against `pg_proc` (volatile functions and user operators).
 
 use sqlx::PgConnection;
 
@@ -86,6 +92,11 @@ const DENIED_FUNCTIONS: &[&str] = &[
     // Transaction ids (assigning one writes).
     "txid_current",
     "pg_current_xact_id",
+    // Sleeping: no analytics needs it, it holds a pooled connection for up to the statement
+    // timeout, and it is the timing oracle of blind extraction.
+    "pg_sleep",
+    "pg_sleep_for",
+    "pg_sleep_until",
     // SQL text run inside the call, and relations read by name: every check above would be
     // made on the outer statement only.
     "query_to_xml",
@@ -166,8 +177,8 @@ const DENIED_RELATIONS: &[&str] = &[
     "pg_subscription",
 ];
 
-/// Volatile functions in `pg_catalog` that a read may call: they change nothing. (`pg_sleep` is
-/// here on purpose: long queries are stopped by the statement timeout, not by guessing.)
+/// Volatile functions in `pg_catalog` that a read may call: they change nothing. (The
+/// `pg_sleep` family is denied outright, above.)
 const SAFE_VOLATILE: &[&str] = &[
     "random",
     "random_normal",
@@ -176,10 +187,14 @@ const SAFE_VOLATILE: &[&str] = &[
     "gen_random_uuid",
     "uuidv4",
     "uuidv7",
-    "pg_sleep",
-    "pg_sleep_for",
-    "pg_sleep_until",
 ];
+
+/// Whether a function a read may call gives other values on every run (`random()`,
+/// `clock_timestamp()` ...), so that an order by it cannot be followed from one page to the next.
+pub(super) fn differs_every_run(name: &QualifiedName) -> bool {
+    name.schema.as_deref().is_none_or(|schema| schema == "pg_catalog")
+        && SAFE_VOLATILE.contains(&name.name.as_str())
+}
 
 fn function_is_denied(name: &QualifiedName) -> bool {
     let bare = name.name.as_str();
@@ -193,8 +208,9 @@ fn function_is_denied(name: &QualifiedName) -> bool {
 const DENIED_EXTENSION_RELATIONS: &[&str] =
     &["pg_stat_statements", "pg_stat_statements_info", "pg_stat_monitor"];
 
-/// Schemas none of whose relations orca reads: orca's own state, and pg_cron's jobs.
-const DENIED_RELATION_SCHEMAS: &[&str] = &[STATE_SCHEMA, "cron"];
+/// Schemas none of whose relations orca reads: orca's own state, the salts of masked hashes
+/// (`privacy::setup`), and pg_cron's jobs.
+const DENIED_RELATION_SCHEMAS: &[&str] = &[STATE_SCHEMA, "orca_mask", "cron"];
 
 fn relation_is_denied(name: &QualifiedName) -> bool {
     if name.schema.as_deref().is_some_and(|schema| DENIED_RELATION_SCHEMAS.contains(&schema))

@@ -1,6 +1,18 @@
 //! Running a read: one statement over the extended protocol, in `BEGIN READ ONLY` with local
 //! statement, lock and idle timeouts, rows decoded as they stream in and capped by count and by
 //! size (never silently), and the connection rolled back (or closed) before anyone else gets it.
+//!
+//! # Design notes
+//!
+//! `read.rs`'s `single_statement`, through which every tool that takes SQL classifies, refuses a
+//! statement with parameter placeholders (orca sends no values). `read.rs` runs a `ReadOnlyQuery`
+//! (only `ReadOnlyQuery::from_statement` builds one): `BEGIN READ ONLY`, `SET LOCAL` timeouts
+//! through `set_config`, the volatility check, a describe (column names, types, `NOT NULL`
+//! origins), then `SELECT .. FROM (<statement>) AS q(..) LIMIT max_rows+1` so the database stops at
+//! the row cap, rows decoded from the binary protocol by `encode.rs` (types without a decoder are
+//! cast to text in that wrapper), the byte cap applied while streaming, and `ROLLBACK` with
+//! `pg_advisory_unlock_all()` (a lock taken by a function inside a view would otherwise outlive the
+//! call on the pooled connection).
 
 use std::time::Duration;
 
@@ -29,40 +41,6 @@ pub(crate) struct ReadLimits {
 #[derive(Debug, Clone)]
 pub(crate) struct ReadOnlyQuery {
     statement: Statement,
-    /// What replaces the cells of some output columns before rows are kept; `None`: nothing.
-    mask: Option<std::sync::Arc<dyn CellMask>>,
-}
-
-/// Replaces the cells of some output columns, chosen by name, as rows are decoded: before
-/// they are counted, encoded or sampled, so nothing unmasked is kept. The layer that knows the
-/// caller (masking for a role) implements it; a read only applies it.
-pub(crate) trait CellMask: std::fmt::Debug + Send + Sync {
-    /// How the cells of the output column `name` are replaced, or `None` when they are not;
-    /// asked once per column of a read, after the describe.
-    fn column(&self, name: &str) -> Option<Box<dyn ColumnMask>>;
-}
-
-/// The replacement of the cells of one output column of one read.
-pub(crate) trait ColumnMask: Send + Sync {
-    /// Replaces one cell in place (reusing its text's buffer where it can).
-    fn mask(&self, cell: &mut Value);
-}
-
-/// For each output column, how `mask` replaces its cells, if it does.
-fn covered(
-    mask: Option<&dyn CellMask>,
-    columns: &[ResultColumn],
-) -> Vec<Option<Box<dyn ColumnMask>>> {
-    columns.iter().map(|column| mask.and_then(|mask| mask.column(&column.name))).collect()
-}
-
-/// Masks the covered cells of one decoded row in place.
-fn mask_row(covered: &[Option<Box<dyn ColumnMask>>], row: &mut [Value]) {
-    for (cell, column) in row.iter_mut().zip(covered) {
-        if let Some(column) = column {
-            column.mask(cell);
-        }
-    }
 }
 
 impl ReadOnlyQuery {
@@ -78,40 +56,37 @@ impl ReadOnlyQuery {
         if statement.writes() {
             return Err(Error::NotARead { statement: Box::new(statement) });
         }
-        Ok(ReadOnlyQuery { statement, mask: None })
+        Ok(ReadOnlyQuery { statement })
     }
 
     pub(crate) fn statement(&self) -> &Statement {
         &self.statement
     }
-
-    /// The same read with the cells of the columns `mask` covers replaced as rows arrive.
-    #[must_use]
-    pub(crate) fn with_mask(mut self, mask: Option<std::sync::Arc<dyn CellMask>>) -> ReadOnlyQuery {
-        self.mask = mask;
-        self
-    }
-
-    fn mask(&self) -> Option<&dyn CellMask> {
-        self.mask.as_deref()
-    }
 }
 
-/// Classify `sql` and return its one statement.
+/// Classify `sql` and return its one statement, which may hold no parameter placeholders: orca
+/// binds no values, so `$1` is the caller's mistake (sent as it is, the database would answer
+/// with a protocol error that reads like an outage).
 ///
 /// # Errors
 ///
-/// `Parse`, `Empty` or `MultipleStatements`.
+/// `Parse`, `Empty`, `MultipleStatements` or `Placeholders`.
 pub(crate) fn single_statement(sql: &str) -> Result<Statement, Error> {
     let mut classification = classify(sql).map_err(Error::Parse)?;
-    match classification.statements.len() {
-        0 => Err(Error::Empty),
-        1 => Ok(classification.statements.remove(0)),
-        count => Err(Error::MultipleStatements {
-            count,
-            kinds: classification.statements.iter().map(|s| s.kind.as_str()).collect(),
-        }),
+    let statement = match classification.statements.len() {
+        0 => return Err(Error::Empty),
+        1 => classification.statements.remove(0),
+        count => {
+            return Err(Error::MultipleStatements {
+                count,
+                kinds: classification.statements.iter().map(|s| s.kind.as_str()).collect(),
+            });
+        }
+    };
+    if !statement.parameters.is_empty() {
+        return Err(Error::Placeholders { numbers: statement.parameters });
     }
+    Ok(statement)
 }
 
 /// A result column.
@@ -322,7 +297,7 @@ async fn read_in_transaction<R: RowSink>(
         if !calls.is_empty() {
             return Err(Error::Volatile { calls });
         }
-        fetch_rows(connection, &query.statement, query.mask(), limits).await
+        fetch_rows(connection, &query.statement, limits).await
     }
     .await;
     // Whatever happened, the connection goes back clean, or not at all.
@@ -376,10 +351,10 @@ struct Described {
 
 async fn describe(
     connection: &mut PoolConnection<Postgres>,
-    statement: &Statement,
+    text: &str,
 ) -> Result<Described, Error> {
     use sqlx::Executor;
-    let text = statement.text.clone();
+    let text = text.to_owned();
     let prepared = (&mut **connection)
         .prepare(sqlx::SqlSafeStr::into_sql_str(sqlx::AssertSqlSafe(text)))
         .await
@@ -411,11 +386,9 @@ async fn describe(
 async fn fetch_rows<R: RowSink>(
     connection: &mut PoolConnection<Postgres>,
     statement: &Statement,
-    mask: Option<&dyn CellMask>,
     limits: ReadLimits,
 ) -> Result<ReadResult<R>, Error> {
-    let Described { columns, decoders, .. } = describe(connection, statement).await?;
-    let covered = covered(mask, &columns);
+    let Described { columns, decoders, .. } = describe(connection, &statement.text).await?;
     let sql = if statement.is_cursor_query() {
         wrapped_select(&statement.text, &decoders, limits.max_rows)
     } else {
@@ -432,8 +405,7 @@ async fn fetch_rows<R: RowSink>(
                 truncated = Some(Truncation::MaxRows);
                 break;
             }
-            let mut values = decode_row(&row, &decoders)?;
-            mask_row(&covered, &mut values);
+            let values = decode_row(&row, &decoders)?;
             let size = values.iter().map(encode::json_size).sum::<usize>() + values.len() + 2;
             if bytes + size > limits.max_bytes {
                 truncated = Some(Truncation::MaxBytes);
@@ -622,7 +594,7 @@ async fn read_page(
             if !calls.is_empty() {
                 return Err(Error::Volatile { calls });
             }
-            fetch_page(&mut connection, &query.statement, query.mask(), limits, request).await
+            fetch_page(&mut connection, &query.statement, limits, request).await
         }
         .await;
         if let Err(error) = roll_back(&mut connection).await {
@@ -643,147 +615,44 @@ async fn read_page(
 async fn fetch_page(
     connection: &mut PoolConnection<Postgres>,
     statement: &Statement,
-    mask: Option<&dyn CellMask>,
     limits: ReadLimits,
     request: &PageRequest,
 ) -> Result<PagedResult, Error> {
-    use super::page::{SortKey, at_or_after, order_by, shape};
+    use super::page::{at_or_after, order_by, shape};
     let shape = if statement.is_cursor_query() {
         shape(&statement.text)
     } else {
         super::page::Shape::unpageable("only a SELECT or VALUES can be paged")
     };
     if let Some(reason) = shape.unpageable.clone().or_else(|| shape.order.clone().err()) {
-        return unpaged(connection, statement, mask, limits, request, &reason).await;
+        return unpaged(connection, statement, limits, request, &reason).await;
     }
-    let Described { columns, decoders, origins, type_oids } =
-        describe(connection, statement).await?;
-    let covered = covered(mask, &columns);
-
-    // The query's own order, on output columns.
-    let mut keys: Vec<SortKey> = Vec::new();
-    for item in shape.order.as_deref().unwrap_or_default() {
-        let column = match &item.target {
-            super::page::OrderTarget::Position(position) => {
-                position.checked_sub(1).filter(|i| *i < columns.len())
-            }
-            super::page::OrderTarget::Name(name) => {
-                columns.iter().position(|column| &column.name == name)
-            }
-        };
-        let Some(column) = column else {
-            return unpaged(
-                connection,
-                statement,
-                mask,
-                limits,
-                request,
-                "ORDER BY names a column that is not in the output; select it",
-            )
-            .await;
-        };
-        keys.push(SortKey {
-            column,
-            descending: item.descending,
-            nulls_first: item.nulls_first.unwrap_or(item.descending),
-            type_name: Some(String::new()),
-            nullable: columns[column].nullable,
-        });
-    }
-    // The tie-breaker: the primary key of the one table a simple query reads, when every
-    // primary-key column is in the output; else every column.
-    let primary = primary_key_columns(connection, statement, &shape, &origins).await?;
-    let tie_breaker = if let Some(primary) = primary {
-        for column in primary {
-            keys.push(SortKey {
-                column,
-                descending: false,
-                nulls_first: false,
-                type_name: Some(String::new()),
-                nullable: columns[column].nullable,
-            });
-        }
-        "primary key"
-    } else {
-        for (column, described) in columns.iter().enumerate() {
-            keys.push(SortKey {
-                column,
-                descending: false,
-                nulls_first: false,
-                type_name: None,
-                nullable: described.nullable,
-            });
-        }
-        "all columns"
+    let order = shape.order.as_deref().unwrap_or_default();
+    let paged = match paged_query(connection, statement, order).await? {
+        Ok(paged) => paged,
+        Err(reason) => return unpaged(connection, statement, limits, request, &reason).await,
     };
-    // Page tokens carry the sort keys' values in the clear (signed, not encrypted), and the
-    // order itself tells about the values: a masked column is never a key.
-    if keys.iter().any(|key| covered[key.column].is_some()) {
+    let PagedQuery { text, described, visible, hidden } = paged;
+    let Described { mut columns, mut decoders, origins, type_oids } = described;
+
+    let Some(mut keys) = order_keys(order, &hidden, visible, &columns) else {
         return unpaged(
             connection,
             statement,
-            mask,
             limits,
             request,
-            "a column masked for this caller would be a sort key of the pages",
+            "ORDER BY names a column position that the output does not have",
         )
         .await;
-    }
-    // Typed keys compare as their column's type, named by the catalog.
-    let typed: Vec<i64> = keys
-        .iter()
-        .filter(|key| key.type_name.is_some())
-        .map(|key| i64::from(type_oids[key.column].unwrap_or(25)))
-        .collect();
-    let names: Vec<String> = sqlx::query_scalar("SELECT format_type(t::oid, NULL) FROM unnest($1::int8[]) WITH ORDINALITY AS u(t, n) ORDER BY n")
-        .bind(&typed)
-        .fetch_all(&mut **connection)
-        .await
-        .map_err(Error::from_query)?;
-    let mut names = names.into_iter();
-    for key in keys.iter_mut().filter(|key| key.type_name.is_some()) {
-        key.type_name = names.next();
-    }
+    };
+    let primary = primary_key_columns(connection, statement, &shape, &origins).await?;
+    let tie_breaker = add_tie_breaker(&mut keys, primary, &columns, visible);
+    name_key_types(connection, &mut keys, &type_oids).await?;
 
-    // The time window, on a named or the first time-typed column.
     let mut conditions: Vec<String> = Vec::new();
     let mut parameters: Vec<String> = Vec::new();
-    let mut time_column = None;
-    if let Some(window) = &request.window {
-        let index = match &window.column {
-            Some(name) => columns
-                .iter()
-                .position(|column| &column.name == name)
-                .or_else(|| columns.iter().position(|column| column.name.eq_ignore_ascii_case(name)))
-                .ok_or_else(|| Error::InvalidPaging {
-                    message: format!("time_range.column `{name}` is not a column of the result"),
-                })?,
-            None => columns
-                .iter()
-                .position(|column| matches!(column.type_name.as_str(), "TIMESTAMPTZ" | "TIMESTAMP" | "DATE"))
-                .ok_or_else(|| Error::InvalidPaging {
-                    message: "the result has no timestamp or date column to apply time_range to; name one with time_range.column".to_owned(),
-                })?,
-        };
-        if covered[index].is_some() {
-            return Err(Error::InvalidPaging {
-                message: format!(
-                    "time_range.column `{}` is masked for this caller; filter on another column",
-                    columns[index].name
-                ),
-            });
-        }
-        let column = format!("q.\"c{}\"", index + 1);
-        if let Some(from) = window.from {
-            parameters.push(from.to_rfc3339());
-            conditions.push(format!("{column} >= ${}::timestamptz", parameters.len()));
-        }
-        if let Some(to) = window.to {
-            parameters.push(to.to_rfc3339());
-            conditions.push(format!("{column} < ${}::timestamptz", parameters.len()));
-        }
-        time_column = Some(columns[index].name.clone());
-    }
+    let time_column =
+        window_conditions(request, &columns, visible, &mut conditions, &mut parameters)?;
     let mut skip = 0u64;
     if let Some((boundary, equal_returned)) = &request.after {
         if boundary.len() != keys.len() {
@@ -797,6 +666,7 @@ async fn fetch_page(
         skip = *equal_returned;
     }
     let aliases: Vec<String> = (1..=columns.len()).map(|i| format!("\"c{i}\"")).collect();
+    decoders.truncate(visible);
     let mut select: Vec<String> = decoders
         .iter()
         .zip(&aliases)
@@ -811,7 +681,7 @@ async fn fetch_page(
     let sql = format!(
         "SELECT {} FROM (\n{}\n) AS q({}){} ORDER BY {} LIMIT {limit}",
         select.join(", "),
-        statement.text,
+        text,
         aliases.join(", "),
         if conditions.is_empty() {
             String::new()
@@ -835,7 +705,7 @@ async fn fetch_page(
         let mut stream = query.fetch(&mut **connection);
         while let Some(row) = stream.try_next().await.map_err(Error::from_query)? {
             let key_values: Vec<Option<String>> = (0..keys.len())
-                .map(|index| row.try_get::<Option<String>, _>(columns.len() + index))
+                .map(|index| row.try_get::<Option<String>, _>(visible + index))
                 .collect::<Result<_, _>>()
                 .map_err(Error::from_query)?;
             if skipped < skip && boundary_before.as_ref() == Some(&key_values) {
@@ -847,8 +717,7 @@ async fn fetch_page(
                 truncated = Some(Truncation::MaxRows);
                 break;
             }
-            let mut values = decode_row(&row, &decoders)?;
-            mask_row(&covered, &mut values);
+            let values = decode_row(&row, &decoders)?;
             let size = values.iter().map(encode::json_size).sum::<usize>() + values.len() + 2;
             if bytes + size > limits.max_bytes && !rows.is_empty() {
                 truncated = Some(Truncation::MaxBytes);
@@ -875,6 +744,7 @@ async fn fetch_page(
         }
         _ => None,
     };
+    columns.truncate(visible);
     Ok(PagedResult {
         result: ReadResult { columns, rows, bytes, truncated },
         next,
@@ -883,11 +753,176 @@ async fn fetch_page(
     })
 }
 
+/// The query's own order as sort keys, on output columns or hidden ones; `None` when an item
+/// names a column position the output does not have.
+fn order_keys(
+    order: &[super::page::OrderItem],
+    hidden: &[usize],
+    visible: usize,
+    columns: &[ResultColumn],
+) -> Option<Vec<super::page::SortKey>> {
+    let mut keys = Vec::new();
+    for (index, item) in order.iter().enumerate() {
+        let column = match (hidden.iter().position(|&item| item == index), &item.target) {
+            (Some(slot), _) => Some(visible + slot),
+            (None, super::page::OrderTarget::Position(position)) => {
+                position.checked_sub(1).filter(|i| *i < visible)
+            }
+            (None, super::page::OrderTarget::Name(name)) => {
+                columns[..visible].iter().position(|column| &column.name == name)
+            }
+            (None, super::page::OrderTarget::Expression) => None,
+        }?;
+        keys.push(super::page::SortKey {
+            column,
+            descending: item.descending,
+            nulls_first: item.nulls_first.unwrap_or(item.descending),
+            type_name: Some(String::new()),
+            nullable: columns[column].nullable,
+        });
+    }
+    Some(keys)
+}
+
+/// The tie-breaker after the query's own order: the primary key of the one table a simple
+/// query reads, when every primary-key column is in the output (`primary`); else every column.
+/// Returns which it is.
+fn add_tie_breaker(
+    keys: &mut Vec<super::page::SortKey>,
+    primary: Option<Vec<usize>>,
+    columns: &[ResultColumn],
+    visible: usize,
+) -> &'static str {
+    use super::page::SortKey;
+    if let Some(primary) = primary {
+        for column in primary {
+            keys.push(SortKey {
+                column,
+                descending: false,
+                nulls_first: false,
+                type_name: Some(String::new()),
+                nullable: columns[column].nullable,
+            });
+        }
+        "primary key"
+    } else {
+        for (column, described) in columns[..visible].iter().enumerate() {
+            keys.push(SortKey {
+                column,
+                descending: false,
+                nulls_first: false,
+                type_name: None,
+                nullable: described.nullable,
+            });
+        }
+        "all columns"
+    }
+}
+
+/// Typed keys compare as their column's type, named by the catalog. (Page tokens carry the sort
+/// keys' values in the clear, signed, not encrypted: a masked caller's are the masked values its
+/// session reads.)
+async fn name_key_types(
+    connection: &mut PoolConnection<Postgres>,
+    keys: &mut [super::page::SortKey],
+    type_oids: &[Option<u32>],
+) -> Result<(), Error> {
+    let typed: Vec<i64> = keys
+        .iter()
+        .filter(|key| key.type_name.is_some())
+        .map(|key| i64::from(type_oids[key.column].unwrap_or(25)))
+        .collect();
+    let names: Vec<String> = sqlx::query_scalar("SELECT format_type(t::oid, NULL) FROM unnest($1::int8[]) WITH ORDINALITY AS u(t, n) ORDER BY n")
+        .bind(&typed)
+        .fetch_all(&mut **connection)
+        .await
+        .map_err(Error::from_query)?;
+    let mut names = names.into_iter();
+    for key in keys.iter_mut().filter(|key| key.type_name.is_some()) {
+        key.type_name = names.next();
+    }
+    Ok(())
+}
+
+/// The time window, on a named or the first time-typed column: its conditions and their
+/// parameters added, and the column's name returned.
+fn window_conditions(
+    request: &PageRequest,
+    columns: &[ResultColumn],
+    visible: usize,
+    conditions: &mut Vec<String>,
+    parameters: &mut Vec<String>,
+) -> Result<Option<String>, Error> {
+    let Some(window) = &request.window else { return Ok(None) };
+    let index = match &window.column {
+        Some(name) => columns[..visible]
+            .iter()
+            .position(|column| &column.name == name)
+            .or_else(|| columns[..visible].iter().position(|column| column.name.eq_ignore_ascii_case(name)))
+            .ok_or_else(|| Error::InvalidPaging {
+                message: format!("time_range.column `{name}` is not a column of the result"),
+            })?,
+        None => columns[..visible]
+            .iter()
+            .position(|column| matches!(column.type_name.as_str(), "TIMESTAMPTZ" | "TIMESTAMP" | "DATE"))
+            .ok_or_else(|| Error::InvalidPaging {
+                message: "the result has no timestamp or date column to apply time_range to; name one with time_range.column".to_owned(),
+            })?,
+    };
+    let column = format!("q.\"c{}\"", index + 1);
+    if let Some(from) = window.from {
+        parameters.push(from.to_rfc3339());
+        conditions.push(format!("{column} >= ${}::timestamptz", parameters.len()));
+    }
+    if let Some(to) = window.to {
+        parameters.push(to.to_rfc3339());
+        conditions.push(format!("{column} < ${}::timestamptz", parameters.len()));
+    }
+    Ok(Some(columns[index].name.clone()))
+}
+
+/// What a paged read runs: the statement's own text, or, when its `ORDER BY` uses what it does
+/// not select, the statement with those items (`hidden`, indexes into the `ORDER BY`) appended
+/// to its select list as hidden output columns after the `visible` ones, which are all the
+/// caller gets (see `page::with_hidden_keys`).
+struct PagedQuery<'a> {
+    text: std::borrow::Cow<'a, str>,
+    described: Described,
+    visible: usize,
+    hidden: Vec<usize>,
+}
+
+/// Describe `statement` for paging in `order`; the inner `Err` says why it cannot be paged. (A
+/// masked caller's hidden keys are masked values too: its statement reads masked relations.)
+async fn paged_query<'a>(
+    connection: &mut PoolConnection<Postgres>,
+    statement: &'a Statement,
+    order: &[super::page::OrderItem],
+) -> Result<Result<PagedQuery<'a>, String>, Error> {
+    let described = describe(connection, &statement.text).await?;
+    let visible = described.columns.len();
+    let names: Vec<&str> = described.columns.iter().map(|column| column.name.as_str()).collect();
+    let hidden = super::page::hidden_items(order, &names);
+    if hidden.is_empty() {
+        let text = std::borrow::Cow::Borrowed(statement.text.as_str());
+        return Ok(Ok(PagedQuery { text, described, visible, hidden }));
+    }
+    let rewritten = match super::page::with_hidden_keys(statement, &hidden) {
+        Ok(rewritten) => rewritten,
+        Err(reason) => return Ok(Err(reason)),
+    };
+    let described = describe(connection, &rewritten).await?;
+    if described.columns.len() != visible + hidden.len() {
+        return Ok(Err("the query's ORDER BY could not be carried with its pages".to_owned()));
+    }
+    let text = std::borrow::Cow::Owned(rewritten);
+    Ok(Ok(PagedQuery { text, described, visible, hidden }))
+}
+
 /// The first page of a query that cannot be continued, with the reason.
 async fn unpaged(
     connection: &mut PoolConnection<Postgres>,
     statement: &Statement,
-    mask: Option<&dyn CellMask>,
     limits: ReadLimits,
     request: &PageRequest,
     reason: &str,
@@ -902,7 +937,7 @@ async fn unpaged(
             message: format!("this query cannot be paged: {reason}"),
         });
     }
-    let result = fetch_rows(connection, statement, mask, limits).await?;
+    let result = fetch_rows(connection, statement, limits).await?;
     Ok(PagedResult {
         result,
         next: None,

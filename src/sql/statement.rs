@@ -1,6 +1,12 @@
 //! What classification says about SQL: a statement's kind, the names it uses, its effects, and
 //! the parse error. Plain data shared by the classifier (`classify.rs`), the parse-tree walk
 //! (`tree.rs`) and the policy (`policy.rs`); it uses none of them.
+//!
+//! # Design notes
+//!
+//! `statement.rs` holds what classification says (`Statement`, `StatementKind`, `Effect`,
+//! `QualifiedName`, `Classification`, `ParseError`), plain data that `classify.rs`, `tree.rs` and
+//! `policy.rs` share without using each other in a circle.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -139,6 +145,10 @@ pub struct Statement {
     pub effects: BTreeSet<Effect>,
     /// Why orca never runs this statement (dangerous functions or relations); empty when none.
     pub denied: Vec<String>,
+    /// The numbers of the statement's parameter placeholders (`$1`, `$2` ...), in order, each
+    /// once; empty when it has none. (Those of a function body or a `PREPARE` are the body's
+    /// own and are not counted.)
+    pub parameters: Vec<u32>,
     /// Whether the top level is `EXPLAIN` without `ANALYZE` (nothing inside runs).
     pub plain_explain: bool,
     /// Whether the top level is `EXPLAIN ANALYZE` (which runs what it explains, and which

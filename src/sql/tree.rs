@@ -3,7 +3,8 @@
 //! every node type and every field is reached (no hand-written list of node types could miss
 //! one), and no copy of the tree is built. Only what classification needs is kept: relation
 //! names, the names of called functions and operators, attribute names, what the statement
-//! changes, and whether orca's own schema is named; source locations are not visited.
+//! changes, whether orca's own schema is named, and the parameter placeholders (`$n`); source
+//! locations are not visited.
 //!
 //! A relation named without a schema may be a CTE. Since a statement's `WITH` clause comes after
 //! its `FROM` clause in the field order, such names wait in a list until the statement that
@@ -32,8 +33,13 @@ pub(super) struct Facts {
     pub(super) effects: BTreeSet<Effect>,
     /// Whether orca's own schema is written as an identifier somewhere (not a string constant).
     pub(super) names_state_schema: bool,
+    /// The numbers of the parameter placeholders (`$1`, `$2` ...: `ParamRef` nodes) anywhere.
+    pub(super) parameters: BTreeSet<i64>,
     /// How many parse-tree nodes the walk visited.
     pub(super) nodes: usize,
+    /// Each relation named with its schema, and where in the statement its name begins (the
+    /// schema's identifier), in the order they were met.
+    pub(super) qualified: Vec<(QualifiedName, usize)>,
 }
 
 /// Walk `node` and everything under it.
@@ -347,6 +353,7 @@ impl<'a> ser::Serializer for &'a mut Walker {
             start,
             relname: None,
             schemaname: None,
+            location: None,
             sval: None,
             ctename: None,
             number: 0,
@@ -441,9 +448,11 @@ struct StructWalk<'a> {
     start: usize,
     relname: Option<String>,
     schemaname: Option<String>,
+    /// Where a relation's name begins (`RangeVar.location`, which follows its names).
+    location: Option<usize>,
     sval: Option<String>,
     ctename: Option<String>,
-    /// `OnConflictClause.action` or `MergeWhenClause.command_type`.
+    /// `OnConflictClause.action`, `MergeWhenClause.command_type` or `ParamRef.number`.
     number: i64,
     /// `WithClause.recursive`.
     recursive: bool,
@@ -460,6 +469,12 @@ impl StructWalk<'_> {
         value: &T,
     ) -> Result<(), WalkError> {
         if key == "location" || key.ends_with("_location") {
+            if key == "location" && self.relname.is_some() {
+                if let Seen::Int(at) = value.serialize(&mut *self.walker)? {
+                    self.location = usize::try_from(at).ok();
+                }
+                self.walker.clear();
+            }
             return Ok(());
         }
         let list = match (self.tag, key) {
@@ -511,6 +526,7 @@ impl StructWalk<'_> {
             }
             ("recursive", Seen::Bool(flag)) => self.recursive = flag,
             ("action" | "command_type", Seen::Int(number)) => self.number = number,
+            ("number", Seen::Int(number)) if self.tag == Some("ParamRef") => self.number = number,
             _ => {}
         }
         Ok(())
@@ -535,7 +551,11 @@ impl StructWalk<'_> {
             let schema = self.schemaname.filter(|schema| !schema.is_empty());
             if schema.is_some() || self.target {
                 // The target of a change is always a relation, never a CTE of the same name.
-                walker.facts.tables.insert(QualifiedName { schema, name });
+                let relation = QualifiedName { schema, name };
+                if let (Some(_), Some(at)) = (&relation.schema, self.location) {
+                    walker.facts.qualified.push((relation.clone(), at));
+                }
+                walker.facts.tables.insert(relation);
             } else {
                 walker.unresolved.push(name);
             }
@@ -552,6 +572,9 @@ impl StructWalk<'_> {
                         collected.parts.push((collected.items.saturating_sub(1), text));
                     }
                 }
+            }
+            (Some("ParamRef"), _) => {
+                walker.facts.parameters.insert(self.number);
             }
             (Some("InsertStmt"), _) => {
                 walker.facts.effects.insert(Effect::Insert);
@@ -678,6 +701,9 @@ mod tests {
         assert!(!found.names_state_schema);
         assert!(facts("DROP SCHEMA orca CASCADE").names_state_schema);
         assert!(!facts("SELECT 'orca'").names_state_schema, "string constants are not names");
+        let found = facts("SELECT $2 FROM t WHERE a = ANY($1) LIMIT $2");
+        assert_eq!(found.parameters.into_iter().collect::<Vec<_>>(), [1, 2]);
+        assert!(facts("SELECT '$1', $$ $2 $$ AS \"$3\"").parameters.is_empty());
     }
 
     #[test]

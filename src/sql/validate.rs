@@ -2,6 +2,11 @@
 //! statement, a kind orca would run at all, nothing denied, and, when the statement can be
 //! planned, `EXPLAIN` against the live database in a read-only transaction so that unknown
 //! tables, columns and type errors are caught with PostgreSQL's own message.
+//!
+//! # Design notes
+//!
+//! `validate.rs` checks SQL a model wrote: one statement, a kind orca runs, nothing denied, the
+//! read check, and `EXPLAIN` against the live database.
 
 use std::time::Duration;
 
@@ -64,12 +69,18 @@ pub(crate) struct Invalid {
 pub(crate) async fn validate(
     pool: &PgPool,
     sql: &str,
+    as_run: Option<&str>,
     timeout: Duration,
     format: super::PlanFormat,
 ) -> Result<Validated, Invalid> {
     let parse = |error| Invalid { stage: Stage::Parse, error };
     let database = |error| Invalid { stage: Stage::Database, error };
     let statement = single_statement(sql).map_err(parse)?;
+    // What the database checks: the statement as it would run for the caller.
+    let run = match as_run {
+        Some(text) => single_statement(text).map_err(parse)?,
+        None => statement.clone(),
+    };
     match statement.kind {
         StatementKind::Transaction | StatementKind::Session | StatementKind::Utility(_) => {
             return Err(parse(Error::Denied {
@@ -85,12 +96,12 @@ pub(crate) async fn validate(
         return Err(parse(Error::Denied { reasons: statement.denied }));
     }
     if !statement.writes() {
-        let query = ReadOnlyQuery::from_statement(statement.clone()).map_err(parse)?;
+        let query = ReadOnlyQuery::from_statement(run.clone()).map_err(parse)?;
         check_read(pool, &query, timeout).await.map_err(database)?;
     }
     if !explainable(&statement) {
         return Ok(Validated { statement, explained: false, estimated_rows: None });
     }
-    let plan = explain(pool, &statement, timeout, format).await.map_err(database)?;
+    let plan = explain(pool, &run, timeout, format).await.map_err(database)?;
     Ok(Validated { statement, explained: true, estimated_rows: plan.estimated_rows })
 }

@@ -1,6 +1,11 @@
 //! Dry runs and confirmed writes. A dry run plans the statement with `EXPLAIN (FORMAT JSON)`
 //! (never `ANALYZE`) inside a transaction that is always rolled back; a write runs only from an
 //! [`ApprovedWrite`], in its own transaction with local timeouts.
+//!
+//! # Design notes
+//!
+//! `write.rs` plans with `EXPLAIN (FORMAT JSON)` in a rolled-back read-only transaction and runs an
+//! `ApprovedWrite` (only redeeming a token or an approval builds one) in its own transaction.
 
 use std::time::Duration;
 

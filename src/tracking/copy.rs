@@ -3,6 +3,13 @@
 //!
 //! A buffer holds the header, then one tuple per record (a field count, then each field as its
 //! length and its bytes in the type's binary send format, `-1` for NULL), then the trailer.
+//!
+//! # Design notes
+//!
+//! `copy.rs` encodes a batch in the binary `COPY` format. Payloads (`request_data`,
+//! `response_data`) are `json` columns holding the text orca serialized (`record::Payload` for
+//! responses, serialized once when the call ends), compressed with lz4 above PostgreSQL's threshold
+//! of about 2 kB; nothing parses them on the way in.
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -14,11 +21,10 @@ use super::record::{Execution, Failure, Payload};
 pub(super) const EXECUTION_COLUMNS: &str = "id, mcp_name, tool_name, upstream_tool_name, principal, user_id, agent_id, \
      session_id, transport, trace_id, request_data, response_data, response_bytes, llm_provider, llm_model, \
      llm_prompt_tokens, llm_completion_tokens, execution_time_ms, status, error_code, error_message, \
-     feedback_token, created_at, llm_latency_ms, source, client_id, role, database_name";
+     feedback_token, created_at, llm_latency_ms, source, client_id, role, database_name, principal_id";
 
 /// The columns of `orca.mcp_failures` in the order [`failures`] writes them.
-pub(super) const FAILURE_COLUMNS: &str =
-    "id, execution_id, error_type, error_code, error_details, retry_attempt, created_at";
+pub(super) const FAILURE_COLUMNS: &str = "id, execution_id, error_type, error_code, error_details, retry_attempt, created_at, execution_created_at";
 
 const SIGNATURE: &[u8; 11] = b"PGCOPY\n\xff\r\n\0";
 
@@ -36,7 +42,7 @@ pub(super) fn executions(executions: &[Execution]) -> Vec<u8> {
         .sum();
     let mut copy = CopyBuffer::with_capacity(payloads + executions.len() * 512);
     for execution in executions {
-        copy.tuple(28);
+        copy.tuple(29);
         copy.uuid(execution.id);
         copy.text(Some(&execution.server));
         copy.text(Some(&execution.tool));
@@ -65,22 +71,24 @@ pub(super) fn executions(executions: &[Execution]) -> Vec<u8> {
         copy.text(execution.client_id.as_deref());
         copy.text(execution.role.as_deref());
         copy.text(execution.database.as_deref());
+        copy.text(execution.principal_id.as_deref());
     }
     copy.finish()
 }
 
 /// The `COPY` data of the failures of a batch of executions (`error_details` is `jsonb`).
 pub(super) fn failures(executions: &[Execution]) -> Option<Vec<u8>> {
-    let failures: Vec<(Uuid, &Failure)> = executions
+    let failures: Vec<(&Execution, &Failure)> = executions
         .iter()
-        .flat_map(|execution| execution.failures.iter().map(move |failure| (execution.id, failure)))
+        .flat_map(|execution| execution.failures.iter().map(move |failure| (execution, failure)))
         .collect();
     if failures.is_empty() {
         return None;
     }
     let mut copy = CopyBuffer::with_capacity(failures.len() * 512);
-    for (execution_id, failure) in failures {
-        copy.tuple(7);
+    for (execution, failure) in failures {
+        let execution_id = execution.id;
+        copy.tuple(8);
         copy.uuid(failure.id);
         copy.uuid(execution_id);
         copy.text(Some(&failure.error_type));
@@ -88,6 +96,8 @@ pub(super) fn failures(executions: &[Execution]) -> Option<Vec<u8>> {
         copy.json(&failure.error_details, true);
         copy.int4(Some(failure.retry_attempt));
         copy.timestamptz(failure.created_at);
+        // A failure lives in the partition of its execution's day.
+        copy.timestamptz(execution.created_at);
     }
     Some(copy.finish())
 }

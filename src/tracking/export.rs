@@ -147,12 +147,15 @@ pub(crate) async fn export(
         .with_context(|| format!("cannot create {}", out_dir.display()))?;
     let label = range.label();
 
+    // Each row's execution is found by its key in the one partition of its day (a lateral
+    // lookup, pruned at run time), never by a join the planner could make over every day.
     let feedback: Vec<FeedbackExportRow> = sqlx::query_as(
         "SELECT f.id AS feedback_id, f.feedback_token, f.execution_id, e.mcp_name AS server, e.tool_name AS tool, \
          e.status, e.llm_provider, e.llm_model, f.rating, f.rating_score, f.comment, f.user_id, e.principal, e.agent_id, \
          e.execution_time_ms, e.created_at AS executed_at, f.created_at AS feedback_created_at, \
          f.updated_at AS feedback_updated_at, e.source, e.client_id, e.role, e.database_name \
-         FROM orca.mcp_feedback f JOIN orca.mcp_executions e ON e.id = f.execution_id \
+         FROM orca.mcp_feedback f CROSS JOIN LATERAL (SELECT * FROM orca.mcp_executions x \
+           WHERE x.id = f.execution_id AND x.created_at = f.execution_created_at LIMIT 1) e \
          WHERE coalesce(f.updated_at, f.created_at) >= $1 AND coalesce(f.updated_at, f.created_at) < $2 \
          AND (e.source <> 'eval' OR $3) \
          AND ($4::text IS NULL OR e.database_name = $4) \
@@ -170,7 +173,8 @@ pub(crate) async fn export(
         "SELECT fl.id AS failure_id, fl.execution_id, e.mcp_name AS server, e.tool_name AS tool, e.status, fl.error_type, \
          fl.error_code, fl.error_details::text AS error_details, fl.retry_attempt, e.llm_provider, e.llm_model, e.principal, \
          fl.created_at AS failed_at, e.source, e.client_id, e.role, e.database_name \
-         FROM orca.mcp_failures fl JOIN orca.mcp_executions e ON e.id = fl.execution_id \
+         FROM orca.mcp_failures fl CROSS JOIN LATERAL (SELECT * FROM orca.mcp_executions x \
+           WHERE x.id = fl.execution_id AND x.created_at = fl.execution_created_at LIMIT 1) e \
          WHERE fl.created_at >= $1 AND fl.created_at < $2 \
          AND (e.source <> 'eval' OR $3) \
          AND ($4::text IS NULL OR e.database_name = $4) \
@@ -283,6 +287,16 @@ pub(crate) async fn export(
             ]
         }),
     )?;
+    // What the files hold is recorded, so that the retention keeps every day until it was
+    // exported (a one-database export covers only that database: not recorded).
+    if database.is_none() {
+        sqlx::query("INSERT INTO orca.tracking_exports (range_from, range_until) VALUES ($1, $2)")
+            .bind(range.since)
+            .bind(range.until)
+            .execute(pool)
+            .await
+            .context("cannot record the export's range")?;
+    }
 
     Ok(ExportSummary {
         feedback_file,

@@ -1,6 +1,13 @@
 //! Feedback on an execution: `{feedback_token, rating, rating_score?, comment?}`, shared by
 //! `POST /mcp/feedback` and the `submit_feedback` tool. A second submission for the same token
 //! replaces the first, keeping `created_at` and setting `updated_at`.
+//!
+//! # Design notes
+//!
+//! `feedback.rs` validates and upserts ratings; `export.rs` writes the CSV files; `lessons.rs`
+//! reads the SQL tools' failed, retried and down-rated calls of a range for `orca context suggest`;
+//! `recent.rs` lists the latest calls with their ratings for the web console; `store.rs` holds the
+//! pool and the migrations (`migrations/`, history in `orca._sqlx_migrations`).
 
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
@@ -224,10 +231,10 @@ async fn upsert(
     user_id: Option<&str>,
 ) -> Result<Option<Value>, FeedbackError> {
     let row: Option<FeedbackRow> = sqlx::query_as(
-        "INSERT INTO orca.mcp_feedback (feedback_token, execution_id, user_id, rating, rating_score, comment) \
-         SELECT $1, e.id, $2, $3, $4, $5 FROM orca.mcp_executions e WHERE e.feedback_token = $1 \
+        "INSERT INTO orca.mcp_feedback (feedback_token, execution_id, execution_created_at, user_id, rating, rating_score, comment) \
+         SELECT $1, e.id, e.created_at, $2, $3, $4, $5 FROM orca.mcp_executions e WHERE e.feedback_token = $1 \
          AND ($6::text IS NULL OR e.database_name = $6) \
-         ON CONFLICT (feedback_token) DO UPDATE SET user_id = EXCLUDED.user_id, rating = EXCLUDED.rating, \
+         ON CONFLICT (feedback_token, execution_created_at) DO UPDATE SET user_id = EXCLUDED.user_id, rating = EXCLUDED.rating, \
          rating_score = EXCLUDED.rating_score, comment = EXCLUDED.comment, updated_at = now() \
          RETURNING id, feedback_token, execution_id, user_id, rating, rating_score, comment, created_at, updated_at",
     )

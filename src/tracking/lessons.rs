@@ -55,15 +55,15 @@ pub(crate) async fn recent_lessons(
         "SELECT e.tool_name, e.created_at, e.llm_model, e.status, e.error_message,
                 e.request_data, e.response_data, f.rating, f.comment,
                 coalesce((SELECT jsonb_agg(x.error_details ORDER BY x.retry_attempt, x.created_at)
-                          FROM orca.mcp_failures x WHERE x.execution_id = e.id), '[]'::jsonb) AS failures
+                          FROM orca.mcp_failures x WHERE x.execution_id = e.id AND x.execution_created_at = e.created_at), '[]'::jsonb) AS failures
          FROM orca.mcp_executions e
-         LEFT JOIN orca.mcp_feedback f ON f.execution_id = e.id
+         LEFT JOIN orca.mcp_feedback f ON f.execution_id = e.id AND f.execution_created_at = e.created_at
          WHERE e.created_at >= $1 AND e.created_at < $2
            AND e.tool_name = ANY($3)
            AND (e.source <> 'eval' OR $5)
            AND ($6::text IS NULL OR e.database_name = $6)
            AND (f.rating = 'down'
-                OR EXISTS (SELECT 1 FROM orca.mcp_failures x WHERE x.execution_id = e.id))
+                OR EXISTS (SELECT 1 FROM orca.mcp_failures x WHERE x.execution_id = e.id AND x.execution_created_at = e.created_at))
          ORDER BY e.created_at DESC
          LIMIT $4",
     )

@@ -35,7 +35,8 @@ pub(crate) struct RecentExecution {
     pub(crate) trace_id: String,
 }
 
-/// The `limit` most recent calls, of `principal` only when one is given.
+/// The `limit` most recent calls, of the principal whose identity (`Principal::identity`) is
+/// `principal` only when one is given.
 ///
 /// # Errors
 ///
@@ -50,8 +51,8 @@ pub(crate) async fn recent_executions(
                 e.execution_time_ms AS latency_ms, e.created_at AS at, e.llm_model, \
                 f.rating, f.rating_score, e.principal, e.client_id, e.role, e.trace_id \
            FROM orca.mcp_executions e \
-           LEFT JOIN orca.mcp_feedback f ON f.execution_id = e.id \
-          WHERE $1::text IS NULL OR e.principal = $1 \
+           LEFT JOIN orca.mcp_feedback f ON f.execution_id = e.id AND f.execution_created_at = e.created_at \
+          WHERE $1::text IS NULL OR e.principal_id = $1 \
           ORDER BY e.created_at DESC, e.id DESC \
           LIMIT $2",
     )

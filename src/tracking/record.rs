@@ -1,5 +1,19 @@
 //! The execution record and its failures as they travel to the database (and, on an outage,
 //! through the spill file), plus the redaction and truncation applied before storing them.
+//!
+//! # Design notes
+//!
+//! `record.rs` holds the records (`Execution`, `Failure`; `Failure::for_attempts` makes one row per
+//! failed attempt of a call, for the gateway and `orca eval` alike) and the redaction and
+//! truncation applied before storing them. An `Execution` says who made the call from the caller's
+//! `config::Principal`: `principal` (its name: an API key's, or a token's user), `client_id` and
+//! `role` (a token's client and the `auth.roles` it holds, filled by
+//! `gateway::edge::AuthGate::token_principal`; `None` otherwise). `Execution::of` starts a row from
+//! an `Origin` (who and how: the gateway's `carried::origin` reads it off the principal and the
+//! request, `orca eval` makes its own) with a success that used no model, and each call sets its
+//! own fields over it (`with_llm` adds what its model requests came to). Fields added later carry
+//! `#[serde(default)]`, so spill files written by an older orca still read;
+//! `copy::EXECUTION_COLUMNS` and the `UNNEST` of `store::insert_batch` list the same columns.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -93,6 +107,11 @@ pub(crate) struct Execution {
     /// spilled before this field existed.
     #[serde(default)]
     pub(crate) database: Option<String>,
+    /// Who made the call by identity (`Principal::identity`), which tells an API key from a
+    /// token user of the same `principal`; `None` for refused requests and records spilled
+    /// before this field existed.
+    #[serde(default)]
+    pub(crate) principal_id: Option<String>,
     /// The call's span, of which tracking's write is a child; `None` with traces off. Neither
     /// stored nor spilled.
     #[serde(skip)]
@@ -103,6 +122,8 @@ pub(crate) struct Execution {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Origin {
     pub(crate) principal: String,
+    /// `Principal::identity`; `None` for a request refused before it had a principal.
+    pub(crate) principal_id: Option<String>,
     pub(crate) client_id: Option<String>,
     pub(crate) role: Option<String>,
     pub(crate) user_id: Option<String>,
@@ -123,6 +144,7 @@ impl Execution {
             tool,
             upstream_tool: None,
             principal: origin.principal,
+            principal_id: origin.principal_id,
             user_id: origin.user_id,
             agent_id: origin.agent_id,
             session_id: origin.session_id,

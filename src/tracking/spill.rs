@@ -5,6 +5,11 @@
 //! its records, and deletes it only once every record is stored. A replay that fails leaves the
 //! renamed file in place for the next attempt; inserts ignore records already stored, so a
 //! record is never stored twice.
+//!
+//! # Design notes
+//!
+//! `spill.rs` keeps records the database could not take in a JSONL file and replays them (rename,
+//! insert, delete) once it is back.
 
 use std::fs::OpenOptions;
 use std::io::{BufRead, BufReader, Write};

@@ -10,6 +10,7 @@ use sqlx::postgres::PgConnectOptions;
 use crate::config::PoolConfig;
 
 use super::copy;
+use super::partitions;
 use super::record::{Execution, Failure};
 
 /// A pool for orca's state database. Connections are made lazily, so orca starts (and spills
@@ -42,16 +43,31 @@ pub(crate) async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
 /// the cheapest way in. `COPY` cannot skip rows already stored, so should a batch meet one (a
 /// unique violation: the ids are minted fresh, so this is not expected), the whole batch is
 /// stored again with [`insert_batch`], which skips them.
+///
+/// A record of a day that has no partition yet (a replayed spill, a clock far off) gets one,
+/// and the batch is tried again.
 pub(super) async fn store_batch(
     pool: &PgPool,
     executions: &[Execution],
 ) -> Result<(), sqlx::Error> {
-    match copy_batch(pool, executions).await {
+    let outcome = match copy_batch(pool, executions).await {
+        Err(error) if partitions::is_missing_partition(&error) => {
+            partitions::ensure_days(pool, days(executions)).await?;
+            copy_batch(pool, executions).await
+        }
+        other => other,
+    };
+    match outcome {
         Err(sqlx::Error::Database(error)) if error.code().as_deref() == Some(UNIQUE_VIOLATION) => {
             insert_batch(pool, executions).await
         }
         other => other,
     }
+}
+
+/// The days a batch's rows fall on: its executions' (their failures are stored with them).
+fn days(executions: &[Execution]) -> Vec<chrono::NaiveDate> {
+    partitions::days_of(executions.iter().map(|execution| execution.created_at))
 }
 
 const UNIQUE_VIOLATION: &str = "23505";
@@ -95,6 +111,16 @@ pub(super) async fn insert_batch(
     pool: &PgPool,
     executions: &[Execution],
 ) -> Result<(), sqlx::Error> {
+    match insert_rows(pool, executions).await {
+        Err(error) if partitions::is_missing_partition(&error) => {
+            partitions::ensure_days(pool, days(executions)).await?;
+            insert_rows(pool, executions).await
+        }
+        other => other,
+    }
+}
+
+async fn insert_rows(pool: &PgPool, executions: &[Execution]) -> Result<(), sqlx::Error> {
     if executions.is_empty() {
         return Ok(());
     }
@@ -105,19 +131,19 @@ pub(super) async fn insert_batch(
         "INSERT INTO orca.mcp_executions (id, mcp_name, tool_name, upstream_tool_name, principal, user_id, agent_id, \
          session_id, transport, trace_id, request_data, response_data, response_bytes, llm_provider, llm_model, \
          llm_prompt_tokens, llm_completion_tokens, execution_time_ms, status, error_code, error_message, \
-         feedback_token, created_at, llm_latency_ms, source, client_id, role, database_name) \
+         feedback_token, created_at, llm_latency_ms, source, client_id, role, database_name, principal_id) \
          SELECT id, mcp_name, tool_name, upstream_tool_name, principal, user_id, agent_id, session_id, transport, \
          trace_id, request_data::json, response_data::json, response_bytes, llm_provider, llm_model, \
          llm_prompt_tokens, llm_completion_tokens, execution_time_ms, status, error_code, error_message, \
-         feedback_token, created_at, llm_latency_ms, source, client_id, role, database_name \
+         feedback_token, created_at, llm_latency_ms, source, client_id, role, database_name, principal_id \
          FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], \
          $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::int8[], $14::text[], $15::text[], \
          $16::int8[], $17::int8[], $18::int4[], $19::text[], $20::text[], $21::text[], $22::uuid[], $23::timestamptz[], $24::int4[], $25::text[], \
-         $26::text[], $27::text[], $28::text[]) \
+         $26::text[], $27::text[], $28::text[], $29::text[]) \
          AS batch (id, mcp_name, tool_name, upstream_tool_name, principal, user_id, agent_id, session_id, transport, \
          trace_id, request_data, response_data, response_bytes, llm_provider, llm_model, llm_prompt_tokens, \
          llm_completion_tokens, execution_time_ms, status, error_code, error_message, feedback_token, created_at, \
-         llm_latency_ms, source, client_id, role, database_name) \
+         llm_latency_ms, source, client_id, role, database_name, principal_id) \
          ON CONFLICT DO NOTHING",
     )
     .bind(executions.iter().map(|execution| execution.id).collect::<Vec<_>>())
@@ -148,26 +174,28 @@ pub(super) async fn insert_batch(
     .bind(column(|execution| execution.client_id.clone()))
     .bind(column(|execution| execution.role.clone()))
     .bind(column(|execution| execution.database.clone()))
+    .bind(column(|execution| execution.principal_id.clone()))
     .execute(&mut *transaction)
     .await?;
 
-    let failures: Vec<(uuid::Uuid, &Failure)> = executions
+    let failures: Vec<(&Execution, &Failure)> = executions
         .iter()
-        .flat_map(|execution| execution.failures.iter().map(move |failure| (execution.id, failure)))
+        .flat_map(|execution| execution.failures.iter().map(move |failure| (execution, failure)))
         .collect();
     if !failures.is_empty() {
         sqlx::query(
-            "INSERT INTO orca.mcp_failures (id, execution_id, error_type, error_code, error_details, retry_attempt, created_at) \
-             SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::jsonb[], $6::int4[], $7::timestamptz[]) \
+            "INSERT INTO orca.mcp_failures (id, execution_id, error_type, error_code, error_details, retry_attempt, created_at, execution_created_at) \
+             SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::jsonb[], $6::int4[], $7::timestamptz[], $8::timestamptz[]) \
              ON CONFLICT DO NOTHING",
         )
         .bind(failures.iter().map(|(_, failure)| failure.id).collect::<Vec<_>>())
-        .bind(failures.iter().map(|(execution_id, _)| *execution_id).collect::<Vec<_>>())
+        .bind(failures.iter().map(|(execution, _)| execution.id).collect::<Vec<_>>())
         .bind(failures.iter().map(|(_, failure)| failure.error_type.clone()).collect::<Vec<_>>())
         .bind(failures.iter().map(|(_, failure)| failure.error_code.clone()).collect::<Vec<_>>())
         .bind(failures.iter().map(|(_, failure)| failure.error_details.clone()).collect::<Vec<_>>())
         .bind(failures.iter().map(|(_, failure)| failure.retry_attempt).collect::<Vec<_>>())
         .bind(failures.iter().map(|(_, failure)| failure.created_at).collect::<Vec<_>>())
+        .bind(failures.iter().map(|(execution, _)| execution.created_at).collect::<Vec<_>>())
         .execute(&mut *transaction)
         .await?;
     }

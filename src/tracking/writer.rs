@@ -8,6 +8,7 @@ use sqlx::PgPool;
 use tokio::sync::{mpsc, oneshot};
 
 use super::TrackingStats;
+use super::journal::Journal;
 use super::record::Execution;
 use super::spill::Spill;
 use super::store::{insert_batch, store_batch};
@@ -24,7 +25,8 @@ const GATHER_TICK: std::time::Duration = std::time::Duration::from_millis(5);
 
 #[derive(Debug)]
 pub(super) enum Command {
-    Record(Box<Execution>),
+    /// A record, and the journal segment to settle it in once it is stored or spilled.
+    Record(Box<Execution>, Option<u64>),
     /// Acknowledge once every record sent before this one is stored or spilled.
     Flush(oneshot::Sender<()>),
     /// Flush, try a last replay, acknowledge and stop.
@@ -35,8 +37,12 @@ pub(super) struct Writer {
     pool: PgPool,
     receiver: mpsc::Receiver<Command>,
     spill: Arc<Spill>,
+    journal: Arc<Journal>,
     stats: Arc<TrackingStats>,
     config: TrackingConfig,
+    /// The journal segment of each record taken and not written yet, in the records' order
+    /// (`None`: a record the journal could not take), settled once the record is written.
+    segments: std::collections::VecDeque<Option<u64>>,
 }
 
 impl Writer {
@@ -44,10 +50,11 @@ impl Writer {
         pool: PgPool,
         receiver: mpsc::Receiver<Command>,
         spill: Arc<Spill>,
+        journal: Arc<Journal>,
         stats: Arc<TrackingStats>,
         config: TrackingConfig,
     ) -> Writer {
-        Writer { pool, receiver, spill, stats, config }
+        Writer { pool, receiver, spill, journal, stats, config, segments: Default::default() }
     }
 
     pub(super) async fn run(mut self) {
@@ -115,14 +122,17 @@ impl Writer {
     }
 
     fn take(
-        &self,
+        &mut self,
         command: Command,
         batch: &mut Vec<Execution>,
         acks: &mut Vec<oneshot::Sender<()>>,
         shutdown: &mut Option<oneshot::Sender<()>>,
     ) {
         match command {
-            Command::Record(execution) => batch.push(*execution),
+            Command::Record(execution, segment) => {
+                batch.push(*execution);
+                self.segments.push_back(segment);
+            }
             Command::Flush(ack) => acks.push(ack),
             Command::Shutdown(ack) => *shutdown = Some(ack),
         }
@@ -133,7 +143,10 @@ impl Writer {
         let mut batch = Vec::new();
         while let Ok(command) = self.receiver.try_recv() {
             match command {
-                Command::Record(execution) => batch.push(*execution),
+                Command::Record(execution, segment) => {
+                    batch.push(*execution);
+                    self.segments.push_back(segment);
+                }
                 Command::Flush(other) | Command::Shutdown(other) => {
                     let _ = other.send(());
                 }
@@ -150,7 +163,7 @@ impl Writer {
     }
 
     /// Store a batch, or spill it when the database is unhealthy or the insert fails.
-    async fn write(&self, batch: &mut Vec<Execution>) {
+    async fn write(&mut self, batch: &mut Vec<Execution>) {
         if batch.is_empty() {
             return;
         }
@@ -158,20 +171,30 @@ impl Writer {
         let healthy = self.stats.database_healthy.load(Ordering::Relaxed);
         let stored = healthy && self.try_insert(batch).await;
         trace_write(batch, started, stored);
-        if stored {
+        let kept = if stored {
             self.stats.written_total.fetch_add(batch.len() as u64, Ordering::Relaxed);
+            true
         } else {
             match self.spill.append(batch) {
                 Ok(()) => {
                     self.stats.spilled_total.fetch_add(batch.len() as u64, Ordering::Relaxed);
+                    true
                 }
                 Err(error) => {
                     tracing::error!(
                         records = batch.len(),
-                        "tracking records lost: cannot write the spill file: {error}"
+                        "tracking records not written: cannot write the spill file (they stay in the journal): {error}"
                     );
+                    false
                 }
             }
+        };
+        // Stored or spilled, the batch's records are settled in the journal; records that
+        // could be neither stay there for the next run.
+        let taken: Vec<Option<u64>> =
+            self.segments.drain(..batch.len().min(self.segments.len())).collect();
+        if kept {
+            self.journal.settle(taken.into_iter().flatten());
         }
         batch.clear();
     }

@@ -180,7 +180,7 @@ async fn without_a_target_the_commands_use_orcas_own_gateway_in_process() {
         assert_eq!(count, names.len(), "{format}");
     }
     // The same gateway over real stdio: `orca serve --stdio` as the server of `orca tools`.
-    let serve = format!("{} serve --stdio", crate::support::orca::BINARY);
+    let serve = format!("{} serve --stdio", crate::support::orca::orca_binary().display());
     let (code, stdout, stderr) = run(&setup, &["tools", "--stdio", &serve, "--format", "json"]);
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(json_of(&stdout).as_array().unwrap().len(), names.len());

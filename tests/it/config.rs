@@ -62,7 +62,7 @@ fn doctor_masks_secrets_and_reports_failed_checks() {
     assert!(stdout.contains("postgres://orca:****@127.0.0.1:1/orca"), "{stdout}");
     // The HTTP edge's limits, as configured or by default.
     for expected in [
-        "max_connections=300 header_timeout_ms=10000 max_json_depth=64 auth_failures_per_minute=7 drain_timeout_ms=10000",
+        "max_connections=300 header_timeout_ms=10000 body_timeout_ms=10000 max_json_depth=64 auth_failures_per_minute=7 drain_timeout_ms=10000",
         "http.trusted_proxies",
         "10.0.0.0/8, 192.0.2.7",
     ] {

@@ -455,7 +455,9 @@ async fn set_level(client: &RunningService<RoleClient, LogCollector>, level: &st
 #[tokio::test(flavor = "multi_thread")]
 async fn upstream_log_messages_reach_stdio_and_session_clients_at_their_level() {
     let database = TestDatabase::create().await;
-    let setup = OrcaSetup::new(&database.url).with_external(&fixture_yaml());
+    let setup = OrcaSetup::new(&database.url)
+        .with_config("http:\n  health_details: names\n")
+        .with_external(&fixture_yaml());
 
     let collector = LogCollector::default();
     let client = setup.stdio_client_with(collector.clone()).await;
@@ -489,7 +491,7 @@ async fn upstream_log_messages_reach_stdio_and_session_clients_at_their_level() 
     assert!(texts.contains(&"hello over a session".to_owned()), "{texts:?}");
     assert!(!texts.contains(&"below error".to_owned()), "{texts:?}");
 
-    // /healthz names each external server with its state.
+    // With `http.health_details: names`, /healthz names each external server with its state.
     let health: Value = reqwest::get(server.url("/healthz")).await.unwrap().json().await.unwrap();
     assert_eq!(health["external"], json!([{"name": "fx", "state": "running"}]), "{health}");
     client.cancel().await.unwrap();
@@ -584,6 +586,126 @@ async fn a_log_message_on_a_calls_own_http_stream_reaches_that_caller_alone() {
     }
     upstream.kill().unwrap();
     let _ = upstream.wait();
+}
+
+async fn prompt_names(client: &RunningService<RoleClient, ()>) -> Vec<String> {
+    let listed = client.list_all_prompts().await.unwrap();
+    listed.into_iter().map(|prompt| prompt.name.to_string()).collect()
+}
+
+#[tokio::test]
+async fn completions_reach_only_the_servers_a_callers_role_may_use() {
+    let database = TestDatabase::create().await;
+    let hash = |key: &str| hex::encode(Sha256::digest(key.as_bytes()));
+    let setup = OrcaSetup::new(&database.url)
+        .with_config(&format!(
+            "auth:\n  api_keys:\n    - name: seer\n      sha256: {}\n      verbs: [read]\n    - name: auditor\n      sha256: {}\n      role: auditor\n  roles:\n    auditor:\n      verbs: [read]\n      tools: [\"server:orca\"]\n",
+            hash("orca_seer_key"),
+            hash("orca_auditor_key")
+        ))
+        .with_external(&fixture_yaml());
+    let server = setup.http_server(&[]);
+    let seer = server.client(Some("orca_seer_key")).await;
+    let auditor = server.client(Some("orca_auditor_key")).await;
+    eventually("the fixture's prompts are listed", Duration::from_secs(20), || async {
+        prompt_names(&seer).await.contains(&"fx_summarize".to_owned())
+    })
+    .await;
+    assert!(!prompt_names(&auditor).await.contains(&"fx_summarize".to_owned()));
+
+    // The seer sees the fixture, and its completions.
+    let topics = seer.complete_prompt_argument("fx_summarize", "topic", "d", None).await.unwrap();
+    assert_eq!(topics.values, ["databases", "dolphins"]);
+    let template = "orca://fx/fixture://items/{id}";
+    let ids = seer.complete_resource_argument(template, "id", "1", None).await.unwrap();
+    assert_eq!(ids.values, ["1", "10"]);
+
+    // The auditor, whose role shows it orca's own server only, gets nothing of the fixture's:
+    // the same empty answer as for a name nobody owns.
+    let topics =
+        auditor.complete_prompt_argument("fx_summarize", "topic", "d", None).await.unwrap();
+    assert!(topics.values.is_empty(), "{topics:?}");
+    let ids = auditor.complete_resource_argument(template, "id", "1", None).await.unwrap();
+    assert!(ids.values.is_empty(), "{ids:?}");
+    seer.cancel().await.unwrap();
+    auditor.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn servers_are_named_only_to_callers_that_may_use_them_and_counted_for_anyone() {
+    let database = TestDatabase::create().await;
+    let hash = |key: &str| hex::encode(Sha256::digest(key.as_bytes()));
+    // `fx` runs; `signin` asks its users to sign in (and is never reached).
+    let external = format!(
+        "{}  signin:\n    url: http://127.0.0.1:9/mcp\n    timeout: 2s\n    oauth:\n      mode: per_user\n",
+        fixture_yaml()
+    );
+    let setup = OrcaSetup::new(&database.url)
+        .with_config(&format!(
+            "auth:\n  api_keys:\n    - name: seer\n      sha256: {}\n      verbs: [read]\n    - name: auditor\n      sha256: {}\n      role: auditor\n  roles:\n    auditor:\n      verbs: [read]\n      tools: [\"server:orca\"]\n",
+            hash("orca_seer_key"),
+            hash("orca_auditor_key")
+        ))
+        .with_external(&external);
+    let server = setup.http_server(&[]);
+    let seer = server.client(Some("orca_seer_key")).await;
+    eventually("the fixture's tools are listed", Duration::from_secs(20), || async {
+        let tools = seer.list_all_tools().await.unwrap();
+        tools.iter().any(|tool| tool.name == "fx_echo")
+    })
+    .await;
+    let echoed = call(&seer, "fx_echo", json!({"text": "hello"}), None).await.unwrap();
+    assert_ne!(echoed.is_error, Some(true), "{}", text_of(&echoed));
+
+    // /healthz and /metrics answer anyone: they count servers by state and name none, nor the
+    // tool called.
+    let health: Value = reqwest::get(server.url("/healthz")).await.unwrap().json().await.unwrap();
+    assert_eq!(health["details"], "counts", "{health}");
+    assert_eq!(health["servers"], 3, "{health}");
+    assert_eq!(health["server_status"], json!({"running": 3}), "{health}");
+    assert_eq!(health["external"]["running"], 1, "{health}");
+    let text = health.to_string();
+    for name in ["fx", "signin", "postgres", "orca\""] {
+        assert!(!text.contains(&format!("\"{name}")), "{name} in {health}");
+    }
+    let metrics = reqwest::get(server.url("/metrics")).await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("orca_tool_calls_total{status=\"success\"} 1"), "{metrics}");
+    assert!(metrics.contains("orca_external_servers{state=\"running\"} 1"), "{metrics}");
+    assert!(!metrics.contains("fx") && !metrics.contains("signin"), "{metrics}");
+
+    // The instructions of a caller whose role shows it orca's own server name only that one.
+    let auditor = server.client(Some("orca_auditor_key")).await;
+    let instructions = |client: &RunningService<RoleClient, ()>| {
+        client.peer_info().unwrap().instructions.clone().unwrap_or_default()
+    };
+    let told = instructions(&auditor);
+    assert!(told.contains("Servers behind it: orca."), "{told}");
+    for name in ["fx", "signin", "postgres", "execute_sql"] {
+        assert!(!told.contains(name), "{name} in {told}");
+    }
+    let told = instructions(&seer);
+    assert!(told.contains("Servers behind it: orca, postgres, data, fx, signin."), "{told}");
+
+    // The console's list of upstreams to sign in to: only those the caller may use.
+    let upstreams = |key: &'static str| {
+        let url = server.url("/console/api/upstreams");
+        async move {
+            let answer: Value = reqwest::Client::new()
+                .get(url)
+                .bearer_auth(key)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            answer["upstreams"].clone()
+        }
+    };
+    assert_eq!(upstreams("orca_auditor_key").await, json!([]));
+    assert_eq!(upstreams("orca_seer_key").await[0]["name"], "signin");
+    seer.cancel().await.unwrap();
+    auditor.cancel().await.unwrap();
 }
 
 #[tokio::test]

@@ -293,6 +293,34 @@ async fn ambiguous_and_misspelled_table_names_are_refused_with_candidates() {
     client.cancel().await.unwrap();
 }
 
+/// Over HTTP each call runs on one of the runtime's worker threads (over stdio, on the main
+/// thread): every data tool that reads rows answers there, in every profile the binary is built
+/// in (`./scripts/test` runs this suite against the demo profile's unoptimized binary too, which
+/// once overflowed a worker's stack on `get_stats`).
+#[tokio::test]
+async fn every_reading_data_tool_answers_over_http_on_a_worker_thread() {
+    let database = samples::chinook().await;
+    let setup = OrcaSetup::new(&database.url);
+    let server = setup.http_server(&[]);
+    let client = server.client(None).await;
+    let table = json!({"table": "track"});
+    let calls = [
+        ("get_stats", json!({"ref": table})),
+        ("get_table_schema", json!({"ref": table})),
+        ("sample_table", json!({"ref": table, "method": "random", "limit": 5})),
+        ("profile_table", json!({"ref": table})),
+        ("detect_pii", json!({"ref": {"table": "customer"}})),
+        ("query_sql", json!({"sql": "SELECT name FROM genre ORDER BY genre_id", "max_rows": 5})),
+        ("explain_sql", json!({"sql": "SELECT count(*) FROM track", "analyze": true})),
+    ];
+    for (tool, arguments) in calls {
+        ok(&client, tool, arguments).await;
+    }
+    let (stats, _) = ok(&client, "get_stats", json!({"ref": table})).await;
+    assert_eq!(stats["row_count"], 3503);
+    client.cancel().await.unwrap();
+}
+
 #[tokio::test]
 async fn get_stats_counts_a_small_table_exactly() {
     let database = samples::chinook().await;

@@ -130,6 +130,154 @@ async fn pages_concatenated_equal_the_unpaged_result_without_duplicates_or_gaps(
     client.cancel().await.unwrap();
 }
 
+/// The rows of `sql` as the database itself orders them, read on the test's own connection
+/// (integer and text columns only).
+async fn database_rows(pool: &sqlx::PgPool, sql: &str) -> Vec<Value> {
+    use sqlx::Row;
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql.to_owned())).fetch_all(pool).await.unwrap();
+    rows.iter()
+        .map(|row| {
+            let cells: Vec<Value> = (0..row.columns().len())
+                .map(|index| match row.try_get::<Option<i32>, _>(index) {
+                    Ok(number) => json!(number),
+                    Err(_) => match row.try_get::<Option<i64>, _>(index) {
+                        Ok(number) => json!(number),
+                        Err(_) => json!(row.try_get::<Option<String>, _>(index).unwrap()),
+                    },
+                })
+                .collect();
+            Value::Array(cells)
+        })
+        .collect()
+}
+
+/// Queries ordered by what they do not select are paged in their own order: the sort keys
+/// travel with the pages as hidden columns, which no row, column or hint shows.
+#[tokio::test]
+async fn queries_ordered_by_what_they_do_not_select_are_paged_in_their_order() {
+    let database = samples::chinook().await;
+    let pool = database.connect().await;
+    let setup = OrcaSetup::new(&database.url);
+    let client = setup.stdio_client().await;
+    // (query, visible columns, the key whose order the pages keep when ties may come in any
+    // order; `None`: the rows in exactly the database's order)
+    type Key = fn(&Value) -> String;
+    let lower_name: Key = |row| row[0].as_str().unwrap_or_default().to_lowercase();
+    let cases: [(&str, usize, Option<Key>); 8] = [
+        ("SELECT name FROM artist ORDER BY artist_id", 1, None),
+        ("SELECT name FROM artist ORDER BY artist_id DESC", 1, None),
+        ("SELECT name FROM artist ORDER BY lower(name) DESC", 1, Some(lower_name)),
+        (
+            "SELECT t.name, t.milliseconds FROM track t JOIN album a ON a.album_id = t.album_id \
+             ORDER BY a.title, t.track_id",
+            2,
+            None,
+        ),
+        ("SELECT name FROM track ORDER BY composer NULLS FIRST, track_id", 1, None),
+        ("SELECT name FROM track ORDER BY composer DESC, track_id DESC", 1, None),
+        ("SELECT genre_id FROM track GROUP BY genre_id ORDER BY count(*) DESC, genre_id", 1, None),
+        // A hidden key, then a visible one; rows tied on both are the same visible row.
+        ("SELECT composer FROM track ORDER BY genre_id DESC, composer NULLS FIRST", 1, None),
+    ];
+    for (sql, width, key) in cases {
+        let expected = database_rows(&pool, sql).await;
+        let page_sizes: &[usize] = if expected.len() < 500 { &[7, 100] } else { &[250, 1000] };
+        for &page_size in page_sizes {
+            let (rows, pages) = all_pages(&client, sql, page_size, json!({})).await;
+            assert_eq!(pages, expected.len().div_ceil(page_size).max(1), "{sql} at {page_size}");
+            assert!(rows.iter().all(|row| row.as_array().unwrap().len() == width), "{sql}");
+            match key {
+                None => assert_eq!(rows, expected, "{sql} at {page_size}"),
+                Some(key) => {
+                    assert_eq!(multiset(&rows), multiset(&expected), "{sql} at {page_size}");
+                    let keys: Vec<String> = rows.iter().map(key).collect();
+                    let expected_keys: Vec<String> = expected.iter().map(key).collect();
+                    assert_eq!(keys, expected_keys, "{sql} at {page_size}: order of the key");
+                }
+            }
+        }
+        let result =
+            call(&client, "query_sql", json!({"sql": sql, "max_rows": 7}), None).await.unwrap();
+        let value = structured(&result);
+        assert_eq!(value["schema"].as_array().unwrap().len(), width, "{sql}: {value}");
+        let meta = crate::support::meta_of(&result);
+        assert_eq!(meta["paging"]["strategy"], "keyset", "{sql}: {meta:?}");
+    }
+    client.cancel().await.unwrap();
+}
+
+/// A hidden sort key is no column of the result: it has no hint, and its bytes count toward
+/// no cap (1,000 bytes of ids, not of names).
+#[tokio::test]
+async fn a_hidden_sort_key_counts_toward_no_column_hint_or_byte_cap() {
+    let database = samples::chinook().await;
+    let setup = OrcaSetup::new(&database.url).with_config("sql:\n  max_result_bytes: 1000\n");
+    let client = setup.stdio_client().await;
+    let sql = "SELECT artist_id FROM artist ORDER BY name";
+    let page = query(&client, json!({"sql": sql, "max_rows": 275})).await;
+    let schema = page["schema"].as_array().unwrap();
+    assert_eq!(schema.len(), 1, "{page}");
+    assert_eq!(schema[0]["name"], "artist_id");
+    assert_eq!(schema[0]["hints"], json!({"semantic": "id"}));
+    let rows = page["rows"].as_array().unwrap();
+    assert!(rows.len() > 150, "{} rows in 1,000 bytes", rows.len());
+    assert!(serde_json::to_string(rows).unwrap().len() <= 1000);
+    assert_eq!(page["has_more"], true);
+    let token = page["page_token"].as_str().unwrap();
+    let next = query(&client, json!({"sql": sql, "max_rows": 275, "page_token": token})).await;
+    let next_rows = next["rows"].as_array().unwrap();
+    assert!(!next_rows.is_empty() && next_rows.iter().all(|row| !rows.contains(row)));
+
+    // An order that changes on every run is answered in one page and says why.
+    let result = call(
+        &client,
+        "query_sql",
+        json!({"sql": "SELECT name FROM artist ORDER BY random()", "max_rows": 7}),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(structured(&result)["has_more"], true);
+    assert!(structured(&result)["page_token"].is_null());
+    let paging = &crate::support::meta_of(&result)["paging"];
+    assert_eq!(paging["strategy"], "none", "{paging}");
+    assert!(paging["reason"].as_str().unwrap().contains("random()"), "{paging}");
+    client.cancel().await.unwrap();
+}
+
+/// A caller with masked columns pages on hidden sort keys too, a masked one included: its
+/// statement reads the masked relation, so the keys its tokens carry are masked values, and the
+/// pages follow one another in the masked order.
+#[tokio::test]
+async fn a_masked_caller_is_paged_on_hidden_sort_keys_of_masked_values() {
+    use sha2::{Digest, Sha256};
+    let database = samples::chinook().await;
+    let hash = |key: &str| hex::encode(Sha256::digest(key.as_bytes()));
+    let setup = OrcaSetup::new(&database.url).with_config(&format!(
+        "sql:\n  refuse_masked_sql: false\nmasking:\n  customers:\n    email: hash\nauth:\n  api_keys:\n    - name: masked\n      sha256: {}\n      role: analyst\n    - name: plain\n      sha256: {}\n      verbs: [read]\n  roles:\n    analyst:\n      verbs: [read]\n      masking: customers\n",
+        hash("orca_test_masked_key"),
+        hash("orca_test_plain_key"),
+    ));
+    let server = setup.http_server(&[]);
+    for (key, sql) in [
+        ("orca_test_plain_key", "SELECT first_name FROM customer ORDER BY customer_id"),
+        ("orca_test_masked_key", "SELECT first_name FROM customer ORDER BY customer_id"),
+        ("orca_test_masked_key", "SELECT first_name FROM customer ORDER BY email, customer_id"),
+    ] {
+        let client = server.client(Some(key)).await;
+        let (rows, _) = all_pages(&client, sql, 7, json!({})).await;
+        assert_eq!(rows.len(), 59, "{key} {sql}");
+        let result =
+            call(&client, "query_sql", json!({"sql": sql, "max_rows": 5}), None).await.unwrap();
+        let paging = &crate::support::meta_of(&result)["paging"];
+        assert_eq!(paging["strategy"], "keyset", "{key}: {paging}");
+        let token = structured(&result)["page_token"].to_string();
+        assert!(!token.contains("@"), "an address in a token: {token}");
+        client.cancel().await.unwrap();
+    }
+    assert!(server.stop().success());
+}
+
 #[tokio::test]
 async fn random_page_sizes_never_lose_or_repeat_a_row() {
     use rand::{Rng, SeedableRng};

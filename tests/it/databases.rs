@@ -16,7 +16,9 @@ use crate::support::{OrcaSetup, TestDatabase, call, meta_of, run, samples, wait_
 
 type Client = RunningService<RoleClient, ()>;
 
-const CONFIG: &str = "masking:
+const CONFIG: &str = "http:
+  health_details: names
+masking:
   names:
     name: redact
 databases:

@@ -423,3 +423,195 @@ async fn clients_behind_a_trusted_proxy_are_throttled_apart_and_others_cannot_sp
     assert_eq!(status_through(spoofer, &url, &next_guess(), &fresh).await.0, 429);
     still_serves(&server, Some(KEY)).await;
 }
+
+/// A request with two `Host` headers, written by hand (clients send one): the status line.
+async fn status_with_two_hosts(server: &HttpServer, first: &str, second: &str) -> String {
+    let mut stream = TcpStream::connect(host_port(server)).await.unwrap();
+    let request = format!(
+        "GET /healthz HTTP/1.1\r\nhost: {first}\r\nhost: {second}\r\nconnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer))
+        .await
+        .expect("no answer to two Host headers")
+        .unwrap();
+    String::from_utf8_lossy(&answer).lines().next().unwrap_or_default().to_owned()
+}
+
+#[tokio::test]
+async fn two_host_headers_are_refused_and_a_sign_in_redirects_only_to_orcas_own_address() {
+    let provider = crate::oauth::Provider::start_with(
+        "key-1",
+        "RS256",
+        300,
+        Some("http://127.0.0.1:9/".into()),
+    );
+    let database = TestDatabase::create().await;
+    let port = crate::oauth_upstream::free_port();
+    let upstream_url = format!("http://127.0.0.1:{port}/mcp");
+    let upstream_setup = crate::oauth::setup_for(
+        &database,
+        &provider.issuer(),
+        &upstream_url,
+        "    analyst:\n      verbs: [read]\n",
+        "verbs: [read]",
+    );
+    let _upstream = upstream_setup.http_command(&["serve", "--http", &format!("127.0.0.1:{port}")]);
+    let proxy_database = TestDatabase::create().await;
+    let proxy = keyed_setup(&proxy_database, "  allowed_hosts: ['*', 'localhost']\n")
+        .with_external(&format!(
+            "mcps:\n  up:\n    url: {upstream_url}\n    timeout: 10s\n    oauth:\n      mode: per_user\n      issuer: {}\n",
+            provider.issuer()
+        ))
+        .http_server(&[]);
+    let own = host_port(&proxy);
+    let proxy_port = own.rsplit_once(':').unwrap().1.to_owned();
+
+    // Two Host headers: which one a proxy in front routed by is unknown, so neither is used.
+    for (first, second) in [(own.as_str(), "evil.example"), ("evil.example", own.as_str())] {
+        let status = status_with_two_hosts(&proxy, first, second).await;
+        assert!(status.starts_with("HTTP/1.1 400"), "{first}, {second}: {status}");
+    }
+    let status = status_with_two_hosts(&proxy, &own, &own).await;
+    assert!(status.starts_with("HTTP/1.1 400"), "the same one twice: {status}");
+
+    // Without http.public_url, the redirect URI is built from a Host only when it is orca's own
+    // address: a name allowed by name (not through `*`) with the port orca listens on.
+    let sign_in = |host: String| {
+        let url = proxy.url("/console/api/upstreams/up/sign-in");
+        async move {
+            let response = reqwest::Client::new()
+                .post(url)
+                .header("host", host)
+                .bearer_auth(KEY)
+                .send()
+                .await
+                .unwrap();
+            let status = response.status().as_u16();
+            (status, response.json::<Value>().await.unwrap())
+        }
+    };
+    for host in [format!("evil.example:{proxy_port}"), "localhost:1".to_owned(), "localhost".into()]
+    {
+        let (status, body) = sign_in(host.clone()).await;
+        assert_eq!(status, 400, "{host}: {body}");
+        assert!(body["error"]["hint"].as_str().unwrap().contains("http.public_url"), "{body}");
+    }
+    let (status, body) = sign_in(format!("localhost:{proxy_port}")).await;
+    assert_eq!(status, 200, "{body}");
+    let address = url::Url::parse(body["authorization_url"].as_str().unwrap()).unwrap();
+    let redirect_uri = address
+        .query_pairs()
+        .find(|(name, _)| name == "redirect_uri")
+        .map(|(_, value)| value.into_owned());
+    assert_eq!(
+        redirect_uri.as_deref(),
+        Some(format!("http://localhost:{proxy_port}/oauth/upstream/callback").as_str())
+    );
+    still_serves(&proxy, Some(KEY)).await;
+}
+
+/// Send `head` (a request's head, maybe announcing a body it never sends) on a connection of
+/// its own and read what comes back within `wait`: the answer's head, or `None` when none came.
+async fn head_answer(
+    server: &HttpServer,
+    head: &str,
+    wait: Duration,
+) -> (TcpStream, Option<String>) {
+    let mut stream = TcpStream::connect(host_port(server)).await.unwrap();
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(wait, async {
+        let mut buffer = [0u8; 4096];
+        while !answer.windows(4).any(|window| window == b"\r\n\r\n") {
+            match stream.read(&mut buffer).await {
+                Ok(0) | Err(_) => break,
+                Ok(read) => answer.extend_from_slice(&buffer[..read]),
+            }
+        }
+    })
+    .await;
+    let answer =
+        (read.is_ok() && !answer.is_empty()).then(|| String::from_utf8_lossy(&answer).into_owned());
+    (stream, answer)
+}
+
+/// A `POST /mcp` head with `authorization` that announces a body of `length` bytes.
+fn announcing(server: &HttpServer, authorization: &str, length: usize, extra: &str) -> String {
+    format!(
+        "POST /mcp HTTP/1.1\r\nhost: {}\r\nauthorization: {authorization}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\ncontent-length: {length}\r\n{extra}\r\n",
+        host_port(server)
+    )
+}
+
+#[tokio::test]
+async fn refused_credentials_that_announce_a_body_are_answered_at_once_and_hold_no_slot() {
+    let database = TestDatabase::create().await;
+    let hash = hex::encode(Sha256::digest(KEY.as_bytes()));
+    let yaml = format!(
+        "http:\n  max_connections: 8\n  header_timeout_ms: 60000\n  body_timeout_ms: 60000\n\
+         auth:\n  api_keys:\n    - name: analyst\n      sha256: {hash}\n      verbs: [read]\n  \
+         oauth:\n    issuer: http://127.0.0.1:9\n    resource: https://orca.test/mcp\n"
+    );
+    let server = OrcaSetup::new(&database.url).with_config(&yaml).http_server(&[]);
+    // As many as the limit: a token that is no signed JWT, and a wrong API key, each with a
+    // body announced and never sent. Each is answered 401 without waiting for it.
+    let mut held = Vec::new();
+    for attempt in 0..8 {
+        let authorization = if attempt % 2 == 0 {
+            "Bearer eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0.".to_owned()
+        } else {
+            format!("Bearer wrong-key-{attempt}")
+        };
+        let head = announcing(&server, &authorization, 100, "");
+        let (stream, answer) = head_answer(&server, &head, Duration::from_secs(10)).await;
+        let answer =
+            answer.unwrap_or_else(|| panic!("{authorization}: no answer, the body is awaited"));
+        assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+        held.push(stream);
+    }
+    // The connections the client keeps open hold no slot: the next caller is served.
+    still_serves(&server, Some(KEY)).await;
+    drop(held);
+}
+
+#[tokio::test]
+async fn a_body_that_never_arrives_is_cut_off_and_one_too_large_is_refused_before_continue() {
+    let database = TestDatabase::create().await;
+    let server = keyed_setup(
+        &database,
+        "  max_connections: 4\n  max_body_bytes: 65536\n  body_timeout_ms: 1000\n",
+    )
+    .http_server(&[]);
+    let bearer = format!("Bearer {KEY}");
+    // An admitted caller that announces a body and sends none: 408 once http.body_timeout_ms
+    // has passed, and the connection is closed.
+    let head = announcing(&server, &bearer, 100, "");
+    let (_, answer) = head_answer(&server, &head, Duration::from_secs(20)).await;
+    let answer = answer.expect("a body that never came was still awaited");
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.to_ascii_lowercase().contains("connection: close"), "{answer}");
+    // A body half sent is cut off the same way.
+    let (mut stream, answer) =
+        head_answer(&server, &announcing(&server, &bearer, 100, ""), Duration::from_millis(1))
+            .await;
+    assert_eq!(answer, None);
+    stream.write_all(br#"{"jsonrpc":"2.0","#).await.unwrap();
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(20), stream.read_to_end(&mut rest))
+        .await
+        .expect("a body half sent was still awaited")
+        .unwrap();
+    assert!(String::from_utf8_lossy(&rest).starts_with("HTTP/1.1 408"));
+
+    // A body declared larger than http.max_body_bytes: 413 at once, and no `100 Continue`
+    // invites it, with a key or without one.
+    for authorization in [bearer.as_str(), "Bearer wrong-key"] {
+        let head = announcing(&server, authorization, 10_000_000, "expect: 100-continue\r\n");
+        let (_, answer) = head_answer(&server, &head, Duration::from_secs(10)).await;
+        let answer = answer.expect("no answer to a body declared too large");
+        assert!(answer.starts_with("HTTP/1.1 413"), "{authorization}: {answer}");
+    }
+    still_serves(&server, Some(KEY)).await;
+}

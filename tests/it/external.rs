@@ -267,7 +267,9 @@ async fn noise_on_stdout_is_survived_and_a_server_that_is_not_mcp_gets_a_clear_s
 async fn repeated_fast_crashes_are_a_crash_loop_in_list_servers_and_metrics() {
     let database = TestDatabase::create().await;
     let yaml = fixture_yaml("    env:\n      FIXTURE_EXIT_ON_START: \"1\"\n");
-    let setup = OrcaSetup::new(&database.url).with_external(&yaml);
+    let setup = OrcaSetup::new(&database.url)
+        .with_config("http:\n  health_details: names\n")
+        .with_external(&yaml);
     let server = setup.http_server(&[]);
     let client = server.client(None).await;
     // 250 + 500 + 1000 + 2000 ms of backoff before the fifth failure.
@@ -305,8 +307,8 @@ impl rmcp::ClientHandler for CountsListChanges {
 #[tokio::test]
 async fn an_upstream_list_change_is_refiltered_and_sent_to_clients_once() {
     let database = TestDatabase::create().await;
-    let setup =
-        OrcaSetup::new(&database.url).with_external(&fixture_yaml("    exclude_tools: [hang]\n"));
+    let setup = OrcaSetup::new(&database.url)
+        .with_external(&fixture_yaml("    exclude_tools: [hang]\n    pin: off\n"));
     let handler = CountsListChanges::default();
     let notifications = handler.0.clone();
     let client = setup.stdio_client_with(handler).await;
@@ -346,7 +348,10 @@ async fn each_roles_tools_list_follows_an_upstreams_list_change_at_once() {
     auth.push_str(
         "  roles:\n    fixture:\n      verbs: [read, create, update, delete]\n      tools: [\"fx_*\", \"!fx_hang\"]\n    no_extra:\n      verbs: [read, create, update, delete]\n      tools: [\"server:fx\", \"!fx_extra\"]\n",
     );
-    let setup = OrcaSetup::new(&database.url).with_config(&auth).with_external(&fixture_yaml(""));
+    // The tool added later is served at once (`pin: off`; held under `hold`, `pinning.rs`).
+    let setup = OrcaSetup::new(&database.url)
+        .with_config(&auth)
+        .with_external(&fixture_yaml("    pin: off\n"));
     let server = setup.http_server(&[]);
     let lists = || async {
         let mut lists = Vec::new();
@@ -388,7 +393,9 @@ async fn a_tool_an_upstream_adds_under_a_name_already_served_is_left_out_and_lis
     let database = TestDatabase::create().await;
     // With the prefix `list`, the tool `servers` that toggle_extra adds is exposed as
     // `list_servers`, which orca's own server serves.
-    let yaml = fixture_yaml("    prefix: list\n    env:\n      FIXTURE_TOGGLED_NAME: servers\n");
+    let yaml = fixture_yaml(
+        "    prefix: list\n    pin: off\n    env:\n      FIXTURE_TOGGLED_NAME: servers\n",
+    );
     let setup = OrcaSetup::new(&database.url).with_external(&yaml);
     let client = setup.stdio_client().await;
     assert_eq!(

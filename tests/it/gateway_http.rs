@@ -82,7 +82,7 @@ async fn http_stateful_mode_records_the_session_id() {
 #[tokio::test]
 async fn healthz_and_metrics_report_the_calls_made() {
     let database = TestDatabase::create().await;
-    let setup = OrcaSetup::new(&database.url);
+    let setup = OrcaSetup::new(&database.url).with_config("http:\n  health_details: names\n");
     let server = setup.http_server(&[]);
     let client = server.client(None).await;
     for _ in 0..3 {

@@ -15,13 +15,13 @@ use sha2::{Digest, Sha256};
 use crate::conformance::DirectFixture;
 use crate::support::{OrcaSetup, TestDatabase, meta_of, text_of, wait_for_row};
 
-const ALICE: &str = "orca_test_alice_key";
+pub(crate) const ALICE: &str = "orca_test_alice_key";
 const BOB: &str = "orca_test_bob_key";
-const MULTI_ROUND: &str = "test_input_required_result_multi_round";
+pub(crate) const MULTI_ROUND: &str = "test_input_required_result_multi_round";
 
 /// A 2026-07-28 client that can answer elicitation (and nothing else) when asked.
 #[derive(Clone)]
-struct Elicits;
+pub(crate) struct Elicits;
 
 impl rmcp::ClientHandler for Elicits {
     fn get_info(&self) -> ClientConfig {
@@ -38,7 +38,7 @@ async fn modern_client(url: &str, key: &str) -> RunningService<RoleClient, Elici
 
 /// orca with alice's and bob's keys (every verb) in front of the fixture at `fixture_url`, with
 /// no prefix.
-fn alice_and_bob(database: &TestDatabase, fixture_url: &str) -> OrcaSetup {
+pub(crate) fn alice_and_bob(database: &TestDatabase, fixture_url: &str) -> OrcaSetup {
     let hash = |key: &str| hex::encode(Sha256::digest(key.as_bytes()));
     OrcaSetup::new(&database.url)
         .with_config(&format!(
@@ -52,7 +52,7 @@ fn alice_and_bob(database: &TestDatabase, fixture_url: &str) -> OrcaSetup {
 }
 
 /// One round: the call with `answers` under their keys and the state of the previous round.
-async fn round(
+pub(crate) async fn round(
     client: &RunningService<RoleClient, Elicits>,
     answers: &[(&str, Value)],
     state: Option<&str>,
@@ -70,7 +70,7 @@ async fn round(
 }
 
 #[track_caller]
-fn input_required(response: CallToolResponse) -> InputRequiredResult {
+pub(crate) fn input_required(response: CallToolResponse) -> InputRequiredResult {
     match response {
         CallToolResponse::InputRequired(input) => input,
         other => panic!("expected an InputRequiredResult, got {other:?}"),
@@ -78,7 +78,7 @@ fn input_required(response: CallToolResponse) -> InputRequiredResult {
 }
 
 #[track_caller]
-fn refused(outcome: Result<CallToolResponse, rmcp::ServiceError>) -> String {
+pub(crate) fn refused(outcome: Result<CallToolResponse, rmcp::ServiceError>) -> String {
     match outcome {
         Err(rmcp::ServiceError::McpError(error)) => {
             assert_eq!(error.code.0, -32602, "{error:?}");
@@ -88,7 +88,7 @@ fn refused(outcome: Result<CallToolResponse, rmcp::ServiceError>) -> String {
     }
 }
 
-fn accept(content: Value) -> Value {
+pub(crate) fn accept(content: Value) -> Value {
     json!({"action": "accept", "content": content})
 }
 
@@ -223,7 +223,7 @@ async fn a_modern_client_answers_what_an_upstream_asks_while_a_resource_is_read(
 
 /// A 2026-07-28 client that takes tasks and answers elicitation.
 #[derive(Clone)]
-struct TakesTasks;
+pub(crate) struct TakesTasks;
 
 impl rmcp::ClientHandler for TakesTasks {
     fn get_info(&self) -> ClientConfig {
@@ -237,7 +237,7 @@ impl rmcp::ClientHandler for TakesTasks {
 }
 
 /// `tasks/get` until the task reaches `status`, as JSON.
-async fn task_until(
+pub(crate) async fn task_until(
     client: &RunningService<RoleClient, TakesTasks>,
     id: &str,
     status: &str,

@@ -226,6 +226,30 @@ async fn a_wrong_column_is_fixed_on_the_second_attempt_with_the_databases_error(
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn sql_with_placeholders_is_sent_back_to_the_model_as_its_error() {
+    let lab = chinook_loop(None).await;
+    lab.fake.script(
+        Wire::Anthropic,
+        [
+            sql_reply("SELECT title FROM album WHERE artist_id = $1 ORDER BY title"),
+            sql_reply("SELECT title FROM album WHERE artist_id = 1 ORDER BY title"),
+        ],
+    );
+    let client = lab.setup.stdio_client().await;
+    let (result, value, meta) =
+        generate(&client, json!({"prompt": "the albums of AC/DC", "use_context": false})).await;
+    assert_eq!(result.is_error, Some(false), "{value}");
+    assert_eq!(value["sql"], "SELECT title FROM album WHERE artist_id = 1 ORDER BY title");
+    assert_eq!(meta["attempt"], 2);
+    let requests = anthropic_requests(&lab.fake);
+    assert_eq!(requests.len(), 2);
+    let retry = requests[1].body["messages"][2]["content"].as_str().unwrap();
+    assert!(retry.contains("placeholders $1"), "{retry}");
+    assert!(!retry.contains("unavailable"), "{retry}");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn sql_that_stays_wrong_ends_in_exceeded_retries_with_one_failure_row_per_attempt() {
     let lab = chinook_loop(None).await;
     lab.fake.script(

@@ -46,7 +46,7 @@ const TOOLS: [&str; 21] = [
 /// orca with the `orca` and `metabase` servers, signed in to `fake` with `credentials`.
 fn setup(database: &TestDatabase, fake: &FakeMetabase, credentials: &[(&str, &str)]) -> OrcaSetup {
     let mut setup = OrcaSetup::new(&database.url)
-        .with_config("servers: [orca, metabase]\n")
+        .with_config("servers: [orca, metabase]\nhttp:\n  health_details: names\n")
         .with_env("METABASE_URL", &fake.url());
     for (key, value) in credentials {
         setup = setup.with_env(key, value);

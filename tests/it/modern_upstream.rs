@@ -24,9 +24,14 @@ use crate::support::{
 /// The test upstream over stdio as `fx`, asking the 2026-07-28 way (`ask_name`), spoken to on
 /// that revision.
 fn asking_setup(database: &TestDatabase) -> OrcaSetup {
+    asking_setup_with(database, "")
+}
+
+/// `asking_setup` with `extra` lines in the server's entry.
+fn asking_setup_with(database: &TestDatabase, extra: &str) -> OrcaSetup {
     let fixture = Path::new(crate::support::orca::BINARY).with_file_name("orca-test-upstream");
     OrcaSetup::new(&database.url).with_external(&format!(
-        "mcps:\n  fx:\n    command: {}\n    protocol: 2026-07-28\n    timeout: 10s\n    env:\n      FIXTURE_ASKS: \"1\"\n",
+        "mcps:\n  fx:\n    command: {}\n    protocol: 2026-07-28\n    timeout: 10s\n{extra}    env:\n      FIXTURE_ASKS: \"1\"\n",
         fixture.display()
     ))
 }
@@ -130,7 +135,8 @@ async fn a_2026_caller_is_asked_the_upstreams_questions_under_its_keys_and_retri
 #[tokio::test(flavor = "multi_thread")]
 async fn a_2026_upstreams_list_change_is_heard_on_its_listen_stream() {
     let database = TestDatabase::create().await;
-    let client = asking_setup(&database).stdio_client_with(Answers).await;
+    // The tool added later is served at once (`pin: off`; held under `hold`).
+    let client = asking_setup_with(&database, "    pin: off\n").stdio_client_with(Answers).await;
     let before = tool_names(&client).await;
     assert!(before.contains(&"fx_ask_name".to_owned()), "{before:?}");
     assert!(!before.contains(&"fx_extra".to_owned()), "{before:?}");

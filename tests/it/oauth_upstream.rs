@@ -8,7 +8,9 @@
 //! tokens' expiry (refreshed), a second replica uses the same sign-in, and a revoked sign-in
 //! turns into `needs_sign_in` with the command to sign in again. With `mode: per_user`, two
 //! people behind one proxy (two API keys) each sign in for themselves through the proxy's HTTP
-//! routes and the provider's pages, and the upstream sees each as themselves.
+//! routes and the provider's pages, and the upstream sees each as themselves. The provider is on
+//! another port than the upstream, so each entry names it (`oauth.issuer`, or
+//! `oauth.allowed_hosts`): what an upstream names elsewhere is not fetched.
 
 use serde_json::{Value, json};
 
@@ -36,11 +38,12 @@ async fn a_service_identity_signs_in_by_itself_and_its_token_is_sealed_and_never
     let upstream = upstream_setup.http_command(&["serve", "--http", &format!("127.0.0.1:{port}")]);
 
     let proxy_database = TestDatabase::create().await;
+    let issuer = provider.issuer();
     let proxy_setup = OrcaSetup::new(&proxy_database.url)
         .with_env("UP_SECRET", "admin-app-secret")
         .with_config("http:\n  public_url: https://orca.example.com\n")
         .with_external(&format!(
-            "mcps:\n  up:\n    url: {upstream_url}\n    timeout: 10s\n    oauth:\n      mode: service\n      client_id: admin-app\n      client_secret_env: UP_SECRET\n  waiting:\n    url: {upstream_url}\n    timeout: 10s\n    oauth:\n      mode: shared\n      client_metadata_url: https://orca.example.com/oauth/client.json\n"
+            "mcps:\n  up:\n    url: {upstream_url}\n    timeout: 10s\n    oauth:\n      mode: service\n      client_id: admin-app\n      client_secret_env: UP_SECRET\n      issuer: {issuer}\n  waiting:\n    url: {upstream_url}\n    timeout: 10s\n    oauth:\n      mode: shared\n      client_metadata_url: https://orca.example.com/oauth/client.json\n"
         ));
     let proxy = proxy_setup.http_server(&[]);
     let client = proxy.client(None).await;
@@ -207,7 +210,8 @@ async fn a_shared_sign_in_serves_two_replicas_is_refreshed_and_when_revoked_asks
     let _upstream = upstream_setup.http_command(&["serve", "--http", &format!("127.0.0.1:{port}")]);
     let proxy_database = TestDatabase::create().await;
     let external = format!(
-        "mcps:\n  up:\n    url: {upstream_url}\n    timeout: 10s\n    oauth:\n      mode: shared\n"
+        "mcps:\n  up:\n    url: {upstream_url}\n    timeout: 10s\n    oauth:\n      mode: shared\n      issuer: {}\n",
+        provider.issuer()
     );
     // Two replicas: one database, one ORCA_SECRET, each its own home.
     let secret = "a shared secret of at least thirty-two characters";
@@ -374,6 +378,8 @@ async fn each_user_signs_in_for_themselves_and_the_upstream_sees_each_as_themsel
     );
     let _upstream = upstream_setup.http_command(&["serve", "--http", &format!("127.0.0.1:{port}")]);
     let upstream_pool = sqlx::PgPool::connect(&database.url).await.unwrap();
+    // The provider is on another port than the upstream: the entry allows it.
+    let provider_host = provider.issuer().trim_start_matches("http://").to_owned();
 
     let proxy_database = TestDatabase::create().await;
     let hash = |key: &str| hex::encode(<sha2::Sha256 as sha2::Digest>::digest(key.as_bytes()));
@@ -385,7 +391,8 @@ async fn each_user_signs_in_for_themselves_and_the_upstream_sees_each_as_themsel
             hash(ADMIN_KEY)
         ))
         .with_external(&format!(
-            "mcps:\n  up:\n    url: {upstream_url}\n    timeout: 10s\n    oauth:\n      mode: per_user\n  zshared:\n    url: {upstream_url}\n    timeout: 10s\n    oauth:\n      mode: shared\n"
+            "mcps:\n  up:\n    url: {upstream_url}\n    timeout: 10s\n    oauth:\n      mode: per_user\n      allowed_hosts: [\"{provider_host}\"]\n  zshared:\n    url: {upstream_url}\n    timeout: 10s\n    oauth:\n      mode: shared\n      issuer: {}\n",
+            provider.issuer()
         ));
 
     // Nobody has signed in: the upstream's tools are unknown, and list_servers says so.
@@ -510,10 +517,22 @@ async fn each_user_signs_in_for_themselves_and_the_upstream_sees_each_as_themsel
     let shared = call(&bob, "zshared_list_servers", json!({}), None).await.unwrap();
     assert!(text_of(&shared).contains(r#""principal":"erin""#), "{}", text_of(&shared));
 
-    // A way back without the browser's binding cookie is refused.
-    let (location, _) = sign_in_over_http(&proxy, "up", BOB_KEY, "bob", false).await;
+    // A way back without the browser's binding cookie is refused, and takes nothing: the
+    // sign-in still waits for bob's own browser, which finishes it.
+    let (location, delivered, cookie) =
+        sign_in_across(&proxy, &proxy, "up", BOB_KEY, "bob", false).await;
     assert_eq!(location, "/?sign_in_error=other_browser");
     assert_needs_sign_in(&call(&bob, "up_list_servers", json!({}), None).await.unwrap(), "bob");
+    let own_browser = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .get(&delivered)
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(own_browser.headers()["location"], "/?upstream=up&signed_in=1");
 
     // bob signs in as another person: the upstream sees bob.
     let (location, _) = sign_in_over_http(&proxy, "up", BOB_KEY, "bob", true).await;
@@ -636,7 +655,8 @@ async fn in_a_browser_the_console_signs_a_user_in_to_a_per_user_upstream_and_out
             "auth:\n  api_keys:\n    - name: alice\n      sha256: {hash}\n      verbs: [read]\n"
         ))
         .with_external(&format!(
-            "mcps:\n  up:\n    url: {upstream_url}\n    timeout: 10s\n    oauth:\n      mode: per_user\n"
+            "mcps:\n  up:\n    url: {upstream_url}\n    timeout: 10s\n    oauth:\n      mode: per_user\n      allowed_hosts: [\"{}\"]\n",
+            provider.issuer().trim_start_matches("http://")
         ));
     // Someone has signed in before, so that the upstream's tools are known.
     login(&proxy_setup, "up", "carol");
@@ -683,7 +703,8 @@ async fn a_sign_in_started_on_one_replica_finishes_on_another_and_serves_both() 
                 "auth:\n  api_keys:\n    - name: alice\n      sha256: {hash}\n      verbs: [read]\n"
             ))
             .with_external(&format!(
-                "mcps:\n  up:\n    url: {upstream_url}\n    timeout: 10s\n    oauth:\n      mode: per_user\n"
+                "mcps:\n  up:\n    url: {upstream_url}\n    timeout: 10s\n    oauth:\n      mode: per_user\n      issuer: {}\n",
+                provider.issuer()
             ))
     };
     let (first_setup, second_setup) = (replica_setup(), replica_setup());
@@ -771,7 +792,7 @@ async fn a_sign_in_started_on_one_replica_finishes_on_another_and_serves_both() 
         .unwrap();
     assert_eq!(left, 0, "an expired sign-in is forgotten");
 
-    // At most 1000 sign-ins wait at once, across the replicas.
+    // At most 1000 sign-ins wait at once, across the replicas (whoever started them).
     sqlx::query(
         "INSERT INTO orca.upstream_sign_ins_pending \
          SELECT sha256(i::text::bytea), 'up', 'principal:x', '\\x00', '\\x00', '\\x00', now() + interval '1 minute' \

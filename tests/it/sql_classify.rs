@@ -406,6 +406,36 @@ fn dangerous_functions_are_denied_by_family() {
 }
 
 #[test]
+fn sleeping_is_denied_in_every_position_and_spelling() {
+    let denies = |name| read().denying(&[name]);
+    check_all(vec![
+        ("SELECT pg_sleep(1)", denies("pg_sleep")),
+        ("SELECT pg_catalog.pg_sleep(1)", denies("pg_catalog.pg_sleep")),
+        ("SELECT PG_CATALOG.PG_SLEEP(1)", denies("pg_catalog.pg_sleep")),
+        ("SELECT \"pg_sleep\"(1)", denies("pg_sleep")),
+        ("SELECT public.pg_sleep(1)", denies("public.pg_sleep")),
+        ("SELECT pg_sleep_for('1 second')", denies("pg_sleep_for")),
+        ("SELECT pg_catalog.pg_sleep_for(interval '1 second')", denies("pg_sleep_for")),
+        ("SELECT pg_sleep_until(now() + interval '1 second')", denies("pg_sleep_until")),
+        ("SELECT * FROM pg_sleep(1)", denies("pg_sleep")),
+        ("SELECT * FROM t, LATERAL pg_sleep(t.a) s", denies("pg_sleep")),
+        ("SELECT CASE WHEN (SELECT count(*) FROM t) > 0 THEN pg_sleep(1) END", denies("pg_sleep")),
+        ("SELECT a FROM t WHERE pg_sleep(1) IS NULL", denies("pg_sleep")),
+        ("SELECT a FROM t ORDER BY pg_sleep(0.1)::text", denies("pg_sleep")),
+        ("SELECT count(*) FILTER (WHERE pg_sleep(1) IS NULL) FROM t", denies("pg_sleep")),
+        ("WITH s AS (SELECT pg_sleep(1)) SELECT * FROM s", denies("pg_sleep")),
+        ("SELECT 1 UNION ALL SELECT 2 FROM pg_sleep(1)", denies("pg_sleep")),
+        ("SELECT (1::float8).pg_sleep", denies("pg_sleep")),
+        ("EXPLAIN ANALYZE SELECT pg_sleep(1)", denies("pg_sleep")),
+        ("EXPLAIN SELECT pg_sleep(1)", read().plain_explain().denying(&["pg_sleep"])),
+        (
+            "UPDATE t SET a = 1 WHERE pg_sleep(1) IS NULL",
+            is("update").effects(&["update"]).denying(&["pg_sleep"]),
+        ),
+    ]);
+}
+
+#[test]
 fn relations_that_leak_around_masking_are_denied() {
     check_all(vec![
         ("SELECT * FROM pg_stats", read().denying(&["pg_stats"])),
@@ -898,4 +928,31 @@ proptest! {
     ) {
         let _ = classify(&unit.repeat(repeats));
     }
+}
+
+#[test]
+fn placeholders_are_found_wherever_they_sit_except_in_a_body_of_their_own() {
+    let cases: &[(&str, &[u32])] = &[
+        ("SELECT name FROM artist WHERE artist_id = $1", &[1]),
+        ("SELECT $2, $1, $2", &[1, 2]),
+        ("SELECT * FROM t LIMIT $1 OFFSET $3", &[1, 3]),
+        ("WITH a AS (SELECT $1::int AS id) SELECT * FROM a", &[1]),
+        ("SELECT (SELECT max(x) FROM t WHERE y = ANY($4))", &[4]),
+        ("UPDATE t SET a = $2 WHERE id = $1", &[1, 2]),
+        ("EXPLAIN ANALYZE SELECT $5::int", &[5]),
+        ("EXPLAIN SELECT $1::int", &[1]),
+        ("SELECT '$1', $$ $2 $$, 3 AS \"$3\"", &[]),
+        ("CREATE FUNCTION f(int) RETURNS int LANGUAGE sql RETURN $1 + 1", &[]),
+        ("CREATE FUNCTION g(int) RETURNS int LANGUAGE sql BEGIN ATOMIC SELECT $1; END", &[]),
+        ("PREPARE p(int) AS SELECT $1", &[]),
+    ];
+    let failures: Vec<String> = cases
+        .iter()
+        .filter_map(|(sql, expected)| {
+            let classification = classify(sql).unwrap_or_else(|error| panic!("{sql}: {error}"));
+            let found = &classification.statements[0].parameters;
+            (found.as_slice() != *expected).then(|| format!("{sql:?}: {found:?}, not {expected:?}"))
+        })
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -299,3 +299,72 @@ async fn the_calling_client_never_approves_its_own_write_not_even_through_elicit
     assert_eq!(name().await, "AC/DC (approved)");
     client.cancel().await.unwrap();
 }
+
+/// Every tool that takes SQL, with a statement that holds `$n` placeholders: the caller's error
+/// (orca binds no values), named and not retryable, and nothing created.
+#[tokio::test]
+async fn placeholders_are_the_callers_error_in_every_tool_that_takes_sql() {
+    let database = samples::chinook().await;
+    let setup = OrcaSetup::new(&database.url);
+    let client = setup.stdio_client().await;
+    let read = "SELECT name FROM artist WHERE artist_id = $1";
+    let cases = [
+        ("execute_sql", json!({"sql": read, "dry_run": false}), "$1"),
+        ("execute_sql", json!({"sql": read}), "$1"),
+        (
+            "execute_sql",
+            json!({"sql": "UPDATE artist SET name = $2 WHERE artist_id = $1", "dry_run": false,
+                   "read_only": false}),
+            "$1, $2",
+        ),
+        ("execute_sql", json!({"sql": "DELETE FROM artist WHERE artist_id = $1"}), "$1"),
+        ("execute_sql", json!({"sql": "EXPLAIN ANALYZE SELECT $3::int", "dry_run": false}), "$3"),
+        ("query_sql", json!({"sql": read}), "$1"),
+        ("query_sql", json!({"sql": "SELECT name FROM artist ORDER BY name LIMIT $1"}), "$1"),
+        (
+            "query_sql",
+            json!({"sql": "WITH a AS (SELECT $1::int AS id) SELECT name FROM artist JOIN a \
+                           ON artist.artist_id = a.id"}),
+            "$1",
+        ),
+        ("explain_sql", json!({"sql": read}), "$1"),
+        ("explain_sql", json!({"sql": read, "analyze": true}), "$1"),
+        ("materialize_sql", json!({"sql": read, "target": {"table": "by_placeholder"}}), "$1"),
+        ("create_view", json!({"sql": read, "name": {"table": "by_placeholder_view"}}), "$1"),
+    ];
+    let mut failures = Vec::new();
+    for (tool, arguments, named) in cases {
+        let result = call(&client, tool, arguments.clone(), None).await.unwrap();
+        let error = &structured(&result)["error"];
+        let message = error["message"].as_str().unwrap_or_default();
+        if result.is_error != Some(true)
+            || error["code"] != "INVALID_INPUT"
+            || error["retryable"] != false
+            || !message.contains(&format!("placeholders {named}"))
+            || !error["hint"].as_str().unwrap_or_default().contains("literal")
+        {
+            failures.push(format!("{tool} {arguments}: {}", structured(&result)));
+        }
+    }
+    assert!(failures.is_empty(), "{} failed:\n{}", failures.len(), failures.join("\n"));
+
+    // Dollar signs in strings, dollar quotes and quoted names are no placeholders.
+    let result = call(
+        &client,
+        "query_sql",
+        json!({"sql": "SELECT '$1' AS plain, $$ $2 $$ AS quoted, 3 AS \"$3\""}),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(structured(&result)["rows"][0], json!(["$1", " $2 ", 3]), "{result:?}");
+    let pool = database.connect().await;
+    let created: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_class WHERE relname IN ('by_placeholder', 'by_placeholder_view')",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(created, 0);
+    client.cancel().await.unwrap();
+}

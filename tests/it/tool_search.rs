@@ -243,8 +243,10 @@ fn semantic_setup(
     database: &TestDatabase,
     fake: &crate::support::fake_embeddings::FakeEmbeddings,
 ) -> OrcaSetup {
-    let mut setup = OrcaSetup::new(&database.url).with_external(&fixture_yaml()).with_config(
-        "catalog:\n  search_above: 3\n  embeddings:\n    provider: openai\n    model: test-embed\n    weight: 0.5\n",
+    // `pin: off`: the tool `fx_toggle_extra` adds later is served (and embedded) at once.
+    let external = format!("{}    pin: off\n", fixture_yaml());
+    let mut setup = OrcaSetup::new(&database.url).with_external(&external).with_config(
+        "catalog:\n  search_above: 3\n  embeddings:\n    provider: openai\n    model: test-embed\n    weight: 0.5\n    timeout_ms: 60000\n",
     );
     for (key, value) in fake.env() {
         setup = setup.with_env(key, &value);
@@ -252,19 +254,54 @@ fn semantic_setup(
     setup
 }
 
+/// No word of it is in any fixture tool: only the embeddings relate "plus" to `add`.
+const SEMANTIC_QUERY: &str = "two plus three";
+
+/// A search of [`SEMANTIC_QUERY`] among the fixture's tools.
+async fn semantic_search(
+    client: &rmcp::service::RunningService<rmcp::service::RoleClient, ()>,
+) -> rmcp::model::CallToolResult {
+    let query = json!({"query": SEMANTIC_QUERY, "server": "fx"});
+    call(client, "search_tools", query, None).await.unwrap()
+}
+
+/// Wait until a search blends with a vector for every searched tool; that search's answer.
+async fn once_all_embedded(
+    client: &rmcp::service::RunningService<rmcp::service::RoleClient, ()>,
+) -> rmcp::model::CallToolResult {
+    let found = std::sync::Mutex::new(None);
+    crate::support::eventually(
+        "every tool embedded",
+        std::time::Duration::from_secs(30),
+        || async {
+            let result = semantic_search(client).await;
+            let meta = meta_of(&result);
+            let done = meta["ranking"] == "blended" && meta["embedded"] == meta["searched"];
+            *found.lock().unwrap() = Some(result);
+            done
+        },
+    )
+    .await;
+    found.into_inner().unwrap().unwrap()
+}
+
+/// The inputs of the fake's requests that embedded tools rather than a query.
+fn catalog_requests(fake: &crate::support::fake_embeddings::FakeEmbeddings) -> Vec<Vec<String>> {
+    fake.inputs().into_iter().filter(|inputs| inputs != &[SEMANTIC_QUERY]).collect()
+}
+
 #[tokio::test]
 async fn embeddings_blend_with_the_lexical_ranking_and_are_cached_in_postgres() {
     let database = TestDatabase::create().await;
     let fake = crate::support::fake_embeddings::FakeEmbeddings::start();
-    let setup = semantic_setup(&database, &fake);
-    let client = setup.stdio_client().await;
-    // No word of the query is in any fixture tool: only the embeddings relate "plus" to `add`.
-    let query = json!({"query": "two plus three", "server": "fx"});
-    let found = call(&client, "search_tools", query.clone(), None).await.unwrap();
-    assert_eq!(meta_of(&found)["ranking"], "blended", "{found:?}");
+    let client = semantic_setup(&database, &fake).stdio_client().await;
+    let found = once_all_embedded(&client).await;
     assert_eq!(found_names(&found)[0], "fx_add");
+    let catalog = catalog_requests(&fake);
+    let texts: usize = catalog.iter().map(Vec::len).sum();
     let visible = meta_of(&found)["searched"].as_u64().unwrap() as usize;
-    assert_eq!(fake.batches(), [visible, 1], "every tool once, then the query");
+    assert!(texts >= visible, "every tool once, in the background: {catalog:?}");
+    assert!(catalog.iter().all(|batch| batch.len() <= 8), "{catalog:?}");
 
     let pool = database.connect().await;
     let (rows,): (i64,) =
@@ -272,16 +309,103 @@ async fn embeddings_blend_with_the_lexical_ranking_and_are_cached_in_postgres() 
             .fetch_one(&pool)
             .await
             .unwrap();
-    assert_eq!(rows as usize, visible);
-    call(&client, "search_tools", query.clone(), None).await.unwrap();
-    assert_eq!(fake.batches(), [visible, 1, 1], "the tools' vectors are kept");
+    assert_eq!(rows as usize, texts);
+    let requests = fake.inputs().len();
+    semantic_search(&client).await;
+    assert_eq!(fake.inputs().len(), requests + 1, "only the query is embedded");
     client.cancel().await.unwrap();
 
     // Another process on the same database reads the tools' vectors from the cache.
     let client = semantic_setup(&database, &fake).stdio_client().await;
-    let found = call(&client, "search_tools", query, None).await.unwrap();
+    let found = once_all_embedded(&client).await;
     assert_eq!(found_names(&found)[0], "fx_add");
-    assert_eq!(fake.batches(), [visible, 1, 1, 1], "only the query is embedded");
+    assert_eq!(catalog_requests(&fake), catalog, "no tool is embedded again");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_search_while_the_tools_are_embedded_answers_lexically_at_once_and_blends_once_they_are()
+{
+    let database = TestDatabase::create().await;
+    let fake = crate::support::fake_embeddings::FakeEmbeddings::start();
+    // The tools' embeddings wait until the test releases them; the query's is answered.
+    fake.hold_all_but(&[SEMANTIC_QUERY]);
+    let client = semantic_setup(&database, &fake).stdio_client().await;
+    crate::support::eventually("the tools' embedding", std::time::Duration::from_secs(20), || {
+        let held = fake.held();
+        async move { held >= 1 }
+    })
+    .await;
+    let before = semantic_search(&client).await;
+    let meta = meta_of(&before);
+    assert_eq!(meta["ranking"], "lexical", "{meta:?}");
+    assert_eq!(meta["embedded"], 0, "{meta:?}");
+    assert!(meta.get("semantic_error").is_none(), "{meta:?}");
+    assert!(fake.batches().is_empty(), "the search answered while the tools' embedding was held");
+
+    fake.release();
+    let found = once_all_embedded(&client).await;
+    assert_eq!(found_names(&found)[0], "fx_add");
+    let searched = meta_of(&found)["searched"].as_u64().unwrap();
+
+    // A new tool: the others keep their vectors while its own is computed.
+    fake.hold_all_but(&[SEMANTIC_QUERY]);
+    let held = fake.held();
+    let toggled =
+        call(&client, "call_tool", json!({"name": "fx_toggle_extra"}), None).await.unwrap();
+    assert_eq!(toggled.is_error, Some(false), "{toggled:?}");
+    crate::support::eventually(
+        "the new tool's embedding",
+        std::time::Duration::from_secs(20),
+        || {
+            let now = fake.held();
+            async move { now > held }
+        },
+    )
+    .await;
+    let last = catalog_requests(&fake).pop().unwrap();
+    assert!(last.len() == 1 && last[0].starts_with("fx_extra\n"), "only the new tool: {last:?}");
+    let during = semantic_search(&client).await;
+    let meta = meta_of(&during);
+    assert_eq!(meta["ranking"], "blended", "{meta:?}");
+    assert_eq!(meta["searched"], searched + 1, "{meta:?}");
+    assert_eq!(meta["embedded"], searched, "{meta:?}");
+    assert_eq!(found_names(&during)[0], "fx_add");
+
+    fake.release();
+    let after = once_all_embedded(&client).await;
+    assert_eq!(meta_of(&after)["embedded"], searched + 1);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_provider_slower_than_the_timeout_is_given_time_for_the_tools_and_asked_for_each_once() {
+    let database = TestDatabase::create().await;
+    let fake = crate::support::fake_embeddings::FakeEmbeddings::start();
+    fake.hold_all_but(&[SEMANTIC_QUERY]);
+    // `pin: off`: the tool `fx_toggle_extra` adds later is served (and embedded) at once.
+    let external = format!("{}    pin: off\n", fixture_yaml());
+    let mut setup = OrcaSetup::new(&database.url).with_external(&external).with_config(
+        "catalog:\n  search_above: 3\n  embeddings:\n    provider: openai\n    model: test-embed\n    timeout_ms: 200\n",
+    );
+    for (key, value) in fake.env() {
+        setup = setup.with_env(key, &value);
+    }
+    let client = setup.stdio_client().await;
+    crate::support::eventually("the tools' embedding", std::time::Duration::from_secs(20), || {
+        let held = fake.held();
+        async move { held >= 1 }
+    })
+    .await;
+    // Held well past a search's timeout: a request abandoned then would be sent again.
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    fake.release();
+    once_all_embedded(&client).await;
+    let mut texts: Vec<String> = catalog_requests(&fake).into_iter().flatten().collect();
+    let asked = texts.len();
+    texts.sort();
+    texts.dedup();
+    assert_eq!(asked, texts.len(), "each tool asked for once: {:?}", catalog_requests(&fake));
     client.cancel().await.unwrap();
 }
 
@@ -292,10 +416,20 @@ async fn a_failing_provider_falls_back_to_the_lexical_ranking_and_says_so() {
     fake.fail(true);
     let setup = semantic_setup(&database, &fake);
     let client = setup.stdio_client().await;
-    let found =
-        call(&client, "search_tools", json!({"query": "add a and b", "server": "fx"}), None)
-            .await
-            .unwrap();
+    let query = json!({"query": "add a and b", "server": "fx"});
+    let found = std::sync::Mutex::new(None);
+    crate::support::eventually(
+        "the failure reported",
+        std::time::Duration::from_secs(20),
+        || async {
+            let result = call(&client, "search_tools", query.clone(), None).await.unwrap();
+            let failed = meta_of(&result).get("semantic_error").is_some();
+            *found.lock().unwrap() = Some(result);
+            failed
+        },
+    )
+    .await;
+    let found = found.into_inner().unwrap().unwrap();
     let meta = meta_of(&found);
     assert_eq!(meta["ranking"], "lexical", "{meta:?}");
     let reason = meta["semantic_error"].as_str().unwrap();
@@ -308,8 +442,10 @@ async fn a_failing_provider_falls_back_to_the_lexical_ranking_and_says_so() {
 #[tokio::test]
 async fn a_tool_an_upstream_adds_is_found_after_its_list_change() {
     let database = TestDatabase::create().await;
+    // The tool added later is served at once (`pin: off`; held and never searched under
+    // `hold`, `pinning.rs`).
     let setup = OrcaSetup::new(&database.url)
-        .with_external(&fixture_yaml())
+        .with_external(&format!("{}    pin: off\n", fixture_yaml()))
         .with_config("catalog:\n  search_above: 3\n");
     let client = setup.stdio_client().await;
     let query = json!({"query": "exists while toggled on", "server": "fx"});
@@ -330,22 +466,20 @@ async fn a_tool_an_upstream_adds_is_found_after_its_list_change() {
 async fn gemini_embeddings_blend_through_its_batch_embed_contents_wire() {
     let database = TestDatabase::create().await;
     let fake = crate::support::fake_embeddings::FakeEmbeddings::start();
-    let mut setup = OrcaSetup::new(&database.url).with_external(&fixture_yaml()).with_config(
+    // `pin: off`: the tool `fx_toggle_extra` adds later is served (and embedded) at once.
+    let external = format!("{}    pin: off\n", fixture_yaml());
+    let mut setup = OrcaSetup::new(&database.url).with_external(&external).with_config(
         "catalog:\n  search_above: 3\n  embeddings:\n    provider: google\n    model: test-embed\n",
     );
     for (key, value) in fake.gemini_env() {
         setup = setup.with_env(key, &value);
     }
     let client = setup.stdio_client().await;
-    let found =
-        call(&client, "search_tools", json!({"query": "two plus three", "server": "fx"}), None)
-            .await
-            .unwrap();
-    assert_eq!(meta_of(&found)["ranking"], "blended", "{found:?}");
+    let found = once_all_embedded(&client).await;
     assert_eq!(found_names(&found)[0], "fx_add");
     let visible = meta_of(&found)["searched"].as_u64().unwrap() as usize;
     let batches = fake.batches();
-    assert_eq!(batches.iter().sum::<usize>(), visible + 1, "{batches:?}");
+    assert!(batches.iter().sum::<usize>() > visible, "{batches:?}");
     assert!(batches.iter().all(|batch| *batch <= 100), "{batches:?}");
     client.cancel().await.unwrap();
 }

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use sqlx::Connection;
 use uuid::Uuid;
 
 use crate::support::{
@@ -148,7 +149,9 @@ async fn records_spilled_before_a_restart_are_replayed_by_the_next_run() {
     // An orderly shutdown while the database is down keeps the records on disk.
     assert!(server.stop().success());
     assert_eq!(spilled_ids(&setup), during);
-    // One record as a token's call would spill it, one as an orca before attribution did.
+    // One record as a token's call would spill it, one as an orca before attribution did, one
+    // made 30 days ahead.
+    let ahead = chrono::Utc::now() + chrono::TimeDelta::days(30);
     let spill = setup.spill_file();
     for path in [spill.with_extension("jsonl.replaying"), spill] {
         if !path.exists() {
@@ -165,6 +168,9 @@ async fn records_spilled_before_a_restart_are_replayed_by_the_next_run() {
                 for field in ["client_id", "role"] {
                     record.as_object_mut().unwrap().remove(field);
                 }
+            } else if record["id"] == json!(during[2]) {
+                // A clock far ahead: a day no partition exists for yet.
+                record["created_at"] = json!(ahead.to_rfc3339());
             }
             text.push_str(&format!("{record}\n"));
         }
@@ -198,6 +204,14 @@ async fn records_spilled_before_a_restart_are_replayed_by_the_next_run() {
         "the replay stores who made the call"
     );
     assert_eq!(attribution(during[1]).await, (None, None), "an older record reads without them");
+    let partition: String = sqlx::query_scalar(
+        "SELECT tableoid::regclass::text FROM orca.mcp_executions WHERE id = $1",
+    )
+    .bind(during[2])
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(partition, format!("orca.mcp_executions_d{}", ahead.format("%Y%m%d")));
     pool.close().await;
     assert!(restarted.stop().success());
     cluster.stop().await.unwrap();
@@ -325,6 +339,14 @@ async fn records_stored_before_the_payload_migration_keep_their_values_and_feedb
             .await
             .unwrap();
     assert_eq!((stored_request, stored_response), (request, response));
+    let partition: String = sqlx::query_scalar(
+        "SELECT tableoid::regclass::text FROM orca.mcp_executions WHERE id = $1",
+    )
+    .bind(id)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(partition.starts_with("orca.mcp_executions_until_"), "{partition}");
     let rated: i64 =
         sqlx::query_scalar("SELECT count(*) FROM orca.mcp_feedback WHERE execution_id = $1")
             .bind(id)
@@ -369,7 +391,7 @@ async fn fixed_size_pools_open_at_start_and_do_not_grow_under_load() {
             let (tool, arguments) = if index % 2 == 0 {
                 ("list_servers", json!({}))
             } else {
-                ("query_sql", json!({"sql": "SELECT pg_sleep(0.05)"}))
+                ("query_sql", json!({"sql": "SELECT count(*) FROM generate_series(1, 200000)"}))
             };
             call(client, tool, arguments, None).await.unwrap()
         }
@@ -381,4 +403,141 @@ async fn fixed_size_pools_open_at_start_and_do_not_grow_under_load() {
     client.cancel().await.unwrap();
     assert!(server.stop().success());
     cluster.stop().await.unwrap();
+}
+
+/// The partitions of `table`.
+async fn partitions_of(pool: &sqlx::PgPool, table: &str) -> Vec<String> {
+    sqlx::query_scalar(
+        "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid \
+         WHERE i.inhparent = ('orca.' || $1)::regclass ORDER BY 1",
+    )
+    .bind(table)
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn days_past_the_retention_are_dropped_whole_once_an_export_covered_them() {
+    let database = TestDatabase::create().await;
+    let pool = database.connect().await;
+    let setup = OrcaSetup::new(&database.url).with_config("tracking:\n  retention_days: 90\n");
+    let (code, out, err) = run(&setup, &["tracking", "maintain"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let today = chrono::Utc::now().date_naive();
+    let tomorrow = today + chrono::Days::new(1);
+    for table in ["mcp_executions", "mcp_failures", "mcp_feedback"] {
+        let partitions = partitions_of(&pool, table).await;
+        for ahead in 1..=7 {
+            let day = today + chrono::Days::new(ahead);
+            let name = format!("{table}_d{}", day.format("%Y%m%d"));
+            assert!(partitions.contains(&name), "{name} in {partitions:?}");
+        }
+        assert!(
+            partitions.iter().any(|name| name.starts_with(&format!("{table}_until_"))),
+            "{partitions:?}"
+        );
+    }
+    // Tomorrow noon: a call with a failure and a rating; and one of today, without either.
+    let noon = tomorrow.and_hms_opt(12, 0, 0).unwrap().and_utc();
+    let (rated, plain) = (Uuid::now_v7(), Uuid::now_v7());
+    for statement in [
+        "INSERT INTO orca.mcp_executions (id, mcp_name, tool_name, principal, transport, trace_id, status, feedback_token, created_at) VALUES ($1, 'orca', 'list_servers', 'a', 'http', 't', 'error', gen_random_uuid(), $2)",
+        "INSERT INTO orca.mcp_failures (id, execution_id, error_type, created_at, execution_created_at) VALUES (gen_random_uuid(), $1, 'internal', $2, $2)",
+        "INSERT INTO orca.mcp_feedback (feedback_token, execution_id, execution_created_at, rating, created_at) SELECT feedback_token, id, created_at, 'down', $2 FROM orca.mcp_executions WHERE id = $1",
+    ] {
+        sqlx::query(statement).bind(rated).bind(noon).execute(&pool).await.unwrap();
+    }
+    sqlx::query("INSERT INTO orca.mcp_executions (id, mcp_name, tool_name, principal, transport, trace_id, status, feedback_token) VALUES ($1, 'orca', 'list_servers', 'a', 'http', 't', 'success', gen_random_uuid())")
+        .bind(plain)
+        .execute(&pool)
+        .await
+        .unwrap();
+    // An export that ended before tomorrow's failure and rating.
+    sqlx::query("INSERT INTO orca.tracking_exports (range_from, range_until) VALUES ($1, $2)")
+        .bind(tomorrow.and_hms_opt(0, 0, 0).unwrap().and_utc())
+        .bind(tomorrow.and_hms_opt(11, 0, 0).unwrap().and_utc())
+        .execute(&pool)
+        .await
+        .unwrap();
+    // 120 days on: tomorrow is past the retention, but not exported; today's day goes.
+    let later = (noon + chrono::TimeDelta::days(120)).to_rfc3339();
+    let (code, out, err) = run(&setup, &["tracking", "maintain", "--at", &later]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(&format!("not exported yet: {tomorrow}")), "{out}");
+    let count = |id: Uuid| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(
+                "SELECT (SELECT count(*) FROM orca.mcp_executions WHERE id = $1) \
+                      + (SELECT count(*) FROM orca.mcp_failures WHERE execution_id = $1) \
+                      + (SELECT count(*) FROM orca.mcp_feedback WHERE execution_id = $1)",
+            )
+            .bind(id)
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    assert_eq!(count(rated).await, 3);
+    assert_eq!(count(plain).await, 0, "the partition of everything before was past the retention");
+    for table in ["mcp_executions", "mcp_failures", "mcp_feedback"] {
+        let partitions = partitions_of(&pool, table).await;
+        assert!(!partitions.iter().any(|name| name.contains("_until_")), "{partitions:?}");
+    }
+    // The nightly export of that day: then the day goes, whole.
+    let since = tomorrow.to_string();
+    let until = (tomorrow + chrono::Days::new(1)).to_string();
+    let out_dir = setup.home.path().join("exports");
+    let (code, out, err) = run(
+        &setup,
+        &[
+            "export-feedback",
+            "--since",
+            &since,
+            "--until",
+            &until,
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = run(&setup, &["tracking", "maintain", "--at", &later]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(&format!("retention): {tomorrow}")), "{out}");
+    assert_eq!(count(rated).await, 0);
+    let name = format!("mcp_executions_d{}", tomorrow.format("%Y%m%d"));
+    assert!(!partitions_of(&pool, "mcp_executions").await.contains(&name));
+}
+
+#[tokio::test]
+async fn records_of_a_replica_killed_before_it_stored_them_are_stored_once_when_it_starts_again() {
+    let database = TestDatabase::create().await;
+    let setup = OrcaSetup::new(&database.url);
+    let server = setup.http_server(&[]);
+    let client = server.client(None).await;
+    let before = list_servers_ids(&client, 2).await;
+    wait_stored(&database.url, &before, "the first calls").await;
+    // The writer's next batch waits on a lock held here: the records answered meanwhile are in
+    // orca's memory only when it is killed (and in its journal).
+    let mut holder = sqlx::PgConnection::connect(&database.url).await.unwrap();
+    sqlx::raw_sql("BEGIN; LOCK TABLE orca.mcp_executions IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    let during = list_servers_ids(&client, 5).await;
+    client.cancel().await.unwrap();
+    server.kill();
+    sqlx::raw_sql("ROLLBACK").execute(&mut holder).await.unwrap();
+    assert_eq!(
+        count_once(&database.url, &during).await,
+        Some((0, 0)),
+        "not stored before the kill"
+    );
+    // The same ORCA_HOME (a container's volume): the next run stores them, each once.
+    let restarted = setup.http_server(&[]);
+    wait_stored(&database.url, &during, "the journaled records").await;
+    let all: Vec<Uuid> = before.iter().chain(&during).copied().collect();
+    wait_stored(&database.url, &all, "every call once").await;
+    assert!(restarted.stop().success());
 }

@@ -128,6 +128,28 @@ async fn every_tool_is_listed_and_list_servers_shows_weaviates_version() {
     assert!(lab.fake.violations().is_empty(), "{:?}", lab.fake.violations());
 }
 
+/// A session that lists the servers right after `tools/list` sees what `/v1/meta` said, even
+/// when Weaviate is slow to say it: orca reads it before it serves the first request.
+#[tokio::test]
+async fn list_servers_right_after_tools_list_shows_the_version_read_at_start() {
+    let lab = lab("").await;
+    lab.fake.state().meta_delay = Duration::from_millis(800);
+    let client = lab.setup.stdio_client().await;
+    assert!(tool_names(&client).await.contains(&TOOLS[0].to_owned()));
+    let servers = ok(&client, "list_servers", json!({})).await;
+    let weaviate =
+        servers["servers"].as_array().unwrap().iter().find(|server| server["name"] == "weaviate");
+    let weaviate = weaviate.unwrap();
+    assert_eq!(weaviate["status"], "running", "{weaviate}");
+    assert_eq!(weaviate["version"], VERSION, "{weaviate}");
+    let description = weaviate["description"].as_str().unwrap();
+    assert!(
+        description.starts_with(&format!("Weaviate {VERSION} at {}: ", lab.fake.url())),
+        "{description}"
+    );
+    client.cancel().await.unwrap();
+}
+
 #[tokio::test]
 async fn without_weaviate_url_the_server_is_disabled() {
     let database = TestDatabase::create().await;

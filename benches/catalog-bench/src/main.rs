@@ -1,17 +1,22 @@
 //! The tool-search benchmark behind `scripts/bench-catalog`: recall of the lexical ranking on
 //! the shipped catalog and queries, tokens of the whole catalog against one search answer, and
-//! the search latency on a 1,000-tool catalog.
+//! the search latency on a 1,000-tool catalog; with `BENCH_CATALOG_EMBEDDINGS` (an
+//! OpenAI-compatible base URL, `/v1` included) and `BENCH_CATALOG_MODEL`, also the recall of the
+//! blend with that model at several weights (`model.rs`).
 //!
-//! It compiles orca's ranking files themselves (`src/catalog/{rank,synonyms,text}.rs`), so the
-//! numbers are those of the code the gateway runs, without building the whole gateway.
+//! It compiles orca's ranking files themselves (`src/catalog/{rank,synonyms,text,blend}.rs`), so
+//! the numbers are those of the code the gateway runs, without building the whole gateway.
 //!
 //! Usage: `cargo run --release -p orca-catalog-bench -- benches/catalog`
 
 #![allow(clippy::print_stdout, reason = "a benchmark prints its report")]
 
+#[path = "../../../src/catalog/blend.rs"]
+mod blend;
 #[path = "../../../src/context/bm25.rs"]
 #[allow(dead_code, reason = "the benchmark uses only the identifier splitting of this file")]
 mod bm25;
+mod model;
 #[path = "../../../src/catalog/rank.rs"]
 mod rank;
 #[path = "../../../src/catalog/synonyms.rs"]
@@ -92,6 +97,32 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             at1 as f64 / total as f64,
             at5 as f64 / total as f64
         );
+    }
+    if let Ok(base_url) = std::env::var("BENCH_CATALOG_EMBEDDINGS") {
+        let model = std::env::var("BENCH_CATALOG_MODEL").unwrap_or_default();
+        let texts: Vec<String> = tools
+            .iter()
+            .zip(&ids)
+            .map(|(tool, id)| {
+                let title = tool.get("title").and_then(Value::as_str);
+                blend::tool_text(id, title, field(tool, "description"))
+            })
+            .collect();
+        let measured: Vec<model::Query<'_>> = queries
+            .iter()
+            .map(|query| model::Query {
+                split: field(query, "split"),
+                text: field(query, "query"),
+                lexical: lexical.scores(field(query, "query")),
+                expected: query["expect"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect(),
+            })
+            .collect();
+        model::run(&base_url, &model, &texts, &ids, &measured)?;
     }
     let catalog_tokens = tokens(&json!({ "tools": listed }).to_string());
     answer_tokens.sort_unstable();

@@ -20,6 +20,7 @@ use super::AuthError;
 use super::challenge::Challenge;
 use super::discovery::{self, Discovered, ServerMetadata, shown};
 use super::dpop::{self, DpopKey};
+use super::outbound::{Confinement, Outbound, same_issuer};
 use super::pkce::{Pkce, random_token};
 use super::token::{self, Client, ClientAuth, Tokens, auth_named, choose_auth};
 
@@ -170,6 +171,11 @@ pub struct ClientIdentity {
     pub private_key: Option<(SecretString, String)>,
     /// The HTTPS URL of orca's client metadata document, used as `client_id`.
     pub metadata_url: Option<String>,
+    /// The issuer identifier of the authorization server the pre-registered client belongs
+    /// to. When set, that server only is used: discovery naming another is refused, a stored
+    /// sign-in made with another is ignored, and the client's credentials go to no token
+    /// endpoint off the issuer's origin.
+    pub issuer: Option<String>,
     /// The `client_name` of a dynamic registration.
     pub client_name: String,
 }
@@ -215,6 +221,9 @@ pub struct AuthorizerConfig {
     pub sign_in_hint: String,
     /// At most this many step-ups (403 `insufficient_scope`) per request.
     pub max_step_ups: u32,
+    /// Where the URLs the server's challenges and metadata name may be fetched; `None`
+    /// (the default): wherever they are, over HTTPS or on loopback.
+    pub confinement: Option<Confinement>,
 }
 
 impl AuthorizerConfig {
@@ -230,6 +239,7 @@ impl AuthorizerConfig {
             store: Arc::new(MemoryTokenStore::default()),
             sign_in_hint: "sign in again".to_owned(),
             max_step_ups: 2,
+            confinement: None,
         }
     }
 }
@@ -255,7 +265,7 @@ struct State {
 /// The sign-in of one client to one MCP server; share it behind an `Arc`.
 pub struct Authorizer {
     config: AuthorizerConfig,
-    http: reqwest::Client,
+    outbound: Outbound,
     state: Mutex<State>,
 }
 
@@ -407,15 +417,40 @@ impl Authorizer {
     ///
     /// # Errors
     ///
-    /// [`AuthError::Http`] when the HTTP client cannot be built.
+    /// [`AuthError::Http`] when the HTTP client cannot be built; [`AuthError::InsecureUrl`]
+    /// for an identity's issuer that is not a secure URL.
     pub fn new(config: AuthorizerConfig) -> Result<Authorizer, AuthError> {
-        crate::tls::install();
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(std::time::Duration::from_secs(30))
-            .build()
-            .map_err(|error| AuthError::Http { url: String::new(), message: error.to_string() })?;
-        Ok(Authorizer { config, http, state: Mutex::new(State::default()) })
+        let outbound = Outbound::new(
+            &config.server_url,
+            config.identity.issuer.as_deref(),
+            config.confinement.as_ref(),
+        )?;
+        Ok(Authorizer { config, outbound, state: Mutex::new(State::default()) })
+    }
+
+    /// The stored sign-in, unless it was made with another authorization server than the one
+    /// the identity is bound to (then it is not used, and its tokens are never refreshed).
+    async fn stored(&self) -> Result<Option<SignIn>, AuthError> {
+        let stored = self.config.store.load().await?;
+        Ok(stored.filter(|sign_in| {
+            self.outbound.issuer().is_none_or(|issuer| same_issuer(&sign_in.issuer, issuer))
+        }))
+    }
+
+    /// One request to `issuer`'s token endpoint as `client`, once the endpoint is one the
+    /// client's credentials may go to.
+    async fn token(
+        &self,
+        endpoint: &str,
+        issuer: &str,
+        client: &Client,
+        params: Vec<(&'static str, String)>,
+        scopes: &[String],
+        dpop: Option<&DpopKey>,
+    ) -> Result<Tokens, AuthError> {
+        self.outbound.check_token_destination(issuer, endpoint)?;
+        self.outbound.admit(endpoint)?;
+        token::request(&self.outbound, endpoint, issuer, client, params, scopes, dpop).await
     }
 
     /// The configured server URL.
@@ -442,7 +477,7 @@ impl Authorizer {
     pub async fn credential(&self) -> Result<Option<Credential>, AuthError> {
         let mut state = self.state.lock().await;
         if !state.loaded {
-            state.sign_in = self.config.store.load().await?;
+            state.sign_in = self.stored().await?;
             state.loaded = true;
         }
         let Some(sign_in) = state.sign_in.clone() else {
@@ -453,7 +488,7 @@ impl Authorizer {
         };
         let sign_in = if !sign_in.tokens.expiring() {
             sign_in
-        } else if let Some(stored) = self.config.store.load().await?
+        } else if let Some(stored) = self.stored().await?
             && !stored.tokens.expiring()
         {
             // Another replica refreshed it already.
@@ -477,7 +512,7 @@ impl Authorizer {
     ///
     /// The store.
     pub async fn signed_in(&self) -> Result<bool, AuthError> {
-        Ok(self.config.store.load().await?.is_some())
+        Ok(self.stored().await?.is_some())
     }
 
     /// Forget the sign-in.
@@ -506,7 +541,7 @@ impl Authorizer {
         rejected: Option<&str>,
     ) -> Result<(), AuthError> {
         let mut state = self.state.lock().await;
-        let stored = self.config.store.load().await?;
+        let stored = self.stored().await?;
         state.loaded = true;
         if let Some(stored) = &stored
             && Some(stored.tokens.access_token.as_str()) != rejected
@@ -616,16 +651,16 @@ impl Authorizer {
         // A refresh is proven with the key the sign-in's tokens are bound to.
         let key = bound_key(state.dpop.as_ref(), sign_in)?;
         state.dpop.clone_from(&key);
-        let result = token::request(
-            &self.http,
-            &sign_in.token_endpoint,
-            &sign_in.issuer,
-            &client,
-            params,
-            &sign_in.tokens.scopes,
-            key.as_deref(),
-        )
-        .await;
+        let result = self
+            .token(
+                &sign_in.token_endpoint,
+                &sign_in.issuer,
+                &client,
+                params,
+                &sign_in.tokens.scopes,
+                key.as_deref(),
+            )
+            .await;
         match result {
             Ok(mut tokens) => {
                 if tokens.refresh_token.is_none() {
@@ -641,7 +676,7 @@ impl Authorizer {
                 if error == "invalid_grant" || error == "invalid_client" =>
             {
                 // Another replica may have used the refresh token first (rotation).
-                if let Some(stored) = self.config.store.load().await?
+                if let Some(stored) = self.stored().await?
                     && stored.tokens.refresh_token.as_deref() != Some(refresh_token.as_str())
                 {
                     let token = stored.tokens.access_token.clone();
@@ -716,7 +751,7 @@ impl Authorizer {
             return self.finish(state, &pending, &redirected).await;
         }
         let discovered =
-            discovery::discover(&self.http, &self.config.server_url, challenge).await?;
+            discovery::discover(&self.outbound, &self.config.server_url, challenge).await?;
         let scopes = select_scopes(challenge, &discovered, false, held);
         let registration = self.registration(state, &discovered, None).await?;
         let key = if dpop::wanted(challenge, &discovered) {
@@ -734,8 +769,7 @@ impl Authorizer {
                 if !scopes.is_empty() {
                     params.push(("scope", scopes.join(" ")));
                 }
-                token::request(
-                    &self.http,
+                self.token(
                     &discovered.server.token_endpoint,
                     &discovered.server.issuer,
                     &registration.client,
@@ -796,8 +830,7 @@ impl Authorizer {
         if !scopes.is_empty() {
             params.push(("scope", scopes.join(" ")));
         }
-        token::request(
-            &self.http,
+        self.token(
             &discovered.server.token_endpoint,
             &discovered.server.issuer,
             &registration.client,
@@ -817,6 +850,7 @@ impl Authorizer {
         idp_client_id: &str,
         id_token: &SecretString,
     ) -> Result<String, AuthError> {
+        // The identity provider's endpoint is configured, not named by the server.
         discovery::secure_url(endpoint)?;
         let params = vec![
             ("grant_type", "urn:ietf:params:oauth:grant-type:token-exchange".to_owned()),
@@ -828,7 +862,7 @@ impl Authorizer {
         ];
         let client = Client { id: idp_client_id.to_owned(), auth: ClientAuth::None };
         let answer =
-            token::request(&self.http, endpoint, endpoint, &client, params, &[], None).await?;
+            token::request(&self.outbound, endpoint, endpoint, &client, params, &[], None).await?;
         Ok(answer.access_token)
     }
 
@@ -842,7 +876,7 @@ impl Authorizer {
         redirect_uri: &str,
     ) -> Result<(Url, PendingSignIn), AuthError> {
         let discovered =
-            discovery::discover(&self.http, &self.config.server_url, challenge).await?;
+            discovery::discover(&self.outbound, &self.config.server_url, challenge).await?;
         let scopes = select_scopes(challenge, &discovered, true, held);
         let registration = self.registration(state, &discovered, Some(redirect_uri)).await?;
         let dpop_key = if dpop::wanted(challenge, &discovered) {
@@ -927,16 +961,16 @@ impl Authorizer {
             ("code_verifier", pending.verifier.clone()),
             ("resource", pending.resource.clone()),
         ];
-        let tokens = token::request(
-            &self.http,
-            &pending.token_endpoint,
-            &pending.issuer,
-            &client,
-            params,
-            &pending.scopes,
-            key.as_deref(),
-        )
-        .await?;
+        let tokens = self
+            .token(
+                &pending.token_endpoint,
+                &pending.issuer,
+                &client,
+                params,
+                &pending.scopes,
+                key.as_deref(),
+            )
+            .await?;
         let sign_in = SignIn {
             issuer: pending.issuer.clone(),
             token_endpoint: pending.token_endpoint.clone(),
@@ -1011,7 +1045,7 @@ impl Authorizer {
         server: &ServerMetadata,
         redirect_uri: Option<&str>,
     ) -> Result<Registration, AuthError> {
-        discovery::secure_url(endpoint)?;
+        self.outbound.admit(endpoint)?;
         let supported = server.token_endpoint_auth_methods_supported.as_deref();
         let requested_method = match supported {
             Some(methods) if methods.iter().any(|m| m == "none") => "none",
@@ -1042,9 +1076,10 @@ impl Authorizer {
             "response_types": ["code"],
             "token_endpoint_auth_method": requested_method,
         });
-        let response = self.http.post(endpoint).json(&body).send().await.map_err(|error| {
-            AuthError::Http { url: shown(endpoint), message: error.to_string() }
-        })?;
+        let response =
+            self.outbound.http.post(endpoint).json(&body).send().await.map_err(|error| {
+                AuthError::Http { url: shown(endpoint), message: error.to_string() }
+            })?;
         let status = response.status();
         if !status.is_success() {
             // The OAuth error and its description only: a registration answer is not echoed.
@@ -1092,9 +1127,13 @@ impl Authorizer {
 mod tests {
     use url::Url;
 
+    use super::super::Tokens;
     use super::super::challenge::Challenge;
     use super::super::discovery::{Discovered, ServerMetadata};
-    use super::{AuthError, PendingSignIn, authorization_code, select_scopes};
+    use super::{
+        AuthError, Authorizer, AuthorizerConfig, Grant, PendingSignIn, SignIn, authorization_code,
+        select_scopes,
+    };
 
     fn server(iss_supported: bool, scopes: Option<&[&str]>) -> ServerMetadata {
         ServerMetadata {
@@ -1166,6 +1205,41 @@ mod tests {
                 strings(&expected),
                 "{challenge:?}"
             );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stored_sign_in_with_another_issuer_than_the_configured_one_is_not_used() {
+        let sign_in = |issuer: &str| SignIn {
+            issuer: issuer.to_owned(),
+            token_endpoint: format!("{issuer}/token"),
+            resource: "https://mcp.example.com/mcp".to_owned(),
+            client_id: "orca".to_owned(),
+            client_secret: Some("the-secret".to_owned()),
+            auth_method: "client_secret_basic".to_owned(),
+            tokens: Tokens {
+                access_token: "the-token".to_owned(),
+                refresh_token: Some("the-refresh".to_owned()),
+                expires_at: None,
+                scopes: Vec::new(),
+                dpop: false,
+            },
+            dpop_key: None,
+        };
+        for (stored, used) in
+            [("https://as.example.com", true), ("https://evil.example.com", false)]
+        {
+            let mut config =
+                AuthorizerConfig::new("https://mcp.example.com/mcp", Grant::StoredOnly);
+            config.identity.issuer = Some("https://as.example.com/".to_owned());
+            config.store.save(&sign_in(stored)).await.unwrap();
+            let authorizer = Authorizer::new(config).unwrap();
+            assert_eq!(authorizer.signed_in().await.unwrap(), used, "{stored}");
+            match authorizer.access_token().await {
+                Ok(token) => assert_eq!(token.as_deref(), Some("the-token"), "{stored}"),
+                Err(AuthError::SignInRequired { .. }) => assert!(!used, "{stored}"),
+                Err(other) => panic!("{stored}: {other:?}"),
+            }
         }
     }
 

@@ -2,13 +2,15 @@
 //! `resource_metadata` or its well-known paths (path variant, then root), the authorization
 //! server's metadata (RFC 8414 and OpenID Connect Discovery, path-inserted and appended forms),
 //! and the 2025-03-26 fallbacks (the MCP server's origin as the authorization server, its
-//! metadata at the root, else `/authorize`, `/token` and `/register`).
+//! metadata at the root, else `/authorize`, `/token` and `/register`). A client bound to an
+//! issuer takes that authorization server only (`outbound`).
 
 use serde::Deserialize;
 use url::Url;
 
 use super::AuthError;
 use super::challenge::Challenge;
+use super::outbound::Outbound;
 
 /// The protected-resource metadata document, as much of it as orca uses.
 #[derive(Debug, Clone, Deserialize)]
@@ -152,16 +154,17 @@ pub(crate) fn resource_covers(resource: &str, server: &Url) -> bool {
 /// Fetch a JSON document; `None` for a 4xx answer (not there), an error for anything else that
 /// is not a 2xx with JSON.
 async fn fetch<T: serde::de::DeserializeOwned>(
-    http: &reqwest::Client,
+    outbound: &Outbound,
     url: &str,
 ) -> Result<Option<T>, AuthError> {
-    secure_url(url)?;
-    let response =
-        http.get(url)
-            .header(reqwest::header::ACCEPT, "application/json")
-            .send()
-            .await
-            .map_err(|error| AuthError::Http { url: shown(url), message: error.to_string() })?;
+    outbound.admit(url)?;
+    let response = outbound
+        .http
+        .get(url)
+        .header(reqwest::header::ACCEPT, "application/json")
+        .send()
+        .await
+        .map_err(|error| outbound.failed(url, &error))?;
     let status = response.status();
     if status.is_client_error() {
         return Ok(None);
@@ -178,14 +181,16 @@ async fn fetch<T: serde::de::DeserializeOwned>(
         .map_err(|error| AuthError::Metadata { url: shown(url), message: error.to_string() })
 }
 
-/// Find the protected-resource metadata and the authorization server for `server_url`.
+/// Find the protected-resource metadata and the authorization server for `server_url`. A
+/// client bound to an issuer ([`Outbound::issuer`]) takes that server only: among those the
+/// resource names, or, when it publishes no metadata, instead of the 2025-03-26 fallbacks.
 ///
 /// # Errors
 ///
 /// An insecure URL, a resource that does not cover the server, an authorization server whose
-/// metadata names another issuer, network failures.
+/// metadata names another issuer, one other than the configured issuer, network failures.
 pub(crate) async fn discover(
-    http: &reqwest::Client,
+    outbound: &Outbound,
     server_url: &str,
     challenge: &Challenge,
 ) -> Result<Discovered, AuthError> {
@@ -193,18 +198,27 @@ pub(crate) async fn discover(
         Url::parse(server_url).map_err(|_| AuthError::InsecureUrl { url: shown(server_url) })?;
     let mut metadata: Option<ResourceMetadata> = None;
     if let Some(url) = &challenge.resource_metadata {
-        metadata = fetch(http, url).await?;
+        metadata = fetch(outbound, url).await?;
     }
     if metadata.is_none() {
         for url in resource_metadata_urls(&server) {
-            if let Some(found) = fetch(http, &url).await? {
+            if let Some(found) = fetch(outbound, &url).await? {
                 metadata = Some(found);
                 break;
             }
         }
     }
     let Some(metadata) = metadata else {
-        return legacy(http, &server).await;
+        if let Some(issuer) = outbound.issuer() {
+            let server_metadata = server_metadata(outbound, issuer).await?;
+            return Ok(Discovered {
+                resource: server.to_string(),
+                resource_scopes: None,
+                resource_dpop: false,
+                server: server_metadata,
+            });
+        }
+        return legacy(outbound, &server).await;
     };
     let resource = metadata.resource.clone().unwrap_or_else(|| server_url.to_owned());
     if !resource_covers(&resource, &server) {
@@ -213,16 +227,25 @@ pub(crate) async fn discover(
             server: shown(server_url),
         });
     }
-    let Some(issuer) = metadata.authorization_servers.first() else {
-        return Err(AuthError::Metadata {
-            url: shown(server_url),
-            message: "the protected-resource metadata names no authorization server".to_owned(),
-        });
-    };
-    let issuer_url = secure_url(issuer)?;
+    let issuer = outbound.choose_issuer(&metadata.authorization_servers, server_url)?;
+    let server_metadata = server_metadata(outbound, issuer).await?;
+    let resource_dpop = metadata.dpop_bound_access_tokens_required
+        || metadata.dpop_signing_alg_values_supported.is_some_and(|list| !list.is_empty());
+    Ok(Discovered {
+        resource,
+        resource_scopes: metadata.scopes_supported,
+        resource_dpop,
+        server: server_metadata,
+    })
+}
+
+/// The metadata of the authorization server `issuer`, from the first of its well-known URLs
+/// that has it, checked to name that issuer and to use secure endpoints.
+async fn server_metadata(outbound: &Outbound, issuer: &str) -> Result<ServerMetadata, AuthError> {
+    let issuer_url = outbound.admit(issuer)?;
     let mut found = None;
     for url in server_metadata_urls(&issuer_url) {
-        if let Some(document) = fetch::<ServerMetadata>(http, &url).await? {
+        if let Some(document) = fetch::<ServerMetadata>(outbound, &url).await? {
             found = Some(document);
             break;
         }
@@ -234,29 +257,22 @@ pub(crate) async fn discover(
         });
     };
     // RFC 8414 section 3.3: the document must name the issuer it was fetched for.
-    if server_metadata.issuer != *issuer {
+    if server_metadata.issuer != issuer {
         return Err(AuthError::IssuerMismatch {
-            expected: issuer.clone(),
+            expected: issuer.to_owned(),
             found: server_metadata.issuer,
         });
     }
     check_endpoints(&server_metadata)?;
-    let resource_dpop = metadata.dpop_bound_access_tokens_required
-        || metadata.dpop_signing_alg_values_supported.is_some_and(|list| !list.is_empty());
-    Ok(Discovered {
-        resource,
-        resource_scopes: metadata.scopes_supported,
-        resource_dpop,
-        server: server_metadata,
-    })
+    Ok(server_metadata)
 }
 
 /// The 2025-03-26 fallbacks: the MCP server's origin is the authorization server; its metadata
 /// at the root, else the default endpoints.
-async fn legacy(http: &reqwest::Client, server: &Url) -> Result<Discovered, AuthError> {
+async fn legacy(outbound: &Outbound, server: &Url) -> Result<Discovered, AuthError> {
     let origin = origin_of(server);
     let url = format!("{origin}/.well-known/oauth-authorization-server");
-    let server_metadata = match fetch::<ServerMetadata>(http, &url).await? {
+    let server_metadata = match fetch::<ServerMetadata>(outbound, &url).await? {
         Some(document) => document,
         None => ServerMetadata {
             issuer: origin.clone(),

@@ -7,7 +7,11 @@
 //! again. Every authorization endpoint and metadata URL must be HTTPS, except on a loopback
 //! address. Files: `challenge` (WWW-Authenticate), `discovery` (RFC 9728, RFC 8414, OpenID,
 //! 2025-03-26 fallbacks), `pkce`, `dpop` (RFC 9449 proofs: a key per sign-in, kept with its
-//! tokens), `token` (the token endpoint and client authentication),
+//! tokens), `outbound` (the HTTP client and where its requests may go: a client registered with
+//! one authorization server uses that one only; a confined client fetches what a server names
+//! only on its origin or allowed hosts), `addresses` (the addresses a confined client may
+//! connect to, checked by its resolver), `token` (the token endpoint and client
+//! authentication),
 //! `authorizer` (identity, grants, refresh, step-up), `agent` (how a person is sent to sign
 //! in), `transport` (the rmcp client).
 //!
@@ -16,15 +20,18 @@
 //! by replicas), Client ID Metadata Documents served at a configured URL, and the 2026-07-28
 //! checks, which sit more simply in one small module of its own.
 
+mod addresses;
 mod agent;
 mod authorizer;
 mod challenge;
 mod discovery;
 mod dpop;
+mod outbound;
 mod pkce;
 mod token;
 mod transport;
 
+pub(crate) use addresses::allowed_host;
 pub use agent::{Announce, HeadlessAgent, LoopbackBrowser};
 pub use authorizer::{
     Authorizer, AuthorizerConfig, ClientIdentity, Credential, Grant, MemoryTokenStore,
@@ -33,6 +40,7 @@ pub use authorizer::{
 pub use challenge::Challenge;
 pub use discovery::ServerMetadata;
 pub use dpop::DpopKey;
+pub use outbound::Confinement;
 pub(crate) use pkce::random_token;
 pub use token::Tokens;
 pub use transport::{AuthorizedHttpClient, AuthorizedHttpError};
@@ -63,6 +71,15 @@ pub enum AuthError {
     InsecureUrl {
         /// The URL, without its query string.
         url: String,
+    },
+    /// A URL a remote party named that may not be fetched (confinement); nothing was fetched
+    /// from it, so the message says nothing learnt from the host.
+    #[error("refused: {host} {reason}; nothing was fetched from it")]
+    Refused {
+        /// The host, with its port when the URL has one.
+        host: String,
+        /// Why.
+        reason: String,
     },
     /// A request did not get through.
     #[error("cannot reach {url}: {message}")]
@@ -95,6 +112,17 @@ pub enum AuthError {
         expected: String,
         /// The issuer it names.
         found: String,
+    },
+    /// A client bound to one authorization server (its configured issuer) was pointed at
+    /// another, or at a token endpoint off that server's origin; nothing was sent there.
+    #[error(
+        "refused: {named} is not {configured}, the authorization server configured for the client (oauth.issuer); nothing was sent to it"
+    )]
+    OtherAuthorizationServer {
+        /// What was named: the authorization server, or the token endpoint's origin.
+        named: String,
+        /// The configured issuer.
+        configured: String,
     },
     /// The authorization response's `iss` is missing where required, or another issuer's.
     #[error(

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::AuthError;
 use super::discovery::shown;
 use super::dpop::{self, DpopKey, NonceFrom};
+use super::outbound::Outbound;
 use super::pkce::random_token;
 
 /// How long before its expiry a token is refreshed.
@@ -141,7 +142,7 @@ fn form_encode(value: &str) -> String {
 ///
 /// [`AuthError::Token`] with the server's `error` when it refuses; network and decoding errors.
 pub(crate) async fn request(
-    http: &reqwest::Client,
+    outbound: &Outbound,
     endpoint: &str,
     issuer: &str,
     client: &Client,
@@ -151,7 +152,7 @@ pub(crate) async fn request(
 ) -> Result<Tokens, AuthError> {
     let mut retried = false;
     loop {
-        match attempt(http, endpoint, issuer, client, params.clone(), requested, dpop).await {
+        match attempt(outbound, endpoint, issuer, client, params.clone(), requested, dpop).await {
             Err(Refused { error, nonce: Some(nonce) })
                 if !retried
                     && let Some(key) = dpop
@@ -179,7 +180,7 @@ impl From<AuthError> for Refused {
 }
 
 async fn attempt(
-    http: &reqwest::Client,
+    outbound: &Outbound,
     endpoint: &str,
     issuer: &str,
     client: &Client,
@@ -187,7 +188,8 @@ async fn attempt(
     requested: &[String],
     dpop: Option<&DpopKey>,
 ) -> Result<Tokens, Refused> {
-    let mut builder = http.post(endpoint).header(reqwest::header::ACCEPT, "application/json");
+    let mut builder =
+        outbound.http.post(endpoint).header(reqwest::header::ACCEPT, "application/json");
     if let Some(key) = dpop {
         builder = builder
             .header("DPoP", key.proof("POST", endpoint, None, NonceFrom::AuthorizationServer)?);
@@ -234,7 +236,7 @@ async fn attempt(
         .body(body)
         .send()
         .await
-        .map_err(|error| AuthError::Http { url: shown(endpoint), message: error.to_string() })?;
+        .map_err(|error| outbound.failed(endpoint, &error))?;
     let status = response.status();
     let nonce = response
         .headers()

@@ -183,7 +183,7 @@ impl DataServer {
             }
             other => sql_error(other),
         })?;
-        self.schema_cache.invalidate();
+        self.database.schema_changed().await;
         let table =
             TableRef { catalog: Some(database), schema: Some(schema), table: target.table.clone() };
         Ok((

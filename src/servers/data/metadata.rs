@@ -4,7 +4,10 @@
 //! Schemas, tables and columns come from the cached introspection; whatever reads rows (hint
 //! samples, counts and per-column aggregates, samples) is SQL built here from quoted identifiers
 //! of the introspected relation and run like any client read: classified, then run by
-//! [`sql::run_read`] in a read-only transaction with the configured timeout and size cap.
+//! [`sql::run_read`] in a read-only transaction with the configured timeout and size cap. A
+//! masked caller's counts, aggregates and samples run in its masked session, over the masked
+//! view of the relation (which TABLESAMPLE cannot sample: it reads the first rows instead); hint
+//! samples read the originals with orca's own connections, since hints name kinds, never values.
 
 use std::time::Duration;
 
@@ -15,8 +18,7 @@ use serde_json::{Map, Value, json};
 
 use super::DataServer;
 use super::table::{TableRef, quote};
-use crate::privacy::mask::{MaskingPolicy, mask_value};
-use crate::servers::sql_common::sql_error;
+use crate::servers::sql_common::Reader;
 use crate::servers::{CallContext, ToolSpec};
 use crate::sql::introspect::{Column, Relation, RelationKind};
 use crate::sql::{self, DatabaseSchema, ReadLimits, ReadOnlyQuery, ReadResult};
@@ -68,13 +70,16 @@ pub(super) async fn call(
     arguments: Option<Map<String, Value>>,
     context: &CallContext,
 ) -> Result<ToolOutput, ToolError> {
-    let masking = context.principal.masking.as_deref();
     match tool {
         "list_schemas" => list_schemas(server, arguments).await,
         "list_tables" => list_tables(server, arguments).await,
         "get_table_schema" => get_table_schema(server, arguments).await,
-        "get_stats" => get_stats(server, arguments, masking).await,
-        "sample_table" => sample_table(server, arguments, context).await,
+        "get_stats" => {
+            get_stats(server, arguments, &server.target.reader(&context.principal).await?).await
+        }
+        "sample_table" => {
+            sample_table(server, arguments, &server.target.reader(&context.principal).await?).await
+        }
         other => Err(ToolError::not_found(format!("the data server has no tool `{other}`"))),
     }
 }
@@ -378,34 +383,26 @@ async fn list_tables(
 // Running the SQL built here
 // ---------------------------------------------------------------------------------------------
 
-/// Classifies and runs SQL built in this file, through the same checks as a client's read.
+/// Classifies and runs SQL built in this file, through the same checks as a client's read, on
+/// `pool`: the caller's reader's for what the caller sees, orca's own for what only becomes
+/// hints (kinds of values, never values).
 async fn run(
     server: &DataServer,
+    pool: &sqlx::PgPool,
     text: &str,
     max_rows: usize,
     timeout: Duration,
-) -> Result<ReadResult, sql::Error> {
-    run_masked(server, text, max_rows, timeout, None).await
-}
-
-/// [`run`], with the cells of the columns `mask` covers masked as the rows arrive.
-async fn run_masked(
-    server: &DataServer,
-    text: &str,
-    max_rows: usize,
-    timeout: Duration,
-    mask: Option<std::sync::Arc<dyn sql::CellMask>>,
 ) -> Result<ReadResult, sql::Error> {
     let statement = sql::single_statement(text)?;
-    let query = ReadOnlyQuery::from_statement(statement)?.with_mask(mask);
+    let query = ReadOnlyQuery::from_statement(statement)?;
     let limits = ReadLimits { max_rows, max_bytes: server.config.max_result_bytes, timeout };
-    sql::run_read(&server.target.pool, &query, limits).await
+    sql::run_read(pool, &query, limits).await
 }
 
 /// A failure of SQL orca built itself, with a hint that fits the tool rather than the
 /// client-SQL hints of [`sql_error`].
-fn built_sql_error(error: sql::Error, timeout_hint: &str) -> ToolError {
-    let mut tool_error = sql_error(error);
+fn built_sql_error(reader: &Reader, error: sql::Error, timeout_hint: &str) -> ToolError {
+    let mut tool_error = reader.error(error);
     match tool_error.code {
         ErrorCode::Timeout => tool_error.hint = Some(timeout_hint.to_owned()),
         ErrorCode::QueryFailed => {
@@ -511,7 +508,8 @@ async fn get_table_schema(
             resolved.quoted()
         );
         let timeout = server.config.default_timeout.min(HINT_SAMPLE_TIMEOUT);
-        match run(server, &text, HINT_SAMPLE_ROWS, timeout).await {
+        // Hints name kinds of values, never values: they read the originals.
+        match run(server, &server.target.pool, &text, HINT_SAMPLE_ROWS, timeout).await {
             Ok(result) => {
                 let rows = result.rows.len();
                 (result.rows, json!({"rows": rows}))
@@ -824,6 +822,7 @@ impl StatsSource {
 /// sample) and one row of four values per column.
 async fn aggregate(
     server: &DataServer,
+    reader: &Reader,
     schema: &DatabaseSchema,
     quoted: &str,
     columns: &[&Column],
@@ -840,9 +839,9 @@ async fn aggregate(
     };
     for chunk in chunks {
         let text = aggregate_sql(schema, chunk, &from);
-        let result = run(server, &text, 1, server.config.default_timeout)
+        let result = run(server, &reader.pool, &text, 1, server.config.default_timeout)
             .await
-            .map_err(|error| built_sql_error(error, timeout_hint))?;
+            .map_err(|error| built_sql_error(reader, error, timeout_hint))?;
         let Some(row) = result.rows.into_iter().next() else {
             return Err(ToolError::new(
                 ErrorCode::QueryFailed,
@@ -858,13 +857,14 @@ async fn aggregate(
 async fn get_stats(
     server: &DataServer,
     arguments: Option<Map<String, Value>>,
-    masking: Option<&MaskingPolicy>,
+    reader: &Reader,
 ) -> Result<ToolOutput, ToolError> {
     let params: GetStatsParams = parse_arguments(arguments)?;
     let resolved = server.resolve_table(&params.table).await?;
     let relation = resolved.relation();
     let schema = &resolved.schema;
-    let quoted = resolved.quoted();
+    // A masked caller reads the masked view, which a TABLESAMPLE cannot sample.
+    let quoted = reader.relation(&relation.schema, &relation.name);
     let label = format!("{}.{}", relation.schema, relation.name);
     let columns = requested_columns(relation, params.columns.as_deref(), &label)?;
     let threshold = server.data.exact_count_max_rows;
@@ -873,7 +873,9 @@ async fn get_stats(
         Some(rows) if rows >= threshold => match sample_percent(server.data.sample_rows, rows) {
             None => StatsSource::Exact,
             Some(_)
-                if !(can_tablesample(relation.kind) && server.database.features().tablesample) =>
+                if !(can_tablesample(relation.kind)
+                    && !reader.masked()
+                    && server.database.features().tablesample) =>
             {
                 StatsSource::FirstRows(server.data.sample_rows)
             }
@@ -881,11 +883,12 @@ async fn get_stats(
         },
         _ => StatsSource::Exact,
     };
-    let (mut rows, mut values) = aggregate(server, schema, &quoted, &columns, &source).await?;
+    let (mut rows, mut values) =
+        aggregate(server, reader, schema, &quoted, &columns, &source).await?;
     if rows == 0 && matches!(source, StatsSource::Tablesample(_)) {
         // SYSTEM sampling picks whole pages: a small percentage of a table may pick none.
         source = StatsSource::FirstRows(server.data.sample_rows);
-        (rows, values) = aggregate(server, schema, &quoted, &columns, &source).await?;
+        (rows, values) = aggregate(server, reader, schema, &quoted, &columns, &source).await?;
     }
     let mut described = Map::new();
     for (index, column) in columns.iter().enumerate() {
@@ -896,14 +899,8 @@ async fn get_stats(
         } else {
             json!((rows - non_null.min(rows)) as f64 / rows as f64)
         };
-        // The extremes of a column masked for the caller are values of it: masked as such.
-        let extreme = |offset: usize| {
-            let value = values.get(base + offset).cloned().unwrap_or(Value::Null);
-            match masking.and_then(|policy| Some((policy.rule_for(&column.name)?, policy))) {
-                Some((rule, policy)) => mask_value(rule, &value, policy.salt.as_bytes()),
-                None => value,
-            }
-        };
+        // A masked caller's extremes are those of the masked values (the database's).
+        let extreme = |offset: usize| values.get(base + offset).cloned().unwrap_or(Value::Null);
         described.insert(
             column.name.clone(),
             json!({
@@ -952,14 +949,8 @@ const OVERSAMPLE_FACTOR: u64 = 4;
 async fn sample_table(
     server: &DataServer,
     arguments: Option<Map<String, Value>>,
-    context: &CallContext,
+    reader: &Reader,
 ) -> Result<ToolOutput, ToolError> {
-    // `SELECT *` of one table: every masked column comes out under its own name.
-    let mask = context
-        .principal
-        .masking
-        .clone()
-        .map(|policy| -> std::sync::Arc<dyn sql::CellMask> { policy });
     let params: SampleTableParams = parse_arguments(arguments)?;
     let maximum = server.config.hard_max_rows;
     let limit = match params.limit {
@@ -976,22 +967,22 @@ async fn sample_table(
     };
     let resolved = server.resolve_table(&params.table).await?;
     let relation = resolved.relation();
-    let quoted = resolved.quoted();
+    let quoted = reader.relation(&relation.schema, &relation.name);
     let limit_u64 = u64::try_from(limit).unwrap_or(u64::MAX);
     let timeout_hint = "use method head, or a smaller limit";
     let (result, percent) = match params.method {
         SampleMethod::Head => {
             let text = format!("SELECT * FROM {quoted} LIMIT {limit}");
-            let result =
-                run_masked(server, &text, limit, server.config.default_timeout, mask.clone())
-                    .await
-                    .map_err(|error| built_sql_error(error, timeout_hint))?;
+            let result = run(server, &reader.pool, &text, limit, server.config.default_timeout)
+                .await
+                .map_err(|error| built_sql_error(reader, error, timeout_hint))?;
             (result, None)
         }
         SampleMethod::Random => {
             let percent = row_estimate(&resolved.schema, relation)
                 .filter(|rows| {
                     can_tablesample(relation.kind)
+                        && !reader.masked()
                         && server.database.features().tablesample
                         && *rows > limit_u64.saturating_mul(TABLESAMPLE_FACTOR)
                 })
@@ -999,15 +990,10 @@ async fn sample_table(
             match percent {
                 None => {
                     let text = format!("SELECT * FROM {quoted} ORDER BY random() LIMIT {limit}");
-                    let result = run_masked(
-                        server,
-                        &text,
-                        limit,
-                        server.config.default_timeout,
-                        mask.clone(),
-                    )
-                    .await
-                    .map_err(|error| built_sql_error(error, timeout_hint))?;
+                    let result =
+                        run(server, &reader.pool, &text, limit, server.config.default_timeout)
+                            .await
+                            .map_err(|error| built_sql_error(reader, error, timeout_hint))?;
                     (result, None)
                 }
                 Some(first) => {
@@ -1018,15 +1004,10 @@ async fn sample_table(
                         let text = format!(
                             "SELECT * FROM {quoted} TABLESAMPLE SYSTEM ({percent:.6}) ORDER BY random() LIMIT {limit}"
                         );
-                        let result = run_masked(
-                            server,
-                            &text,
-                            limit,
-                            server.config.default_timeout,
-                            mask.clone(),
-                        )
-                        .await
-                        .map_err(|error| built_sql_error(error, timeout_hint))?;
+                        let result =
+                            run(server, &reader.pool, &text, limit, server.config.default_timeout)
+                                .await
+                                .map_err(|error| built_sql_error(reader, error, timeout_hint))?;
                         if result.rows.len() >= limit
                             || result.truncated.is_some()
                             || percent >= 100.0

@@ -4,6 +4,19 @@
 //! `metadata.rs` (schemas, tables, columns, statistics, samples), `profile.rs` (profiles, PII,
 //! masking), `materialize.rs` (`materialize_sql`, `create_view`); `table.rs` resolves a
 //! TableRef.
+//!
+//! # Design notes
+//!
+//! `servers/data` is the data-provider toolset of specification 002, one file per group of tools,
+//! each a `NAMES` list, a `tools()` and a `call()` that `mod.rs` dispatches to: `query.rs`
+//! (`query_sql`, `query_plan`, `explain_sql`, and the `_meta.prompts` advice), `metadata.rs`
+//! (schemas, tables, columns with hints, statistics, samples), `profile.rs` (profiles, PII
+//! detection, masked previews), `materialize.rs` (`materialize_sql`, `create_view`, over
+//! `sql::materialize`), `prompts.rs` (the four prompts), `resources.rs` (the `res://` resources,
+//! read through the metadata tools so both agree), `table.rs` (a TableRef resolved against the
+//! cached introspection; ambiguity points to `ask_for_disambiguation`). Every query these tools
+//! build uses quoted identifiers and computed numbers only, and goes through classification and
+//! `run_read` like user SQL.
 
 mod materialize;
 mod metadata;
@@ -74,7 +87,7 @@ impl DataServer {
             .into_iter()
             .map(|(id, columns)| {
                 let salt = crate::privacy::salt(&secret, &id);
-                (id.clone(), MaskingPolicy { id, columns, salt })
+                (id.clone(), MaskingPolicy { id, columns, kinds: Default::default(), salt })
             })
             .collect();
         let first =

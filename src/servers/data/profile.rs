@@ -8,7 +8,10 @@
 //! `TABLESAMPLE SYSTEM` with a fixed seed, so that every query of one call sees the same rows;
 //! views, foreign tables and tables never analyzed are read up to that many rows. The SQL is
 //! built here from quoted identifiers and numbers computed here, never from client text, and
-//! runs through the same classified, read-only, timed and capped path as `query_sql`.
+//! runs through the same classified, read-only, timed and capped path as `query_sql`, in the
+//! caller's masked session when its role masks columns (its values, bins and top values are
+//! then the masked ones, and its masked columns profile as text); `detect_pii` reads the
+//! originals, since it shows kinds and confidences only.
 
 use rmcp::model::ToolAnnotations;
 use schemars::JsonSchema;
@@ -17,8 +20,8 @@ use serde_json::{Map, Value, json};
 
 use super::DataServer;
 use super::table::{ResolvedTable, TableRef, quote};
-use crate::privacy::mask::{MaskingPolicy, mask_value};
-use crate::servers::sql_common::sql_error;
+use crate::privacy::mask::MaskingPolicy;
+use crate::servers::sql_common::{Reader, sql_error};
 use crate::servers::{CallContext, ToolSpec};
 use crate::sql::introspect::{Column, Relation, RelationKind};
 use crate::sql::pii;
@@ -89,12 +92,17 @@ pub(super) async fn call(
     arguments: Option<Map<String, Value>>,
     context: &CallContext,
 ) -> Result<ToolOutput, ToolError> {
-    let masking = context.principal.masking.as_deref();
     match tool {
-        "profile_table" => server.profile_table(arguments, masking).await,
-        // Its result names a kind of PII and a confidence per column, never a value.
+        "profile_table" => {
+            server.profile_table(arguments, &server.target.reader(&context.principal).await?).await
+        }
+        // Its result names a kind of PII and a confidence per column, never a value: it reads
+        // the originals.
         "detect_pii" => server.detect_pii(arguments).await,
-        _ => server.preview_masked(arguments, masking).await,
+        _ => {
+            let reader = server.target.reader(&context.principal).await?;
+            server.preview_masked(arguments, &reader, context.principal.masking.as_deref()).await
+        }
     }
 }
 
@@ -506,6 +514,7 @@ impl DataServer {
     /// Classify and run SQL built by this file through the read path of `query_sql`.
     async fn read_profile(
         &self,
+        reader: &Reader,
         sql_text: &str,
         max_rows: usize,
         max_bytes: usize,
@@ -513,8 +522,8 @@ impl DataServer {
         let statement = sql::single_statement(sql_text).map_err(sql_error)?;
         let query = ReadOnlyQuery::from_statement(statement).map_err(sql_error)?;
         let limits = ReadLimits { max_rows, max_bytes, timeout: self.config.default_timeout };
-        sql::run_read(&self.target.pool, &query, limits).await.map_err(|error| {
-            let mut error = sql_error(error);
+        sql::run_read(&reader.pool, &query, limits).await.map_err(|error| {
+            let mut error = reader.error(error);
             if error.code == ErrorCode::Timeout {
                 error.hint = Some(
                     "name fewer columns, or lower data.sample_rows or raise sql.default_timeout_ms in orca.yaml"
@@ -528,8 +537,13 @@ impl DataServer {
     }
 
     /// [`DataServer::read_profile`] for intermediate results that must arrive whole.
-    async fn read_whole(&self, sql_text: &str, max_rows: usize) -> Result<ReadResult, ToolError> {
-        let result = self.read_profile(sql_text, max_rows, INTERNAL_MAX_BYTES).await?;
+    async fn read_whole(
+        &self,
+        reader: &Reader,
+        sql_text: &str,
+        max_rows: usize,
+    ) -> Result<ReadResult, ToolError> {
+        let result = self.read_profile(reader, sql_text, max_rows, INTERNAL_MAX_BYTES).await?;
         if result.truncated.is_some() {
             return Err(ToolError::new(
                 ErrorCode::ResultTruncated,
@@ -543,7 +557,7 @@ impl DataServer {
     async fn profile_table(
         &self,
         arguments: Option<Map<String, Value>>,
-        masking: Option<&MaskingPolicy>,
+        reader: &Reader,
     ) -> Result<ToolOutput, ToolError> {
         let params: ProfileTableParams = parse_arguments(arguments)?;
         if !(1..=MAX_BINS).contains(&params.bins) {
@@ -553,15 +567,24 @@ impl DataServer {
         let table: ResolvedTable = self.resolve_table(&params.table).await?;
         let relation = table.relation();
         let columns = chosen_columns(relation, params.columns.as_deref())?;
+        // A masked caller profiles the masked view: its masked columns are text, and a view
+        // cannot be sampled by pages.
         let source = Source::new(
             relation,
-            &table.quoted(),
+            &reader.relation(&relation.schema, &relation.name),
             self.data.sample_rows,
-            self.database.features().tablesample,
+            self.database.features().tablesample && !reader.masked(),
         );
         let shaped: Vec<(&str, Shape)> = columns
             .iter()
-            .map(|column| (column.name.as_str(), Shape::of(&column.data_type)))
+            .map(|column| {
+                let shape = if reader.masks(&column.name) {
+                    Shape::of("text")
+                } else {
+                    Shape::of(&column.data_type)
+                };
+                (column.name.as_str(), shape)
+            })
             .collect();
 
         let outputs: usize = 1 + shaped
@@ -579,7 +602,7 @@ impl DataServer {
         }
 
         // 1. Row count, non-null counts, ranges.
-        let summary = self.read_whole(&summary_sql(&source, &shaped), 1).await?;
+        let summary = self.read_whole(reader, &summary_sql(&source, &shaped), 1).await?;
         let row = summary.rows.first().cloned().unwrap_or_default();
         let rows_read = count_at(&row, 0);
         let mut profiled: Vec<Profiled<'_>> = Vec::with_capacity(shaped.len());
@@ -617,7 +640,8 @@ impl DataServer {
         let mut bin_counts: Vec<Vec<u64>> = vec![vec![0; bins as usize]; profiled.len()];
         if !counted.is_empty() && rows_read > 0 {
             let max_rows = counted.len() * bins as usize + 1;
-            let result = self.read_whole(&histogram_sql(&source, &counted, bins), max_rows).await?;
+            let result =
+                self.read_whole(reader, &histogram_sql(&source, &counted, bins), max_rows).await?;
             for row in &result.rows {
                 let position = count_at(row, 0) as usize;
                 let bin = count_at(row, 1) as usize;
@@ -641,8 +665,9 @@ impl DataServer {
             .collect();
         if !with_values.is_empty() {
             let max_rows = with_values.len() * keep as usize + 1;
-            let result =
-                self.read_whole(&top_values_sql(&source, &with_values, keep), max_rows).await?;
+            let result = self
+                .read_whole(reader, &top_values_sql(&source, &with_values, keep), max_rows)
+                .await?;
             let mut ranked: Vec<(u64, u64, Value, u64)> = result
                 .rows
                 .iter()
@@ -664,13 +689,6 @@ impl DataServer {
         let mut distributions = Map::new();
         let mut topk = Map::new();
         for (position, column) in profiled.iter().enumerate() {
-            // A column masked for the caller shows its values, and the bin edges (which
-            // bound them), only masked.
-            let rule = masking.and_then(|policy| Some((policy.rule_for(column.name)?, policy)));
-            let shown = |value: Value| match rule {
-                Some((rule, policy)) => mask_value(rule, &value, policy.salt.as_bytes()),
-                None => value,
-            };
             null_rate.insert(
                 column.name.to_owned(),
                 json!(rate(rows_read.saturating_sub(column.non_null), rows_read)),
@@ -682,7 +700,7 @@ impl DataServer {
                         .iter()
                         .take(bins as usize)
                         .map(|(value, count)| {
-                            json!({"lo": shown(value.clone()), "hi": shown(value.clone()), "count": count})
+                            json!({"lo": value.clone(), "hi": value.clone(), "count": count})
                         })
                         .collect();
                     let in_bins: u64 =
@@ -698,14 +716,14 @@ impl DataServer {
                         .into_iter()
                         .zip(&bin_counts[position])
                         .map(|((start, end), count)| {
-                            json!({"lo": shown(edge(shape, start)), "hi": shown(edge(shape, end)), "count": count})
+                            json!({"lo": edge(shape, start), "hi": edge(shape, end), "count": count})
                         })
                         .collect();
                     json!({"type": "numeric", "bins": shown})
                 }
                 (shape, Some(Histogram::Single { lo, hi, count })) => json!({
                     "type": "numeric",
-                    "bins": [{"lo": shown(edge(shape, lo)), "hi": shown(edge(shape, hi)), "count": count}],
+                    "bins": [{"lo": edge(shape, lo), "hi": edge(shape, hi), "count": count}],
                 }),
                 (_, None) => json!({"type": "numeric", "bins": []}),
             };
@@ -713,7 +731,7 @@ impl DataServer {
             let listed: Vec<Value> = values
                 .iter()
                 .take(TOP_VALUES as usize)
-                .map(|(value, count)| json!({"value": shown(value.clone()), "count": count}))
+                .map(|(value, count)| json!({"value": value.clone(), "count": count}))
                 .collect();
             topk.insert(column.name.to_owned(), Value::Array(listed));
         }
@@ -774,7 +792,8 @@ impl DataServer {
         let samples: Vec<Vec<String>> = if columns.is_empty() {
             Vec::new()
         } else {
-            let result = self.read_whole(&pii_sql(&source, &columns), 1).await?;
+            let result =
+                self.read_whole(&self.target.own_reader(), &pii_sql(&source, &columns), 1).await?;
             let row = result.rows.into_iter().next().unwrap_or_default();
             (0..columns.len())
                 .map(|index| match row.get(index) {
@@ -860,6 +879,7 @@ impl DataServer {
     async fn preview_masked(
         &self,
         arguments: Option<Map<String, Value>>,
+        reader: &Reader,
         masking: Option<&MaskingPolicy>,
     ) -> Result<ToolOutput, ToolError> {
         let params: PreviewMaskedParams = parse_arguments(arguments)?;
@@ -873,17 +893,19 @@ impl DataServer {
         let policy = self.masking_policy(&params.policy_id)?;
         let table = self.resolve_table(&params.table).await?;
         let relation = table.relation();
-        let sql_text = preview_sql(relation, &table.quoted(), limit);
-        let mut result =
-            self.read_profile(&sql_text, limit as usize, self.config.max_result_bytes).await?;
+        let sql_text =
+            preview_sql(relation, &reader.relation(&relation.schema, &relation.name), limit);
+        let mut result = self
+            .read_profile(reader, &sql_text, limit as usize, self.config.max_result_bytes)
+            .await?;
         let names: Vec<String> = result.columns.iter().map(|column| column.name.clone()).collect();
-        // Masked here, before anything of the rows is returned or recorded: first by the
-        // caller's own masking (its role's), then by the policy asked for.
+        // The caller's own masking (its role's) is the database's: the rows come masked from
+        // its session. The policy asked for is applied here, before anything of the rows is
+        // returned or recorded.
         let role_masked = masking.map(|role_policy| {
-            json!({
-                "policy_id": role_policy.id,
-                "columns": role_policy.apply(&names, &mut result.rows),
-            })
+            let covered: Vec<&String> =
+                names.iter().filter(|name| role_policy.rule_for(name).is_some()).collect();
+            json!({ "policy_id": role_policy.id, "columns": covered })
         });
         let masked = policy.apply(&names, &mut result.rows);
         let missing = missing_columns(policy, &names);

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::{DIALECTS, DataServer};
-use crate::servers::sql_common::sql_error;
+use crate::servers::sql_common::{Reader, sql_error};
 use crate::servers::{CallContext, ToolSpec};
 use crate::sql::page::{PageToken, fingerprint};
 use crate::sql::{self, PageRequest, Paging, ReadLimits, ReadOnlyQuery, TimeFilter};
@@ -153,6 +153,15 @@ pub(super) fn read_only_query(sql_text: &str, tool: &str) -> Result<ReadOnlyQuer
     })
 }
 
+/// `query` as it runs for the caller `reader` reads for (its masked relations, when masked).
+fn as_run(reader: &Reader, query: ReadOnlyQuery) -> Result<ReadOnlyQuery, ToolError> {
+    if !reader.masked() {
+        return Ok(query);
+    }
+    let statement = reader.statement(query.statement().clone()).map_err(sql_error)?;
+    ReadOnlyQuery::from_statement(statement).map_err(sql_error)
+}
+
 impl DataServer {
     pub(super) async fn query_sql(
         &self,
@@ -204,23 +213,14 @@ impl DataServer {
         context: &CallContext,
     ) -> Result<ToolOutput, ToolError> {
         let query = read_only_query(&params.sql, tool)?;
-        let mask =
-            crate::servers::sql_common::caller_mask(&query.statement().text, &context.principal)?;
-        let query = query.with_mask(mask);
-        let max_rows = match params.max_rows {
-            None => self.config.default_max_rows,
-            Some(rows) => {
-                let rows = usize::try_from(rows).unwrap_or(usize::MAX);
-                if rows == 0 || rows > self.config.hard_max_rows {
-                    return Err(ToolError::invalid_input(format!(
-                        "max_rows must be between 1 and {}",
-                        self.config.hard_max_rows
-                    ))
-                    .with_hint("page through larger results with page_token"));
-                }
-                rows
-            }
-        };
+        crate::servers::sql_common::refuse_masked_sql(
+            &query.statement().text,
+            &context.principal,
+            self.config.refuse_masked_sql,
+        )?;
+        let reader = self.target.reader(&context.principal).await?;
+        let query = as_run(&reader, query)?;
+        let max_rows = self.max_rows(params.max_rows)?;
         let time_range = params.time_range.clone();
         let time_text = time_range
             .as_ref()
@@ -231,7 +231,7 @@ impl DataServer {
             dialect,
             &max_rows.to_string(),
             &time_text,
-            &context.principal.name,
+            &context.principal.identity(),
             &self.target.label,
         ]);
         let now = chrono::Utc::now();
@@ -245,34 +245,9 @@ impl DataServer {
                 })?,
             ),
         };
-        // The window is resolved once, on the first page, and carried by the tokens.
-        let window = match (&token, &time_range) {
-            (_, None) => None,
-            (Some(token), Some(range)) => {
-                let (from, to) = token.window.unwrap_or((None, None));
-                Some(TimeFilter {
-                    column: range.column.clone(),
-                    from: from.and_then(chrono::DateTime::from_timestamp_micros),
-                    to: to.and_then(chrono::DateTime::from_timestamp_micros),
-                })
-            }
-            (None, Some(range)) => {
-                let resolved = sql::time_range::parse_window(
-                    range.from.as_deref(),
-                    range.to.as_deref(),
-                    range.default_window.as_deref(),
-                    now,
-                )
-                .map_err(|message| ToolError::invalid_input(format!("time_range: {message}")))?;
-                Some(TimeFilter {
-                    column: range.column.clone(),
-                    from: resolved.from,
-                    to: resolved.to,
-                })
-            }
-        };
+        let window = resolve_window(token.as_ref(), time_range.as_ref(), now)?;
         if params.dry_run {
-            return self.dry_run(&query, max_rows, window.as_ref()).await;
+            return self.dry_run(&reader, &query, max_rows, window.as_ref()).await;
         }
         let limits = ReadLimits {
             max_rows,
@@ -283,9 +258,15 @@ impl DataServer {
             after: token.as_ref().map(|token| (token.boundary.clone(), token.equal_returned)),
             window: window.clone(),
         };
-        let paged = sql::run_paged_read(&self.target.pool, &query, limits, &request)
-            .await
-            .map_err(sql_error)?;
+        let paged = match sql::run_paged_read(&reader.pool, &query, limits, &request).await {
+            Ok(paged) => paged,
+            Err(error) => match reader.refreshed_after(&error).await {
+                Some(fresh) => sql::run_paged_read(&fresh.pool, &query, limits, &request)
+                    .await
+                    .map_err(|error| fresh.error(error))?,
+                None => return Err(reader.error(error)),
+            },
+        };
         let page = token.as_ref().map_or(1, |token| token.page);
         let returned_before = token.as_ref().map_or(0, |token| token.returned);
         let returned = returned_before + paged.result.rows.len() as u64;
@@ -340,6 +321,24 @@ impl DataServer {
             );
         }
         Ok(output)
+    }
+
+    /// The rows per page: the default, or the caller's within `1..=hard_max_rows`.
+    fn max_rows(&self, requested: Option<u64>) -> Result<usize, ToolError> {
+        Ok(match requested {
+            None => self.config.default_max_rows,
+            Some(rows) => {
+                let rows = usize::try_from(rows).unwrap_or(usize::MAX);
+                if rows == 0 || rows > self.config.hard_max_rows {
+                    return Err(ToolError::invalid_input(format!(
+                        "max_rows must be between 1 and {}",
+                        self.config.hard_max_rows
+                    ))
+                    .with_hint("page through larger results with page_token"));
+                }
+                rows
+            }
+        })
     }
 
     /// The prompts a person may need to see about this query (spec 002 "Prompts"): a large
@@ -423,24 +422,25 @@ impl DataServer {
 
     async fn dry_run(
         &self,
+        reader: &Reader,
         query: &ReadOnlyQuery,
         max_rows: usize,
         window: Option<&TimeFilter>,
     ) -> Result<ToolOutput, ToolError> {
-        sql::check_read(&self.target.pool, query, self.config.default_timeout)
+        sql::check_read(&reader.pool, query, self.config.default_timeout)
             .await
-            .map_err(sql_error)?;
+            .map_err(|error| reader.error(error))?;
         let statement = query.statement();
         let plan = if sql::explainable(statement) {
             Some(
                 sql::explain(
-                    &self.target.pool,
+                    &reader.pool,
                     statement,
                     self.config.default_timeout,
                     self.database.plan_format(),
                 )
                 .await
-                .map_err(sql_error)?,
+                .map_err(|error| reader.error(error))?,
             )
         } else {
             None
@@ -470,17 +470,23 @@ impl DataServer {
         let params: ExplainSqlParams = parse_arguments(arguments)?;
         check_dialect(params.dialect.as_deref())?;
         let query = read_only_query(&params.sql, "explain_sql")?;
-        // A plan shows no values, but `analyze` counts the rows a condition keeps: the same
-        // check as a read, so that a masked column cannot be probed through it.
-        crate::servers::sql_common::caller_mask(&query.statement().text, &context.principal)?;
+        // A plan shows no values, but `analyze` counts the rows a condition keeps: it runs in
+        // the caller's masked session like a read (and meets the same courtesy refusals).
+        crate::servers::sql_common::refuse_masked_sql(
+            &query.statement().text,
+            &context.principal,
+            self.config.refuse_masked_sql,
+        )?;
         if !sql::explainable(query.statement()) {
             return Err(ToolError::invalid_input("only a SELECT or VALUES query can be explained"));
         }
-        sql::check_read(&self.target.pool, &query, self.config.default_timeout)
+        let reader = self.target.reader(&context.principal).await?;
+        let query = as_run(&reader, query)?;
+        sql::check_read(&reader.pool, &query, self.config.default_timeout)
             .await
-            .map_err(sql_error)?;
+            .map_err(|error| reader.error(error))?;
         let explained = sql::explain_read(
-            &self.target.pool,
+            &reader.pool,
             &query,
             params.format == ExplainFormat::Json,
             params.analyze,
@@ -488,7 +494,7 @@ impl DataServer {
             self.database.plan_format(),
         )
         .await
-        .map_err(sql_error)?;
+        .map_err(|error| reader.error(error))?;
         Ok(ToolOutput::new(json!({
             "format": if params.format == ExplainFormat::Json { "json" } else { "text" },
             "explain": explained.explain,
@@ -497,4 +503,34 @@ impl DataServer {
             "analyzed": params.analyze,
         })))
     }
+}
+
+/// The time window of a paged read: resolved once, on the first page, and carried by the tokens
+/// of the pages after it.
+fn resolve_window(
+    token: Option<&PageToken>,
+    time_range: Option<&TimeRangeParams>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Option<TimeFilter>, ToolError> {
+    Ok(match (token, time_range) {
+        (_, None) => None,
+        (Some(token), Some(range)) => {
+            let (from, to) = token.window.unwrap_or((None, None));
+            Some(TimeFilter {
+                column: range.column.clone(),
+                from: from.and_then(chrono::DateTime::from_timestamp_micros),
+                to: to.and_then(chrono::DateTime::from_timestamp_micros),
+            })
+        }
+        (None, Some(range)) => {
+            let resolved = sql::time_range::parse_window(
+                range.from.as_deref(),
+                range.to.as_deref(),
+                range.default_window.as_deref(),
+                now,
+            )
+            .map_err(|message| ToolError::invalid_input(format!("time_range: {message}")))?;
+            Some(TimeFilter { column: range.column.clone(), from: resolved.from, to: resolved.to })
+        }
+    })
 }

@@ -2,6 +2,23 @@
 //! `metabase://` resources. `client.rs` speaks HTTP (sessions, re-login, throttles, version),
 //! `tools.rs` holds the thin tool adapters, `dashboards.rs` the version-aware dashboard cards,
 //! `shape.rs` the error structure and the trimming of answers for a model.
+//!
+//! # Design notes
+//!
+//! `servers/metabase` is the Metabase server of specification 000, enabled by `METABASE_URL`
+//! (`config/metabase.rs`): `client.rs` is its only HTTP code (reqwest, no redirects, one timeout):
+//! the session from `POST /api/session` or the `x-api-key` header, a 401 answered by one new login
+//! and one retry, with a `tokio::sync::Mutex` held across the login and a session generation so
+//! that concurrent calls meeting the same expired session share one login, the login throttle
+//! remembered and waited out (never a login before its end), the version read once from `GET
+//! /api/session/properties`, HTTP 202 with `status: "failed"` turned into an error, and a `Status`
+//! (`running`, `login failed`, `unreachable`) published on a watch channel that `Registry::connect`
+//! copies into the directory `list_servers` reads; `tools.rs` holds the 21 tools as thin adapters
+//! (arguments decoded and checked, then one call), `dashboards.rs` the version-aware card layout
+//! (every existing dashcard and tab is sent back with the new one, leaving out only those
+//! `update_dashboard`'s `remove_cards` names, which before 0.47 are deleted one by one), `shape.rs`
+//! the error `details` of the specification and the trimming of answers (row cap, plain columns,
+//! bulk dropped unless `verbose`). The server also answers the `metabase://` resource templates.
 
 mod client;
 mod dashboards;

@@ -639,6 +639,40 @@ pub(crate) async fn call(
     tool: &str,
     arguments: Option<Map<String, Value>>,
 ) -> Result<ToolOutput, ToolError> {
+    match tool {
+        "get_dashboard"
+        | "create_dashboard"
+        | "update_dashboard"
+        | "add_card_to_dashboard"
+        | "delete_dashboard" => dashboard_call(server, tool, arguments).await,
+        "get_card" | "create_card" | "update_card" | "execute_card_query" | "delete_card" => {
+            card_call(server, tool, arguments).await
+        }
+        "list_collections"
+        | "get_collection"
+        | "create_collection"
+        | "update_collection"
+        | "get_collection_items" => collection_call(server, tool, arguments).await,
+        "list_databases"
+        | "get_database_metadata"
+        | "get_table"
+        | "get_table_query_metadata"
+        | "search_resources"
+        | "run_dataset_query" => database_call(server, tool, arguments).await,
+        other => Err(no_such_tool(other)),
+    }
+}
+
+fn no_such_tool(tool: &str) -> ToolError {
+    ToolError::not_found(format!("the metabase server has no tool `{tool}`"))
+}
+
+/// The dashboard tools.
+async fn dashboard_call(
+    server: &MetabaseServer,
+    tool: &str,
+    arguments: Option<Map<String, Value>>,
+) -> Result<ToolOutput, ToolError> {
     let value = match tool {
         "get_dashboard" => {
             let IdParams { id } = parse_arguments(arguments)?;
@@ -661,6 +695,18 @@ pub(crate) async fn call(
             server.delete(&format!("/api/dashboard/{id}"), &[]).await?;
             json!({ "success": true, "deleted": "dashboard", "id": id })
         }
+        other => return Err(no_such_tool(other)),
+    };
+    Ok(ToolOutput::new(value))
+}
+
+/// The card (question) tools.
+async fn card_call(
+    server: &MetabaseServer,
+    tool: &str,
+    arguments: Option<Map<String, Value>>,
+) -> Result<ToolOutput, ToolError> {
+    let value = match tool {
         "get_card" => {
             let IdParams { id } = parse_arguments(arguments)?;
             shape::entity(server.get(&format!("/api/card/{id}"), &[]).await?, false)
@@ -734,6 +780,18 @@ pub(crate) async fn call(
             server.delete(&format!("/api/card/{id}"), &[]).await?;
             json!({ "success": true, "deleted": "card", "id": id })
         }
+        other => return Err(no_such_tool(other)),
+    };
+    Ok(ToolOutput::new(value))
+}
+
+/// The collection tools.
+async fn collection_call(
+    server: &MetabaseServer,
+    tool: &str,
+    arguments: Option<Map<String, Value>>,
+) -> Result<ToolOutput, ToolError> {
+    let value = match tool {
         "list_collections" => {
             let params: ListCollectionsParams = parse_arguments(arguments)?;
             let mut query = Vec::new();
@@ -784,6 +842,18 @@ pub(crate) async fn call(
                 models(params.models)?.into_iter().map(|model| ("models", model)).collect();
             server.get(&format!("/api/collection/{id}/items"), &query).await?
         }
+        other => return Err(no_such_tool(other)),
+    };
+    Ok(ToolOutput::new(value))
+}
+
+/// The database, table, search and ad-hoc query tools.
+async fn database_call(
+    server: &MetabaseServer,
+    tool: &str,
+    arguments: Option<Map<String, Value>>,
+) -> Result<ToolOutput, ToolError> {
+    let value = match tool {
         "list_databases" => {
             let params: ListDatabasesParams = parse_arguments(arguments)?;
             let query = if params.include_tables == Some(true) {
@@ -847,9 +917,7 @@ pub(crate) async fn call(
             let answer = server.send(Method::Post, "/api/dataset", &Value::Object(body)).await?;
             shape::query_result(answer, rows, params.verbose)
         }
-        other => {
-            return Err(ToolError::not_found(format!("the metabase server has no tool `{other}`")));
-        }
+        other => return Err(no_such_tool(other)),
     };
     Ok(ToolOutput::new(value))
 }

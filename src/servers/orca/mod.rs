@@ -1,61 +1,24 @@
 //! The built-in `orca` server: `list_servers` (every server with its status, tool count and
 //! capabilities, and who the caller is) and `submit_feedback` (the contract of
 //! `POST /mcp/feedback`, for agents).
+//!
+//! # Design notes
+//!
+//! `servers/orca` holds `list_servers` and `submit_feedback`.
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use rmcp::model::ToolAnnotations;
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use sqlx::PgPool;
 
 use super::{CallContext, ToolSpec};
 use crate::config::Principal;
+use crate::directory::Directory;
 use crate::tool::{ToolError, ToolOutput, Verb, parse_arguments};
 use crate::tracking::{FeedbackError, FeedbackInput, Tracker, submit_feedback};
-
-/// One server as `list_servers` reports it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct ServerSummary {
-    pub(crate) name: String,
-    /// `internal` or `external`.
-    pub(crate) kind: &'static str,
-    /// `running`, `disabled`, or a reason it is not serving.
-    pub(crate) status: String,
-    /// The server's version: orca's own for internal servers, the service's or the upstream's
-    /// for the others; `None` (`null`) while unknown.
-    pub(crate) version: Option<String>,
-    pub(crate) description: String,
-    pub(crate) tool_count: usize,
-    pub(crate) tools: Vec<String>,
-    pub(crate) capabilities: ServerCapabilitiesSummary,
-    /// External servers only: endpoint, transport, prefix, restarts, the upstream's own name.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) external: Option<Value>,
-    /// The SQL servers only: each target database with its health as it is when listed.
-    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "live_databases")]
-    pub(crate) databases: Option<crate::servers::sql_common::Databases>,
-}
-
-/// The databases as they are now (their health changes while the directory entry stays).
-fn live_databases<S: serde::Serializer>(
-    databases: &Option<crate::servers::sql_common::Databases>,
-    serializer: S,
-) -> Result<S::Ok, S::Error> {
-    use serde::Serialize as _;
-    databases.as_ref().map(crate::servers::sql_common::Databases::summaries).serialize(serializer)
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub(crate) struct ServerCapabilitiesSummary {
-    pub(crate) tools: bool,
-    pub(crate) resources: bool,
-    pub(crate) prompts: bool,
-}
-
-/// The registry's current view of every server, shared with `list_servers`.
-pub(crate) type Directory = Arc<RwLock<Vec<ServerSummary>>>;
 
 #[derive(Debug, Clone)]
 pub(crate) struct OrcaServer {
@@ -152,6 +115,9 @@ impl OrcaServer {
     /// who the caller is.
     fn list_servers(&self, caller: &Principal) -> Value {
         let mut servers = self.directory.read().map(|servers| servers.clone()).unwrap_or_default();
+        for server in &mut servers {
+            held_for(caller, &server.name, server.external.as_mut());
+        }
         if caller.tools.is_some() {
             for server in &mut servers {
                 server.tools.retain(|tool| caller.may_use(tool, &server.name));
@@ -187,6 +153,33 @@ impl OrcaServer {
             .with_hint(
                 "rate a result with its own feedback token, naming the database its call worked on",
             )),
+        }
+    }
+}
+
+/// What the caller sees of an external server's held and warned tools: those its tool policy
+/// admits, and their diffs and the excerpts of their findings (which quote the definitions as
+/// the server lists them now, the very text a hold keeps from the model) only when it may
+/// approve tools.
+fn held_for(caller: &Principal, server: &str, external: Option<&mut Value>) {
+    let Some(external) = external else { return };
+    for key in ["held_tools", "warned_tools"] {
+        let Some(Value::Array(entries)) = external.get_mut(key) else { continue };
+        entries.retain(|entry| {
+            entry
+                .get("tool")
+                .and_then(Value::as_str)
+                .is_some_and(|tool| caller.may_use(tool, server))
+        });
+        if !caller.approve_tools {
+            for entry in entries.iter_mut().filter_map(Value::as_object_mut) {
+                entry.remove("diff");
+                if let Some(Value::Array(findings)) = entry.get_mut("findings") {
+                    for finding in findings.iter_mut().filter_map(Value::as_object_mut) {
+                        finding.remove("excerpt");
+                    }
+                }
+            }
         }
     }
 }

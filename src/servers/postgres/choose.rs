@@ -187,7 +187,7 @@ impl PostgresServer {
             Choice::One { database, standings } => {
                 let chosen = self.databases().resolve(Some(&database))?;
                 context.chose_database(&chosen.name);
-                let mut output = self.on(chosen).generate_sql(arguments).await;
+                let mut output = self.on(chosen).generate_sql(arguments, context).await;
                 let best = &standings[0];
                 let meta = json!({
                     "name": database,

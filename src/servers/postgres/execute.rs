@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use super::PostgresServer;
 use crate::config::WriteConfirmation;
 use crate::servers::CallContext;
-use crate::servers::sql_common::{sql_error, tabular_encoded};
+use crate::servers::sql_common::{Reader, sql_error, tabular_encoded};
 use crate::sql::{self, Effect, Statement, StatementKind};
 use crate::tool::{ErrorCode, Spliced, ToolError, ToolOutput, Verb, parse_arguments};
 
@@ -81,15 +81,20 @@ impl PostgresServer {
             let what = format!("this {} statement", statement.kind);
             crate::servers::sql_common::refuse_masked_write(&context.principal, &what)?;
         }
-        let mask = crate::servers::sql_common::caller_mask(&statement.text, &context.principal)?;
         if !statement.writes() {
-            let query =
-                sql::ReadOnlyQuery::from_statement(statement).map_err(sql_error)?.with_mask(mask);
+            crate::servers::sql_common::refuse_masked_sql(
+                &statement.text,
+                &context.principal,
+                self.config.refuse_masked_sql,
+            )?;
+            let reader = self.target.reader(&context.principal).await?;
+            let statement = reader.statement(statement).map_err(sql_error)?;
+            let query = sql::ReadOnlyQuery::from_statement(statement).map_err(sql_error)?;
             return if params.dry_run {
-                self.dry_run_read(&query, timeout).await
+                self.dry_run_read(&reader, &query, timeout).await
             } else {
                 let max_rows = self.max_rows(params.max_rows)?;
-                self.run_read(&query, timeout, max_rows).await
+                self.run_read(&reader, &query, timeout, max_rows).await
             };
         }
         if self.read_only {
@@ -129,7 +134,9 @@ impl PostgresServer {
                 "run it with dry_run=true first; then call again with dry_run=false, read_only=false and the confirmation_token it returned",
             ));
         }
-        let binding = sql::Binding::new(&statement, &context.principal.name, &self.target.label);
+        let owner = context.principal.identity();
+        let binding =
+            sql::Binding::new(&statement, (&owner, &context.principal.name), &self.target.label);
         let approved = match (self.config.write_confirmation, params.confirmation_token) {
             (WriteConfirmation::Model, None) => {
                 return Err(ToolError::new(
@@ -155,7 +162,7 @@ impl PostgresServer {
             statement.kind,
             StatementKind::Create | StatementKind::Alter | StatementKind::Drop
         ) {
-            self.schema_cache.invalidate();
+            self.database.schema_changed().await;
         }
         let mut output = ToolOutput::new(json!({
             "statement": describe_statement(&statement),
@@ -177,10 +184,21 @@ impl PostgresServer {
         &self,
         sql_text: &str,
         limits: sql::ReadLimits,
+        principal: &crate::config::Principal,
     ) -> Result<sql::ReadResult, ToolError> {
         let statement = classify_for_execution(sql_text)?;
+        let reader = self.target.reader(principal).await?;
+        let statement = reader.statement(statement).map_err(sql_error)?;
         let query = sql::ReadOnlyQuery::from_statement(statement).map_err(sql_error)?;
-        sql::run_read(&self.target.pool, &query, limits).await.map_err(sql_error)
+        match sql::run_read(&reader.pool, &query, limits).await {
+            Ok(result) => Ok(result),
+            Err(error) => match reader.refreshed_after(&error).await {
+                Some(fresh) => {
+                    sql::run_read(&fresh.pool, &query, limits).await.map_err(|e| fresh.error(e))
+                }
+                None => Err(reader.error(error)),
+            },
+        }
     }
 
     /// The configured statement timeout of reads.
@@ -190,10 +208,11 @@ impl PostgresServer {
 
     async fn dry_run_read(
         &self,
+        reader: &Reader,
         query: &sql::ReadOnlyQuery,
         timeout: Duration,
     ) -> Result<ToolOutput, ToolError> {
-        sql::check_read(&self.target.pool, query, timeout).await.map_err(sql_error)?;
+        sql::check_read(&reader.pool, query, timeout).await.map_err(|e| reader.error(e))?;
         let statement = query.statement();
         let mut value = json!({
             "dry_run": true,
@@ -201,10 +220,9 @@ impl PostgresServer {
             "next_step": "call execute_sql again with the same sql and dry_run=false to run it",
         });
         if sql::explainable(statement) {
-            let plan =
-                sql::explain(&self.target.pool, statement, timeout, self.database.plan_format())
-                    .await
-                    .map_err(sql_error)?;
+            let plan = sql::explain(&reader.pool, statement, timeout, self.database.plan_format())
+                .await
+                .map_err(|e| reader.error(e))?;
             value["estimated_rows"] = json!(plan.estimated_rows);
             value["estimated_cost"] = json!(plan.total_cost);
             value["plan"] = plan.plan;
@@ -214,15 +232,23 @@ impl PostgresServer {
 
     async fn run_read(
         &self,
+        reader: &Reader,
         query: &sql::ReadOnlyQuery,
         timeout: Duration,
         max_rows: usize,
     ) -> Result<ToolOutput, ToolError> {
         let limits = sql::ReadLimits { max_rows, max_bytes: self.config.max_result_bytes, timeout };
         // Rows are encoded as they stream in and reach the wire without a `Value` tree.
-        let result = sql::run_read_into::<sql::EncodedRows>(&self.target.pool, query, limits)
-            .await
-            .map_err(sql_error)?;
+        let result = match sql::run_read_into::<sql::EncodedRows>(&reader.pool, query, limits).await
+        {
+            Ok(result) => result,
+            Err(error) => match reader.refreshed_after(&error).await {
+                Some(fresh) => sql::run_read_into::<sql::EncodedRows>(&fresh.pool, query, limits)
+                    .await
+                    .map_err(|e| fresh.error(e))?,
+                None => return Err(reader.error(error)),
+            },
+        };
         let truncated = result.truncated;
         let bytes = result.bytes;
         let (value, rows) = tabular_encoded(result, &self.target.source);
@@ -254,7 +280,9 @@ impl PostgresServer {
             None
         };
         let estimated = plan.as_ref().and_then(|plan| plan.estimated_rows);
-        let binding = sql::Binding::new(statement, &context.principal.name, &self.target.label);
+        let owner = context.principal.identity();
+        let binding =
+            sql::Binding::new(statement, (&owner, &context.principal.name), &self.target.label);
         let verb_names: Vec<&str> = verbs.iter().map(|verb| verb.as_str()).collect();
         let human = self.config.write_confirmation == WriteConfirmation::Human;
         let minted = sql::mint(

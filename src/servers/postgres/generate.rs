@@ -32,7 +32,7 @@ fn three() -> u32 {
 pub(crate) struct GenerateSqlParams {
     /// The question or request in plain language ("top 5 customers by revenue in 2024").
     prompt: String,
-    /// anthropic, openai or google (default: the configured default for generate_sql).
+    /// anthropic, openai, google or client (the calling client's model; default: the configured default for generate_sql, else the client's model when no key is set).
     #[schemars(with = "Option<super::ProviderName>")]
     llm_provider: Option<String>,
     /// The model (default: the configured model of the provider).
@@ -61,6 +61,7 @@ impl PostgresServer {
     pub(super) async fn generate_sql(
         &self,
         arguments: Option<Map<String, Value>>,
+        context: &crate::servers::CallContext,
     ) -> Result<ToolOutput, ToolError> {
         let params: GenerateSqlParams = parse_arguments(arguments)?;
         let question = params.prompt.trim();
@@ -81,12 +82,15 @@ impl PostgresServer {
             LlmTool::GenerateSql,
             params.llm_provider.as_deref(),
             params.llm_model.as_deref(),
+            context.client_model.as_ref(),
         )?;
         let (schema, _, _) = self
             .schema_cache
             .get(&self.target.pool, self.config.schema_cache_ttl, false)
             .await
             .map_err(sql_error)?;
+        // The model's SQL is checked where the caller's own statements would run.
+        let reader = self.target.reader(&context.principal).await?;
         let loaded = intelligence.context.current();
         let context_doc = params.use_context.then_some(&loaded.doc);
         let built = prompt::build(
@@ -152,9 +156,11 @@ impl PostgresServer {
                 )),
                 Some(sql_text) => {
                     last_sql = Some((attempt, sql_text.clone()));
+                    let as_run = reader.masked().then(|| reader.text(sql_text));
                     match sql::validate(
-                        &self.target.pool,
+                        &reader.pool,
                         sql_text,
+                        as_run.as_deref(),
                         self.config.default_timeout,
                         self.database.plan_format(),
                     )

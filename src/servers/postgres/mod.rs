@@ -3,6 +3,27 @@
 //! and [`crate::context`]: `generate_sql` (a question to validated SQL), `execute_sql` (dry
 //! run, reads, confirmed writes), `add_records`, `generate_schema` (with a model's analysis)
 //! and `format_results` (with a model's summary).
+//!
+//! # Design notes
+//!
+//! `servers/postgres` holds the SQL tools as thin adapters over `sql`, `llm` and `context`:
+//! `generate.rs` (`generate_sql`: the attempt loop, SQL extraction, `sql::validate`, failure
+//! records and the `EXCEEDED_RETRIES` fallback), `prompt.rs` (the system prompt and the user turn:
+//! the compact schema cut to a budget by BM25 relevance, the context selection, the question),
+//! `models.rs` (`Intelligence`: which provider and model a call uses, asking it, provider errors in
+//! the taxonomy, token usage), `execute.rs` (`execute_sql`: the verb per kind of write, the choice
+//! between token and human approval), `add_records`, `generate_schema` (with the per-replica
+//! `SchemaCache`, cleared by DDL run through orca, and a model's analysis cached by the schema's
+//! DDL fingerprint and model), `schema_doc.rs` (the schema as Markdown, JSON and DDL) and `format/`
+//! (`format_results`: `mod.rs` the dataset, the output formats and `FormatError`; `parse.rs` reads
+//! the data in each shape a client sends; `tables.rs` Markdown, RFC 4180 CSV and JSON; `summary.rs`
+//! the statistics; `chart.rs` the chart choice and its Vega-Lite spec; `figure.rs` the figure model
+//! both draw from (`Figure`, its `Series`: line, bars, bars grouped by category with one bar per
+//! run, scatter, histogram `Bin`s); `drawing.rs` the PNG drawn with plotters and an embedded font;
+//! `text.rs` the text helpers they share (cutting to a length, instants as ISO 8601); `cells.rs`
+//! how a value reads as a number, text, boolean or date; imports run one way: `chart` uses
+//! `figure`, `drawing`, `summary` and `text`, `drawing` uses `figure` and `text`, `summary` uses
+//! `text`).
 
 mod choose;
 pub(crate) mod execute;
@@ -152,7 +173,7 @@ impl PostgresServer {
         context: &CallContext,
     ) -> Result<ToolOutput, ToolError> {
         if tool == "format_results" {
-            return self.format_results(arguments).await;
+            return self.format_results(arguments, context).await;
         }
         let requested = take_database(&mut arguments)?;
         if tool == "generate_sql" && requested.is_none() && self.databases.len() > 1 {
@@ -162,9 +183,9 @@ impl PostgresServer {
         context.chose_database(&database.name);
         let server = self.on(database);
         match tool {
-            "generate_sql" => server.generate_sql(arguments).await,
+            "generate_sql" => server.generate_sql(arguments, context).await,
             "execute_sql" => server.execute_sql(arguments, context).await,
-            "generate_schema" => server.generate_schema(arguments).await,
+            "generate_schema" => server.generate_schema(arguments, context).await,
             "add_records" if self.databases.any_writable() => {
                 database.check_writable()?;
                 server.add_records(arguments).await
@@ -186,6 +207,7 @@ pub(crate) enum ProviderName {
     Anthropic,
     Openai,
     Google,
+    Client,
 }
 
 fn markdown_default() -> SchemaFormat {
@@ -214,7 +236,7 @@ pub(crate) struct GenerateSchemaParams {
     /// Include foreign-key relationships (default true).
     #[serde(default = "execute_yes")]
     include_relationships: bool,
-    /// LLM provider for a written analysis of the schema (anthropic, openai, google).
+    /// LLM provider for a written analysis of the schema (anthropic, openai, google, or client: the calling client's model).
     #[schemars(with = "Option<ProviderName>")]
     llm_provider: Option<String>,
     /// LLM model for the analysis.
@@ -234,7 +256,7 @@ pub(crate) struct FormatResultsParams {
     /// table, chart, summary, csv or json.
     #[schemars(with = "FormatName")]
     format: format::OutputFormat,
-    /// LLM provider for a written summary (anthropic, openai, google).
+    /// LLM provider for a written summary (anthropic, openai, google, or client: the calling client's model).
     #[schemars(with = "Option<ProviderName>")]
     llm_provider: Option<String>,
     /// LLM model for the written summary.
@@ -267,12 +289,14 @@ impl PostgresServer {
     async fn generate_schema(
         &self,
         arguments: Option<Map<String, Value>>,
+        context: &CallContext,
     ) -> Result<ToolOutput, ToolError> {
         let params: GenerateSchemaParams = parse_arguments(arguments)?;
         let choice = self.intelligence.choose_optional(
             LlmTool::GenerateSchema,
             params.llm_provider.as_deref(),
             params.llm_model.as_deref(),
+            context.client_model.as_ref(),
         )?;
         let (schema, generated_at, cached) = self
             .schema_cache
@@ -386,6 +410,7 @@ impl PostgresServer {
     async fn format_results(
         &self,
         arguments: Option<Map<String, Value>>,
+        context: &CallContext,
     ) -> Result<ToolOutput, ToolError> {
         let params: FormatResultsParams = parse_arguments(arguments)?;
         let format = params.format;
@@ -409,7 +434,7 @@ impl PostgresServer {
                 "format": "json",
                 "rows": format::json_objects(&dataset),
             })),
-            format::OutputFormat::Summary => self.summary(&params, &dataset).await?,
+            format::OutputFormat::Summary => self.summary(&params, &dataset, context).await?,
             format::OutputFormat::Chart => {
                 let chart = format::chart(&dataset).map_err(invalid)?;
                 let mut output = ToolOutput::new(json!({
@@ -431,12 +456,14 @@ impl PostgresServer {
         &self,
         params: &FormatResultsParams,
         dataset: &format::Dataset,
+        context: &CallContext,
     ) -> Result<ToolOutput, ToolError> {
         let statistics = format::summary(dataset);
         let choice = self.intelligence.choose_optional(
             LlmTool::FormatResults,
             params.llm_provider.as_deref(),
             params.llm_model.as_deref(),
+            context.client_model.as_ref(),
         )?;
         let choice = match choice {
             Ok(choice) => choice,

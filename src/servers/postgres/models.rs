@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::config::{LlmConfig, LlmTool, provider_names};
 use crate::context::{ContextStore, ContextWatch};
-use crate::llm::{self, Completion, Llm, Provider};
+use crate::llm::{self, ClientModel, Completion, Llm, Provider};
 use crate::tool::{ErrorCode, LlmUsage, ToolError};
 
 /// The providers, their configuration and the context file, shared by the LLM-backed tools.
@@ -20,10 +20,18 @@ pub(crate) struct Intelligence {
 }
 
 /// The provider and model one call uses.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(crate) struct ModelChoice {
     pub(crate) provider: Provider,
+    /// For the client: the model name sent as its hint.
     pub(crate) model: String,
+    /// The calling client, when the provider is [`Provider::Client`].
+    pub(crate) client: Option<Arc<dyn ClientModel>>,
+}
+
+/// Whether `client` may be asked: it declared sampling, or (`unknown_counts`) it may have.
+fn offers(client: Option<&Arc<dyn ClientModel>>, unknown_counts: bool) -> bool {
+    client.is_some_and(|client| client.offers_sampling().unwrap_or(unknown_counts))
 }
 
 /// Token counts summed over the requests of one call.
@@ -55,11 +63,15 @@ impl Usage {
         self.latency += completion.latency;
     }
 
-    /// The execution record's LLM columns.
+    /// The execution record's LLM columns: for the client, the model it reported.
     pub(crate) fn record(&self, choice: &ModelChoice) -> LlmUsage {
+        let model = match (&self.reported_model, choice.provider) {
+            (Some(reported), Provider::Client) => reported.clone(),
+            _ => choice.model.clone(),
+        };
         LlmUsage {
             provider: choice.provider.as_str().to_owned(),
-            model: choice.model.clone(),
+            model,
             prompt_tokens: self.prompt_tokens,
             completion_tokens: self.completion_tokens,
             latency_ms: Some(i32::try_from(self.latency.as_millis()).unwrap_or(i32::MAX)),
@@ -112,12 +124,11 @@ impl Intelligence {
         tool: LlmTool,
         provider: Option<&str>,
         model: Option<&str>,
+        client: Option<&Arc<dyn ClientModel>>,
     ) -> Result<ModelChoice, ToolError> {
-        match self.choose_optional(tool, provider, model)? {
+        match self.choose_optional(tool, provider, model, client)? {
             Ok(choice) => Ok(choice),
-            Err(reason) => Err(ToolError::invalid_input(reason).with_hint(
-                "set the key of a provider in orca's environment (or OPENAI_BASE_URL for a local OpenAI-compatible server) and restart orca",
-            )),
+            Err(reason) => Err(ToolError::invalid_input(reason).with_hint(NO_PROVIDER_HINT)),
         }
     }
 
@@ -132,6 +143,7 @@ impl Intelligence {
         tool: LlmTool,
         provider: Option<&str>,
         model: Option<&str>,
+        client: Option<&Arc<dyn ClientModel>>,
     ) -> Result<Result<ModelChoice, String>, ToolError> {
         if self.config.disabled.contains(&tool) {
             return Ok(Err(format!(
@@ -155,6 +167,13 @@ impl Intelligence {
                         provider_names(supported)
                     )));
                 };
+                if parsed == Provider::Client {
+                    // Named by the caller: a client whose capabilities orca cannot see is asked.
+                    if !offers(client, true) {
+                        return Err(no_client_model(tool));
+                    }
+                    return Ok(Ok(self.client_choice(tool, model, client)));
+                }
                 if !self.llm.is_configured(parsed) {
                     return Err(ToolError::invalid_input(format!(
                         "the {parsed} provider is not configured: set {} in orca's environment",
@@ -174,6 +193,16 @@ impl Intelligence {
                         provider_names(supported)
                     )));
                 }
+                // The client when it is the tool's default: named in orca.yaml, it is asked even
+                // when its capabilities are unknown.
+                if inferred.is_none() && default.provider == Provider::Client {
+                    if offers(client, true) {
+                        return Ok(Ok(self.client_choice(tool, model, client)));
+                    }
+                    if !supported.iter().any(|candidate| self.llm.is_configured(*candidate)) {
+                        return Ok(Err(no_client_reason(tool)));
+                    }
+                }
                 let preferred = inferred.unwrap_or(default.provider);
                 let candidates = std::iter::once(preferred).chain(supported.iter().copied());
                 let configured = candidates
@@ -188,9 +217,16 @@ impl Intelligence {
                             provider.key_variables()
                         )));
                     }
+                    // No key at all, and a client that declared sampling: its model.
+                    None if offers(client, false) && supported.contains(&Provider::Client) => {
+                        return Ok(Ok(self.client_choice(tool, model, client)));
+                    }
                     None => {
-                        let variables: Vec<&str> =
-                            supported.iter().map(|provider| provider.key_variables()).collect();
+                        let variables: Vec<&str> = supported
+                            .iter()
+                            .filter(|provider| **provider != Provider::Client)
+                            .map(|provider| provider.key_variables())
+                            .collect();
                         return Ok(Err(format!(
                             "no LLM provider is configured for {}: set {}",
                             tool.as_str(),
@@ -211,7 +247,28 @@ impl Intelligence {
                 }
             }
         };
-        Ok(Ok(ModelChoice { provider, model }))
+        Ok(Ok(ModelChoice { provider, model, client: None }))
+    }
+
+    /// The client as the call's model; the model named (or configured) is its hint.
+    fn client_choice(
+        &self,
+        tool: LlmTool,
+        model: Option<&str>,
+        client: Option<&Arc<dyn ClientModel>>,
+    ) -> ModelChoice {
+        let default = &self.config.tools[&tool];
+        let model = match model {
+            Some(model) => model.to_owned(),
+            None if default.provider == Provider::Client => default.model.clone(),
+            None => self
+                .config
+                .provider_models
+                .get(&Provider::Client)
+                .cloned()
+                .unwrap_or_else(|| default.model.clone()),
+        };
+        ModelChoice { provider: Provider::Client, model, client: client.cloned() }
     }
 
     fn configured_hint(&self, tool: LlmTool) -> String {
@@ -243,7 +300,11 @@ impl Intelligence {
     ) -> Result<Completion, ToolError> {
         let request =
             llm::Request { model: choice.model.clone(), system, messages, temperature, max_tokens };
-        self.llm.complete(choice.provider, &request).await.map_err(|error| llm_error(&error))
+        let client = choice.client.as_deref();
+        self.llm
+            .complete_through(choice.provider, &request, client)
+            .await
+            .map_err(|error| llm_error(&error))
     }
 
     /// Ask for something the call can do without (the schema analysis, a written summary):
@@ -270,6 +331,21 @@ impl Intelligence {
             }
         }
     }
+}
+
+const NO_PROVIDER_HINT: &str = "set the key of a provider in orca's environment (or OPENAI_BASE_URL for a local OpenAI-compatible server) and restart orca, or call from an MCP client that offers its model (sampling)";
+
+/// Why the client's model cannot answer `tool`, and the keys that would do instead.
+fn no_client_reason(tool: LlmTool) -> String {
+    format!(
+        "the client provider needs an MCP client that offers its model (sampling), and this one does not; or set {} in orca's environment for {}",
+        Provider::Client.key_variables(),
+        tool.as_str()
+    )
+}
+
+fn no_client_model(tool: LlmTool) -> ToolError {
+    ToolError::invalid_input(no_client_reason(tool)).with_hint(NO_PROVIDER_HINT)
 }
 
 /// The provider a model name plainly belongs to, if any.
@@ -333,6 +409,14 @@ fn provider_error(error: &llm::Error) -> ToolError {
             "the model took longer than llm.timeout_ms; try again, a smaller model, or a longer timeout",
         ),
         llm::Error::Malformed { .. } => ToolError::upstream_unavailable(message).not_retryable(),
+        llm::Error::ClientDeclined { .. } | llm::Error::ClientUnavailable { .. } => {
+            ToolError::invalid_input(format!(
+                "{message}; or set {} in orca's environment",
+                Provider::Client.key_variables()
+            ))
+            .not_retryable()
+            .with_hint(NO_PROVIDER_HINT)
+        }
     }
 }
 

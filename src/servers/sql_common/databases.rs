@@ -45,6 +45,8 @@ pub(crate) struct Database {
     pub(crate) schema_cache: SchemaCache,
     pub(crate) context: ContextStore,
     health: watch::Sender<Health>,
+    /// orca's state database, once known: where a schema change is told to every replica.
+    events: Arc<std::sync::OnceLock<sqlx::PgPool>>,
 }
 
 /// Whether a database answers, and what it supports.
@@ -109,7 +111,30 @@ impl Database {
             sql: settings.sql,
             context: settings.context,
             health,
+            events: Arc::default(),
         }
+    }
+
+    /// After DDL ran through orca on this database: this replica's schema cache and masked
+    /// sessions are dropped now, and every replica's through `NOTIFY` on orca's state database
+    /// ([`Databases::follow_schema_changes`]). A notification that cannot be sent is logged:
+    /// the other replicas then see the change within `sql.schema_cache_ttl_seconds`.
+    pub(crate) async fn schema_changed(&self) {
+        self.forget_schema().await;
+        let Some(state) = self.events.get() else { return };
+        if let Err(error) = sqlx::query("SELECT pg_catalog.pg_notify($1, $2)")
+            .bind(SCHEMA_CHANNEL)
+            .bind(&self.name)
+            .execute(state)
+            .await
+        {
+            tracing::warn!(database = %self.name, %error, "the other replicas were not told of a schema change");
+        }
+    }
+
+    async fn forget_schema(&self) {
+        self.schema_cache.invalidate();
+        self.target.masked.invalidate().await;
     }
 
     pub(crate) fn health(&self) -> Health {
@@ -264,6 +289,10 @@ pub(crate) async fn detect(pool: &sqlx::PgPool) -> Result<Features, sqlx::Error>
     Ok(Features { tablesample, stat_views, explain_json })
 }
 
+/// The channel on orca's state database where a replica tells the others that a database's
+/// schema changed (the payload: the database's catalog name).
+pub(crate) const SCHEMA_CHANNEL: &str = "orca_schema_changed";
+
 /// Every target database, in configuration order.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Databases {
@@ -279,7 +308,77 @@ impl PartialEq for Databases {
 
 impl Databases {
     pub(crate) fn new(list: Vec<Database>) -> Databases {
-        Databases { list: list.into_iter().map(Arc::new).collect() }
+        let events: Arc<std::sync::OnceLock<sqlx::PgPool>> = Arc::default();
+        let list = list
+            .into_iter()
+            .map(|mut database| {
+                database.events = Arc::clone(&events);
+                Arc::new(database)
+            })
+            .collect();
+        Databases { list }
+    }
+
+    /// Tell the other replicas of schema changes through `state` (orca's state database), and
+    /// follow theirs: a `LISTEN` that drops a database's schema cache and masked sessions when
+    /// another replica ran DDL on it, for as long as the task runs. After the listening
+    /// connection was lost and made again, every cache is dropped (a notification may have
+    /// been missed).
+    /// The context file each database's SQL is written with, by the digest of its text: what
+    /// `/healthz` and the directory of replicas show, so that replicas serving different
+    /// versions can be told.
+    pub(crate) fn context_versions(&self) -> serde_json::Map<String, serde_json::Value> {
+        self.iter()
+            .map(|database| {
+                (database.name.clone(), database.context.current().digest.clone().into())
+            })
+            .collect()
+    }
+
+    /// One digest of every database's context version: equal on replicas that serve the same
+    /// context files.
+    pub(crate) fn context_version(&self) -> String {
+        use sha2::Digest as _;
+        let mut hash = sha2::Sha256::new();
+        for (name, digest) in self.context_versions() {
+            hash.update(name.as_bytes());
+            hash.update([0]);
+            hash.update(digest.as_str().unwrap_or_default().as_bytes());
+            hash.update([0]);
+        }
+        hex::encode(&hash.finalize()[..8])
+    }
+
+    pub(crate) fn follow_schema_changes(&self, state: sqlx::PgPool) -> tokio::task::JoinHandle<()> {
+        if let Some(first) = self.list.first() {
+            let _ = first.events.set(state.clone());
+        }
+        let databases = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let listened: Result<std::convert::Infallible, sqlx::Error> = async {
+                    let mut listener = sqlx::postgres::PgListener::connect_with(&state).await?;
+                    listener.ignore_pool_close_event(true);
+                    listener.listen(SCHEMA_CHANNEL).await?;
+                    // Listening (again): whatever changed meanwhile is read afresh.
+                    for database in databases.iter() {
+                        database.forget_schema().await;
+                    }
+                    loop {
+                        let notification = listener.recv().await?;
+                        for database in databases.iter() {
+                            if database.name == notification.payload() {
+                                database.forget_schema().await;
+                            }
+                        }
+                    }
+                }
+                .await;
+                let Err(error) = listened;
+                tracing::debug!(%error, "schema changes of other replicas not followed; trying again");
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        })
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<Database>> {
@@ -339,6 +438,20 @@ impl Databases {
         futures::future::join_all(self.list.iter().map(|database| database.probe())).await;
     }
 
+    /// Prepare, in the background, each masking policy on each database (the first masked call
+    /// would otherwise do it), so that a database where one cannot be set up is reported at start
+    /// (its masked callers are refused, never served unmasked).
+    pub(crate) fn prepare_masking(&self, policies: &[Arc<crate::privacy::mask::MaskingPolicy>]) {
+        for database in self.list.iter() {
+            for policy in policies {
+                let (database, policy) = (Arc::clone(database), Arc::clone(policy));
+                tokio::spawn(async move {
+                    let _ = database.target.masked.session(&policy).await;
+                });
+            }
+        }
+    }
+
     /// Probe every database now and then every few seconds, for as long as the task runs.
     pub(crate) fn monitor(&self) -> tokio::task::JoinHandle<()> {
         let databases = self.clone();
@@ -349,9 +462,11 @@ impl Databases {
             }
         })
     }
+}
 
+impl crate::directory::LiveSummaries for Databases {
     /// Every database as `list_servers` shows it.
-    pub(crate) fn summaries(&self) -> Vec<Value> {
+    fn summaries(&self) -> Vec<Value> {
         self.list.iter().map(|database| database.summary()).collect()
     }
 }

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 use sqlx::PgPool;
 
+use crate::privacy::session::{MaskedSession, MaskedSessions};
 use crate::sql;
 use crate::tool::{ErrorCode, ToolError};
 
@@ -26,6 +27,8 @@ pub(crate) struct Target {
     pub(crate) source: String,
     /// The catalog name clients use.
     pub(crate) catalog: Arc<str>,
+    /// Where the statements of callers whose role masks columns run (`privacy::session`).
+    pub(crate) masked: MaskedSessions,
 }
 
 impl Target {
@@ -34,7 +37,159 @@ impl Target {
         let options = pool.connect_options();
         let database = options.get_database().unwrap_or("postgres").to_owned();
         let label = format!("{catalog}@{}:{}/{database}", options.get_host(), options.get_port());
-        Target { pool, label, source: format!("postgres:{catalog}"), catalog: Arc::from(catalog) }
+        let size = sql::PoolSize { max: pool.options().get_max_connections(), min: 0 };
+        let masked = MaskedSessions::new(pool.clone(), size);
+        Target {
+            pool,
+            label,
+            source: format!("postgres:{catalog}"),
+            catalog: Arc::from(catalog),
+            masked,
+        }
+    }
+
+    /// orca's own connections, for reads whose values never reach the caller (hints and PII
+    /// kinds computed from samples).
+    pub(crate) fn own_reader(&self) -> Reader {
+        Reader { pool: self.pool.clone(), masked: None }
+    }
+
+    /// Where `principal`'s statements run: orca's own connections, or, when its role masks
+    /// columns, connections logged in as the masking policy's own database role, which can read
+    /// masked values only (`privacy::setup`).
+    ///
+    /// # Errors
+    ///
+    /// `UNAUTHORIZED` when the caller's masking cannot be set up on this database (it is never
+    /// served unmasked), `UPSTREAM_UNAVAILABLE` while the database cannot be reached.
+    pub(crate) async fn reader(
+        &self,
+        principal: &crate::config::Principal,
+    ) -> Result<Reader, ToolError> {
+        let Some(policy) = &principal.masking else {
+            return Ok(Reader { pool: self.pool.clone(), masked: None });
+        };
+        let session = self.masked.session(policy).await.map_err(|error| masking_refused(&error))?;
+        Ok(Reader {
+            pool: session.pool.clone(),
+            masked: Some(Masked { session, policy: policy.clone(), sessions: self.masked.clone() }),
+        })
+    }
+}
+
+/// The tool error of a masked caller whose masking cannot be served.
+fn masking_refused(error: &crate::privacy::setup::SetupError) -> ToolError {
+    if error.is_transient() {
+        return ToolError::new(ErrorCode::UpstreamUnavailable, error.to_string())
+            .with_hint("the database may be restarting; try again shortly");
+    }
+    ToolError::new(
+        ErrorCode::Unauthorized,
+        format!("reads under masking are refused here: {error}"),
+    )
+    .not_retryable()
+    .with_hint("an administrator can see what is missing with `orca doctor`")
+}
+
+/// Where one caller's statements run on one database: orca's own connections, or a masked
+/// session's, whose SQL reads the masked relations.
+#[derive(Debug, Clone)]
+pub(crate) struct Reader {
+    pub(crate) pool: PgPool,
+    masked: Option<Masked>,
+}
+
+/// A masked caller's session, and what prepares it again.
+#[derive(Debug, Clone)]
+struct Masked {
+    session: Arc<MaskedSession>,
+    policy: Arc<crate::privacy::mask::MaskingPolicy>,
+    sessions: MaskedSessions,
+}
+
+impl Reader {
+    /// Whether the caller reads under masking.
+    pub(crate) fn masked(&self) -> bool {
+        self.masked.is_some()
+    }
+
+    /// Whether the caller's masking covers columns named `column` (their values are then the
+    /// masked text).
+    pub(crate) fn masks(&self, column: &str) -> bool {
+        self.masked.as_ref().is_some_and(|masked| masked.policy.rule_for(column).is_some())
+    }
+
+    /// The statement as it runs for this caller: a masked caller's relations named with their
+    /// schema read the masked ones (unqualified names find them through the search path).
+    ///
+    /// # Errors
+    ///
+    /// `Parse` when the text does not parse.
+    pub(crate) fn statement(
+        &self,
+        statement: sql::Statement,
+    ) -> Result<sql::Statement, sql::Error> {
+        let Some(masked) = &self.masked else { return Ok(statement) };
+        let redirected = masked.session.redirect(&statement.text).map_err(sql::Error::Parse)?;
+        if redirected == statement.text {
+            return Ok(statement);
+        }
+        sql::single_statement(&redirected)
+    }
+
+    /// `text` as it runs for this caller (as [`Reader::statement`]); a text that does not parse
+    /// is left as it is, for the database to refuse.
+    pub(crate) fn text(&self, text: &str) -> String {
+        match &self.masked {
+            Some(masked) => masked.session.redirect(text).unwrap_or_else(|_| text.to_owned()),
+            None => text.to_owned(),
+        }
+    }
+
+    /// `schema.name` quoted, as this caller reads it (its masked relation under masking).
+    pub(crate) fn relation(&self, schema: &str, name: &str) -> String {
+        match &self.masked {
+            Some(masked) => masked.session.relation(schema, name),
+            None => format!("{}.{}", sql::quote_identifier(schema), sql::quote_identifier(name)),
+        }
+    }
+
+    /// After `error` of a masked statement that met a relation or column its session does not
+    /// have (created since it was prepared), the session prepared again, for one more try.
+    /// `None` otherwise.
+    pub(crate) async fn refreshed_after(&self, error: &sql::Error) -> Option<Reader> {
+        let masked = self.masked.as_ref()?;
+        let sql::Error::Query { code: Some(code), .. } = error else { return None };
+        // undefined_table, undefined_column, insufficient_privilege.
+        if !matches!(code.as_str(), "42P01" | "42703" | "42501") {
+            return None;
+        }
+        let session = masked.sessions.refresh(&masked.policy).await.ok()?;
+        Some(Reader {
+            pool: session.pool.clone(),
+            masked: Some(Masked { session, ..masked.clone() }),
+        })
+    }
+
+    /// The tool error of a database error of this caller's: under masking, a relation the
+    /// masked role may not read says why.
+    pub(crate) fn error(&self, error: sql::Error) -> ToolError {
+        if let (Some(masked), sql::Error::Query { message, code: Some(code) }) =
+            (&self.masked, &error)
+            && code == "42501"
+        {
+            let relation = message
+                .strip_prefix("permission denied for ")
+                .and_then(|rest| rest.split_whitespace().nth(1))
+                .unwrap_or_default();
+            let reason = masked.session.hidden_reason(relation).unwrap_or_else(|| {
+                format!(
+                    "{relation} is not readable under masking: masked callers read each relation through its masked view, found by the relation's own name (with or without its schema, never with the database's name)"
+                )
+            });
+            return ToolError::new(ErrorCode::Unauthorized, reason).not_retryable();
+        }
+        sql_error(error)
     }
 }
 
@@ -98,28 +253,28 @@ pub(crate) fn refuse_masked_write(
     }
 }
 
-/// The masking of the caller's role for a statement it sends: `None` when nothing is masked
-/// for it; else the policy, once the statement is seen to read every masked column only as
-/// itself (`privacy::reads`), to be applied to the rows with [`sql::ReadOnlyQuery::with_mask`].
+/// The courtesy check of a masked caller's SQL (`sql.refuse_masked_sql`, on by default): a
+/// statement that uses a masked column other than as itself (`lower(email)`, `WHERE email =`,
+/// a join on it ...) is refused with a clear error, since it would only ever see masked values.
+/// The guarantee does not depend on it: the statement runs in the caller's masked session
+/// either way ([`Target::reader`]).
 ///
 /// # Errors
 ///
-/// `UNAUTHORIZED` naming the masked column, or what could carry one, when the statement reads
-/// a masked column in a way the mask cannot follow.
-pub(crate) fn caller_mask(
+/// `UNAUTHORIZED` naming the masked column, or what could carry one.
+pub(crate) fn refuse_masked_sql(
     sql_text: &str,
     principal: &crate::config::Principal,
-) -> Result<Option<Arc<dyn sql::CellMask>>, ToolError> {
-    let Some(policy) = &principal.masking else { return Ok(None) };
+    refuse: bool,
+) -> Result<(), ToolError> {
+    let Some(policy) = principal.masking.as_ref().filter(|_| refuse) else { return Ok(()) };
     crate::privacy::reads::check(sql_text, &|name| policy.rule_for(name).is_some()).map_err(
         |refusal| {
             ToolError::new(ErrorCode::Unauthorized, refusal.to_string()).not_retryable().with_hint(
-                "select the masked columns by name or with * in the top-level SELECT list, without renaming them or using them elsewhere in the query",
+                "masked columns read as masked values only: select them by name or with * in the top-level SELECT list, without renaming them or using them elsewhere in the query",
             )
         },
-    )?;
-    let mask: Arc<dyn sql::CellMask> = policy.clone();
-    Ok(Some(mask))
+    )
 }
 
 /// The introspected schema, kept for a while and dropped when DDL runs through orca. It is
@@ -279,8 +434,15 @@ pub(crate) fn sql_error(error: sql::Error) -> ToolError {
         sql::Error::Empty => ToolError::invalid_input(message).with_hint("send one SQL statement"),
         sql::Error::MultipleStatements { .. } => ToolError::invalid_input(message)
             .with_hint("split the text and call once per statement"),
+        sql::Error::Placeholders { ref numbers } => {
+            let hint = format!(
+                "write each value into the SQL as a literal (a quoted string, a number) in place of {}",
+                sql::placeholder_list(numbers)
+            );
+            ToolError::invalid_input(message).with_hint(hint)
+        }
         sql::Error::Denied { .. } => ToolError::invalid_input(message).with_hint(
-            "these functions and relations reach files, the network, server processes or hidden data; orca never runs them",
+            "these functions and relations reach files, the network, server processes or hidden data, or hold a connection asleep; orca never runs them",
         ),
         sql::Error::NotARead { .. } | sql::Error::ReadOnlyViolation => {
             ToolError::invalid_input(message).with_hint(

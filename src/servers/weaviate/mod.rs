@@ -4,6 +4,23 @@
 //! (configuration, tenants, create, delete), `objects.rs` (upsert, get, delete) and `query.rs`
 //! (hybrid, near-text, near-vector, BM25, aggregate). Weaviate being down never stops orca: a
 //! probe keeps `list_servers` current and the tools answer `UPSTREAM_UNAVAILABLE` meanwhile.
+//! Start-up waits (at most 5 s, in `Registry::connect`) for the first probe, so that the first
+//! `list_servers` already shows Weaviate's version.
+//!
+//! # Design notes
+//!
+//! `servers/weaviate` is Weaviate behind `WEAVIATE_URL`: `client.rs` is its REST and GraphQL client
+//! (bearer key and configured headers marked sensitive, error bodies read, GraphQL's
+//! 200-with-`errors` made an error, secrets redacted from whatever Weaviate sends back);
+//! `graphql.rs` builds queries from typed values only (a `Name` is checked against
+//! `^[A-Za-z_][A-Za-z0-9_]*$`, strings are escaped GraphQL literals, numbers finite) and reads
+//! answers back (`_additional` strings to numbers); `filter.rs` is the typed `filters` argument
+//! (REST `where` shape), validated whole and written as GraphQL input or REST JSON; `search.rs` is
+//! the one seam where a typed `Search` or `Aggregation` becomes a request, so that Weaviate's REST
+//! search API can replace GraphQL there without touching the tools; `collections.rs`, `objects.rs`
+//! and `query.rs` are the tool adapters; `mod.rs` maps client errors to the taxonomy and runs a
+//! probe (`/v1/.well-known/ready`, `/v1/meta`) that keeps the server's `list_servers` entry
+//! current.
 
 mod client;
 mod collections;
@@ -147,6 +164,14 @@ impl WeaviateServer {
     /// What `list_servers` shows now, and every change to it.
     pub(crate) fn presence(&self) -> tokio::sync::watch::Receiver<Presence> {
         self.presence.subscribe()
+    }
+
+    /// Wait until the first probe (or the first call) has published what Weaviate said: its
+    /// version and the description that names it, or why it is unavailable.
+    pub(crate) async fn probed(&self) {
+        let mut presence = self.presence.subscribe();
+        // The sender lives as long as `self`, so the wait ends only when something is published.
+        let _ = presence.wait_for(|presence| presence.description.is_some()).await;
     }
 
     /// Publish the current health for the server's `list_servers` entry.

@@ -5,10 +5,10 @@
 //! `POST /v1beta/models/{model}:batchEmbedContents` with `x-goog-api-key`,
 //! `{requests: [{model: "models/{model}", content: {parts: [{text}]}}]}` in and
 //! `{embeddings: [{values}]}` out. Its vectors are made from keywords, so a test knows which
-//! texts are close; it can be told to fail.
+//! texts are close; it can be told to fail, or to hold requests until the test releases them.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::Json;
@@ -31,6 +31,18 @@ struct Shared {
     failing: AtomicBool,
     /// The number of inputs of each request served, in order.
     batches: Mutex<Vec<usize>>,
+    /// The inputs of each OpenAI request received, in order (held ones too).
+    inputs: Mutex<Vec<Vec<String>>>,
+    /// While set: requests with an input not among its texts wait until it opens.
+    gate: Mutex<Option<Gate>>,
+    /// How many requests have been held so far.
+    held: AtomicUsize,
+}
+
+#[derive(Debug)]
+struct Gate {
+    free: Vec<String>,
+    open: tokio::sync::watch::Sender<bool>,
 }
 
 #[derive(Debug)]
@@ -88,6 +100,31 @@ impl FakeEmbeddings {
     /// The number of inputs of each request served so far.
     pub(crate) fn batches(&self) -> Vec<usize> {
         self.shared.batches.lock().unwrap().clone()
+    }
+
+    /// The inputs of each OpenAI request received so far, held ones included.
+    pub(crate) fn inputs(&self) -> Vec<Vec<String>> {
+        self.shared.inputs.lock().unwrap().clone()
+    }
+
+    /// From now on, hold every OpenAI request that has an input other than `free` until
+    /// [`FakeEmbeddings::release`].
+    pub(crate) fn hold_all_but(&self, free: &[&str]) {
+        let free = free.iter().map(|text| (*text).to_owned()).collect();
+        let gate = Gate { free, open: tokio::sync::watch::Sender::new(false) };
+        *self.shared.gate.lock().unwrap() = Some(gate);
+    }
+
+    /// Answer the held requests, and hold no more.
+    pub(crate) fn release(&self) {
+        if let Some(gate) = self.shared.gate.lock().unwrap().take() {
+            gate.open.send_replace(true);
+        }
+    }
+
+    /// How many requests have been held so far.
+    pub(crate) fn held(&self) -> usize {
+        self.shared.held.load(Ordering::SeqCst)
     }
 }
 
@@ -152,6 +189,15 @@ async fn embeddings(
             "you must provide a model parameter",
             "invalid_request_error",
         );
+    }
+    shared.inputs.lock().unwrap().push(inputs.clone());
+    let gate = shared.gate.lock().unwrap().as_ref().and_then(|gate| {
+        inputs.iter().any(|input| !gate.free.contains(input)).then(|| gate.open.subscribe())
+    });
+    if let Some(mut open) = gate {
+        shared.held.fetch_add(1, Ordering::SeqCst);
+        // The gate's sender goes once it has opened: either way the request is answered.
+        let _ = open.wait_for(|open| *open).await;
     }
     if shared.failing.load(Ordering::SeqCst) {
         return error(StatusCode::INTERNAL_SERVER_ERROR, "The server had an error", "server_error");

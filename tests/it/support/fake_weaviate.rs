@@ -74,6 +74,8 @@ pub(crate) struct Store {
     pub(crate) ready: bool,
     /// When false, anonymous requests are served (Weaviate's anonymous access).
     pub(crate) keys_required: bool,
+    /// How long `/v1/meta` takes to answer, as a remote Weaviate's does.
+    pub(crate) meta_delay: std::time::Duration,
     clock: i64,
 }
 
@@ -298,6 +300,7 @@ fn seed() -> Store {
         violations: Vec::new(),
         ready: true,
         keys_required: true,
+        meta_delay: std::time::Duration::ZERO,
         clock: 1_767_225_700_000,
     }
 }
@@ -355,6 +358,10 @@ async fn handle(
             (name.as_str().to_owned(), String::from_utf8_lossy(value.as_bytes()).into_owned())
         })
         .collect();
+    if path == "/v1/meta" {
+        let delay = shared.lock().meta_delay;
+        tokio::time::sleep(delay).await;
+    }
     let mut state = shared.lock();
     let parsed: Option<Value> = if body.is_empty() {
         None

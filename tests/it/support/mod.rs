@@ -7,6 +7,8 @@ pub(crate) mod fake_metabase;
 pub(crate) mod fake_otlp;
 pub(crate) mod fake_weaviate;
 pub(crate) mod fake_weaviate_graphql;
+pub(crate) mod haproxy;
+pub(crate) mod hostile;
 pub(crate) mod orca;
 pub(crate) mod pg;
 pub(crate) mod samples;

@@ -14,7 +14,24 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::TokioChildProcess;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 
+/// The binary cargo built for this test run; the fixtures the tests spawn sit beside it.
 pub(crate) const BINARY: &str = env!("CARGO_BIN_EXE_orca");
+
+/// The orca binary the tests run: `ORCA_TEST_BINARY` when set (`./scripts/test` runs the
+/// server suites against the binary `./scripts/demo` builds this way), else [`BINARY`]. A
+/// relative path is taken from the directory the tests started in, since every orca process runs
+/// in a home directory of its own; a path that names no file fails here, not as a spawn error.
+pub(crate) fn orca_binary() -> &'static Path {
+    static CHOSEN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    CHOSEN.get_or_init(|| match std::env::var_os("ORCA_TEST_BINARY") {
+        Some(path) if !path.is_empty() => {
+            let path = std::path::absolute(&path).expect("ORCA_TEST_BINARY names no usable path");
+            assert!(path.is_file(), "ORCA_TEST_BINARY names no file: {}", path.display());
+            path
+        }
+        _ => PathBuf::from(BINARY),
+    })
+}
 
 /// The environment and files one orca process runs with.
 #[derive(Debug)]
@@ -96,7 +113,7 @@ impl OrcaSetup {
     /// A command for the binary with this setup's environment and nothing inherited that could
     /// change its behaviour.
     pub(crate) fn command(&self) -> Command {
-        let mut command = Command::new(BINARY);
+        let mut command = Command::new(orca_binary());
         command.current_dir(self.home.path());
         for key in [
             "ORCA_CONFIG",
@@ -247,6 +264,12 @@ impl HttpServer {
     /// Stop with SIGTERM and wait for an orderly exit (tracking flushed).
     pub(crate) fn stop(mut self) -> std::process::ExitStatus {
         terminate(&mut self.child)
+    }
+
+    /// SIGKILL, as the OOM killer or a container stopped hard would: nothing runs after it.
+    pub(crate) fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     pub(crate) fn log_text(&self) -> String {

@@ -1,0 +1,167 @@
+//! What every tool result and error passes through before it leaves orca, whichever server
+//! made it: first the caller's masking (`privacy::results`: by name and by kind for Metabase,
+//! Weaviate and external servers; by kind only for the SQL tools, whose rows PostgreSQL masks
+//! by name; nothing for orca's own server, whose results are orca's metadata), then credentials
+//! replaced with markers (`guard.secrets: redact`, `guard::secrets`). Both read the structured
+//! content, the text and resource blocks, the error's message, hint and details, and a spliced
+//! result's bytes (never decoded into a `Value`); secrets also an upstream's own `_meta`. The
+//! tracking row is made from what this leaves, so it stores the masked and redacted text only;
+//! `_meta` says how many values were masked and how many secrets redacted.
+
+use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
+use serde_json::{Map, Value};
+
+use crate::config::{Config, Principal, SecretsMode};
+use crate::guard::secrets::{self, Redactions};
+use crate::privacy::results::ResultMask;
+use crate::splice::RawJson;
+use crate::tool::{Spliced, ToolError};
+
+/// Whose result it is, for what masking applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Origin {
+    /// orca's own server (`list_servers`, `submit_feedback`): not masked.
+    Orca,
+    /// The SQL tools: masked by kind only.
+    Sql,
+    /// Metabase, Weaviate and external servers: masked by name and by kind.
+    Other,
+}
+
+impl Origin {
+    /// The origin of an internal server's results, by the server's name.
+    pub(super) fn internal(server: &str) -> Origin {
+        match server {
+            "orca" => Origin::Orca,
+            "postgres" | "data" => Origin::Sql,
+            _ => Origin::Other,
+        }
+    }
+}
+
+/// One call's outgoing checks, and what they did.
+#[derive(Debug)]
+pub(super) struct Outgoing {
+    secrets: bool,
+    mask: Option<ResultMask>,
+    masked: usize,
+    redacted: Redactions,
+}
+
+impl Outgoing {
+    pub(super) fn new(config: &Config, principal: &Principal, origin: Origin) -> Outgoing {
+        let mask = match (&principal.masking, origin) {
+            (Some(policy), Origin::Sql) => Some(ResultMask::new(policy.clone(), false)),
+            (Some(policy), Origin::Other) => Some(ResultMask::new(policy.clone(), true)),
+            (None, _) | (_, Origin::Orca) => None,
+        }
+        .filter(|mask| !mask.is_empty());
+        Outgoing {
+            secrets: config.guard.secrets == SecretsMode::Redact,
+            mask,
+            masked: 0,
+            redacted: Redactions::default(),
+        }
+    }
+
+    /// A domain value, or a structured content (an internal server's text block is written
+    /// from it afterwards).
+    pub(super) fn value(&mut self, value: &mut Value) {
+        if let Some(mask) = &self.mask {
+            self.masked += mask.value(value);
+        }
+        if self.secrets {
+            secrets::redact_value(value, &mut self.redacted);
+        }
+    }
+
+    /// A text block (JSON text is masked as JSON).
+    fn text(&mut self, text: &mut String) {
+        if let Some(mask) = &self.mask {
+            self.masked += mask.text(text);
+        }
+        if self.secrets {
+            secrets::redact_in_place(text, &mut self.redacted);
+        }
+    }
+
+    /// A pre-encoded member, read as bytes.
+    pub(super) fn spliced(&mut self, spliced: Option<Spliced>) -> Option<Spliced> {
+        let Spliced { key, mut json } = spliced?;
+        if let Some(mask) = &self.mask
+            && let Some((chunks, masked)) = mask.json_chunks(json.chunks())
+        {
+            json = RawJson::from_bytes(chunks);
+            self.masked += masked;
+        }
+        if self.secrets
+            && let Some(chunks) = secrets::redact_json_chunks(json.chunks(), &mut self.redacted)
+        {
+            json = RawJson::from_bytes(chunks);
+        }
+        Some(Spliced { key, json })
+    }
+
+    /// A tool error: its message, hint and details, and the attempts before it.
+    pub(super) fn error(&mut self, error: &mut ToolError) {
+        if let Some(mask) = &self.mask {
+            self.masked += mask.text(&mut error.message);
+        }
+        if self.secrets {
+            secrets::redact_in_place(&mut error.message, &mut self.redacted);
+        }
+        if let Some(hint) = &mut error.hint {
+            self.text(hint);
+        }
+        if let Some(details) = &mut error.details {
+            self.value(details);
+        }
+        if let Some(attempts) = &mut error.attempts {
+            for earlier in &mut attempts.earlier {
+                self.error(earlier);
+            }
+        }
+    }
+
+    /// An external server's result as it came: structured content, every text and embedded
+    /// resource block, and (for credentials) the upstream's own `_meta`.
+    pub(super) fn result(&mut self, result: &mut CallToolResult) {
+        if let Some(structured) = &mut result.structured_content {
+            self.value(structured);
+        }
+        for block in &mut result.content {
+            match block {
+                ContentBlock::Text(text) => self.text(&mut text.text),
+                ContentBlock::Resource(embedded) => {
+                    if let ResourceContents::TextResourceContents { text, .. } =
+                        &mut embedded.resource
+                    {
+                        self.text(text);
+                    }
+                }
+                _ => {}
+            }
+        }
+        if self.secrets
+            && let Some(meta) = &mut result.meta
+        {
+            for value in meta.0.values_mut() {
+                secrets::redact_value(value, &mut self.redacted);
+            }
+        }
+    }
+
+    /// Say in `_meta` what was masked and redacted, when anything was.
+    pub(super) fn tell(&self, meta: &mut Map<String, Value>) {
+        if self.masked > 0
+            && let Some(mask) = &self.mask
+        {
+            meta.insert("masked_values".into(), Value::from(self.masked));
+            meta.insert("masking_policy".into(), Value::from(mask.policy_id()));
+        }
+        if !self.redacted.is_empty() {
+            meta.insert("redacted_secrets".into(), Value::from(self.redacted.total()));
+            meta.insert("redacted_kinds".into(), self.redacted.kinds());
+        }
+    }
+}
