@@ -409,10 +409,11 @@ impl Running {
         )?;
         // Each database's health is known (or its probe timed out) before the first call, and
         // followed while orca runs; a database that is down never stops the others.
+        // Schema changes are followed before the first schema is read and cached.
+        let schema_changes = targets.follow_schema_changes(state_pool.clone()).await;
         targets.probe_all().await;
         targets.prepare_masking(&masking::salted_policies(&config.auth));
         let monitor = targets.monitor();
-        let schema_changes = targets.follow_schema_changes(state_pool.clone());
         let heartbeat = {
             let targets = targets.clone();
             cluster.join(move || {

@@ -765,22 +765,25 @@ pub(crate) async fn approve(
 /// missed).
 pub(crate) async fn listen(pool: PgPool, changed: impl Fn(Option<&str>)) {
     let mut delay = Duration::from_millis(500);
-    // Whether a connection was lost since the last one was made: notices sent meanwhile were
-    // missed, so the servers are listed again once the channel is heard again (not while the
-    // database is still out of reach, when a listing could only be held as unverified).
+    // Whether the channel went unheard since the last connection was made (it was lost, or an
+    // attempt to listen failed, the first one included): notices sent meanwhile were missed, so
+    // the servers are listed again once the channel is heard again (not while the database is
+    // still out of reach, when a listing could only be held as unverified).
     let mut lost = false;
     loop {
         let mut listener = match sqlx::postgres::PgListener::connect_with(&pool).await {
             Ok(listener) => listener,
             Err(error) => {
                 tracing::warn!(%error, "cannot listen for tool approvals; trying again");
+                lost = true;
                 tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(30));
+                delay = (delay * 2).min(Duration::from_secs(10));
                 continue;
             }
         };
         if let Err(error) = listener.listen(CHANNEL).await {
             tracing::warn!(%error, "cannot listen for tool approvals; trying again");
+            lost = true;
             tokio::time::sleep(delay).await;
             continue;
         }

@@ -66,6 +66,14 @@ async fn demo_loads_chinook_once_serves_http_and_stops_its_cluster() {
             .await
             .unwrap();
         assert_eq!(artists, 275);
+        // Loaded with its statistics: the planner knows the tables' sizes from the first query.
+        let analyzed: bool = sqlx::query_scalar(
+            "SELECT last_analyze IS NOT NULL FROM pg_stat_user_tables WHERE relname = 'track'",
+        )
+        .fetch_one(&mut connection)
+        .await
+        .unwrap();
+        assert!(analyzed, "Chinook is analyzed once loaded");
         let tracking: i64 = sqlx::query_scalar("SELECT count(*) FROM orca.mcp_executions")
             .fetch_one(
                 &mut sqlx::PgConnection::connect(&embedded_url(&setup, "orca")).await.unwrap(),

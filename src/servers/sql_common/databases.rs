@@ -17,6 +17,8 @@ use crate::tool::{ErrorCode, ToolError};
 
 /// How often a database's health is checked again.
 const PROBE_INTERVAL: Duration = Duration::from_secs(10);
+/// How long start-up waits for the first `LISTEN` on the channel of schema changes.
+const FIRST_LISTEN: Duration = Duration::from_secs(5);
 /// How long one probe may take before the database counts as unreachable.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -349,12 +351,23 @@ impl Databases {
         hex::encode(&hash.finalize()[..8])
     }
 
-    pub(crate) fn follow_schema_changes(&self, state: sqlx::PgPool) -> tokio::task::JoinHandle<()> {
+    /// Follow the schema changes that other replicas announce, until the task is aborted:
+    /// each announced database's cached schema is forgotten, and every one is each time the
+    /// channel is heard again (a notice may have been missed while it was not).
+    ///
+    /// Returns once the first `LISTEN` was made or failed (or after [`FIRST_LISTEN`]), so that
+    /// the first one never forgets a schema that a call has already read and cached.
+    pub(crate) async fn follow_schema_changes(
+        &self,
+        state: sqlx::PgPool,
+    ) -> tokio::task::JoinHandle<()> {
         if let Some(first) = self.list.first() {
             let _ = first.events.set(state.clone());
         }
         let databases = self.clone();
-        tokio::spawn(async move {
+        let (first_listen, listening) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let mut first_listen = Some(first_listen);
             loop {
                 let listened: Result<std::convert::Infallible, sqlx::Error> = async {
                     let mut listener = sqlx::postgres::PgListener::connect_with(&state).await?;
@@ -363,6 +376,9 @@ impl Databases {
                     // Listening (again): whatever changed meanwhile is read afresh.
                     for database in databases.iter() {
                         database.forget_schema().await;
+                    }
+                    if let Some(first_listen) = first_listen.take() {
+                        let _ = first_listen.send(());
                     }
                     loop {
                         let notification = listener.recv().await?;
@@ -375,10 +391,14 @@ impl Databases {
                 }
                 .await;
                 let Err(error) = listened;
+                // Start-up goes on without the channel: it is heard once the database is back.
+                first_listen.take();
                 tracing::debug!(%error, "schema changes of other replicas not followed; trying again");
                 tokio::time::sleep(Duration::from_secs(2)).await;
             }
-        })
+        });
+        let _ = tokio::time::timeout(FIRST_LISTEN, listening).await;
+        task
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<Database>> {
