@@ -1,7 +1,8 @@
 //! The client's own model as a provider (`llm_provider: client`): `generate_sql` with no
 //! provider key, answered through `sampling/createMessage` by rmcp's client over stdio, over
-//! stateless HTTP (2025-06-18, the request on the call's own answer stream and the reply posted
-//! back) and in 2026-07-28 input rounds; a wrong first answer is retried through a second
+//! `--stateful` HTTP sessions, stateless HTTP (2025-06-18, the request on the call's own answer
+//! stream and the reply posted back) and in 2026-07-28 input rounds; `generate_schema`'s analysis
+//! and `format_results`' summary through it too; a wrong first answer is retried through a second
 //! sampling request carrying the database's error; the tracking row names the client and the
 //! model it reported; a client that declines, or lacks the capability, hears which keys to set.
 #![expect(deprecated, reason = "sampling is deprecated by SEP-2577, and still what clients offer")]
@@ -79,6 +80,8 @@ impl rmcp::ClientHandler for Samples {
 
 enum Transport {
     Stdio,
+    /// Streamable HTTP with `--stateful` sessions: the request on the session's stream.
+    Stateful,
     /// Stateless Streamable HTTP, 2025-06-18.
     Stateless,
     /// Stateless Streamable HTTP, 2026-07-28 (input rounds).
@@ -106,6 +109,11 @@ where
     match transport {
         Transport::Stdio => {
             let client = setup.stdio_client_with(handler).await;
+            check(client, database).await;
+        }
+        Transport::Stateful => {
+            let server = setup.http_server(&["--stateful"]);
+            let client = server.client_with(handler, None).await;
             check(client, database).await;
         }
         Transport::Stateless => {
@@ -187,6 +195,11 @@ async fn generate_sql_is_answered_by_a_stdio_clients_model_with_no_key_and_retri
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn generate_sql_is_answered_in_a_stateful_session_with_no_key_and_retried_through_it() {
+    answered_after_a_retry(Transport::Stateful, ProtocolVersion::V_2025_06_18).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn generate_sql_is_answered_on_a_stateless_requests_own_stream_and_retried_through_it() {
     answered_after_a_retry(Transport::Stateless, ProtocolVersion::V_2025_06_18).await;
 }
@@ -194,6 +207,50 @@ async fn generate_sql_is_answered_on_a_stateless_requests_own_stream_and_retried
 #[tokio::test(flavor = "multi_thread")]
 async fn generate_sql_is_answered_in_input_rounds_for_a_2026_client_and_retried_through_them() {
     answered_after_a_retry(Transport::Modern, ProtocolVersion::V_2026_07_28).await;
+}
+
+/// The two other tools that ask a model: `generate_schema`'s analysis and `format_results`'
+/// written summary come from the client's model when no key is set, each in one request.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_schema_analysis_and_the_written_summary_come_from_the_clients_model() {
+    const ANALYSIS: &str = "A music store: artists, albums, tracks and their sales.";
+    const SUMMARY: &str = "Three genres, Rock the largest.";
+    let handler = Samples::new(&[Ok(ANALYSIS), Ok(SUMMARY)], ProtocolVersion::V_2025_06_18);
+    let seen = handler.clone();
+    with_client(Transport::Stdio, handler, |client, _database| async move {
+        let schema = call(&client, "generate_schema", json!({"format": "json"}), None)
+            .await
+            .expect("generate_schema");
+        assert_eq!(schema.is_error, Some(false), "{:?}", schema.content);
+        let value = schema.structured_content.clone().unwrap();
+        assert_eq!(value["analysis"], ANALYSIS, "{value}");
+        let meta = meta_of(&schema);
+        assert_eq!(meta["analysis_provider"], "client", "{meta:?}");
+        assert_eq!(meta["analysis"]["ran"], true, "{meta:?}");
+
+        let rows = json!({
+            "columns": [{"name": "genre", "type": "text"}, {"name": "tracks", "type": "int8"}],
+            "rows": [["Rock", 1297], ["Latin", 579], ["Metal", 374]],
+        });
+        let summary =
+            call(&client, "format_results", json!({"data": rows, "format": "summary"}), None)
+                .await
+                .expect("format_results");
+        assert_eq!(summary.is_error, Some(false), "{:?}", summary.content);
+        let value = summary.structured_content.clone().unwrap();
+        assert_eq!(value["summary_source"], "llm", "{value}");
+        assert_eq!(value["text"], SUMMARY, "{value}");
+
+        // One request each: the schema for the analysis, the rows' statistics for the summary.
+        let asked = seen.asked();
+        assert_eq!(asked.len(), 2, "{asked:?}");
+        let first = asked[0]["messages"][0]["content"]["text"].as_str().unwrap();
+        assert!(first.contains("invoice"), "{first}");
+        let second = asked[1]["messages"][0]["content"]["text"].as_str().unwrap();
+        assert!(second.contains("Rock"), "{second}");
+        client.cancel().await.unwrap();
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
