@@ -379,6 +379,7 @@ pub(crate) fn parse(
     servers
 }
 
+/// Check the entry `key` of `mcps:`: `None` when it has a problem (each one is reported).
 fn validate(
     key: &str,
     raw: RawServer,
@@ -388,286 +389,23 @@ fn validate(
 ) -> Option<ExternalServerConfig> {
     let at = format!("{label}: mcps.{key}");
     let before = errors.len();
-    if key.is_empty()
-        || !key.bytes().all(|byte| byte.is_ascii_alphanumeric() || b"_-".contains(&byte))
-    {
-        errors.push(format!("{at}: the key may only hold letters, digits, `_` and `-`"));
-    }
-    if RESERVED.contains(&key) {
-        errors.push(format!("{at}: `{key}` is the name of an internal server; choose another key"));
-    }
-    if let Some(kind) = &raw.kind
-        && kind != "external"
-    {
-        errors.push(format!("{at}: type: `{kind}` is not supported; the only type is `external`"));
-    }
-    let mut missing: BTreeSet<String> = BTreeSet::new();
-    let resolve = |name: &str, missing: &mut BTreeSet<String>| -> Option<SecretString> {
-        match env.get(name) {
-            Some(value) => Some(SecretString::from(value.to_owned())),
-            None => {
-                missing.insert(name.to_owned());
-                None
-            }
-        }
-    };
-    let mut credentials: Vec<(String, SecretString)> = Vec::new();
-    for (name, variable) in &raw.credentials {
-        if !name.ends_with("_env") {
-            errors.push(format!(
-                "{at}: credentials.{name}: credential keys end in `_env` and name an environment variable, for example `api_key_env: GITHUB_TOKEN`"
-            ));
-            continue;
-        }
-        if !is_variable_name(variable) {
-            errors.push(format!(
-                "{at}: credentials.{name}: `{variable}` is not an environment variable name"
-            ));
-            continue;
-        }
-        if let Some(value) = resolve(variable, &mut missing) {
-            credentials.push((variable.clone(), value));
-        }
-    }
-    let mut interpolate =
-        |value: &str, field: &str, errors: &mut Vec<String>| -> Option<SecretString> {
-            match expand(value, |name| resolve(name, &mut missing)) {
-                Ok(value) => value.map(SecretString::from),
-                Err(problem) => {
-                    errors.push(format!("{at}: {field}: {problem}"));
-                    None
-                }
-            }
-        };
-
-    let transport_name = match raw.transport.as_deref() {
-        Some(name @ ("stdio" | "http" | "sse")) => Some(name),
-        Some(other) => {
-            errors.push(format!("{at}: transport: `{other}` is not one of: stdio, http, sse"));
-            None
-        }
-        None if raw.command.is_some() => Some("stdio"),
-        None => match raw.url.as_deref() {
-            None => {
-                errors.push(format!(
-                    "{at}: nothing to connect to; add `transport: stdio` with `command` (and `args`), or `transport: http` with the endpoint's `url`"
-                ));
-                None
-            }
-            Some(url) if display_url(url).trim_end_matches('/').ends_with("/mcp") => Some("http"),
-            Some(url) if display_url(url).trim_end_matches('/').ends_with("/sse") => Some("sse"),
-            Some(url) => {
-                errors.push(format!(
-                    "{at}: url `{url}` looks like a web page, not an MCP endpoint, and no transport is set; add `transport: stdio` with the `command` that starts the server (for example `command: npx` and `args: [\"-y\", \"<package>\"]`), or `transport: http` if the url is a Streamable HTTP endpoint"
-                ));
-                None
-            }
-        },
-    };
-    let transport = match transport_name {
+    check_key(key, raw.kind.as_deref(), &at, errors);
+    let mut entry = EntryCheck { at: &at, env, missing: BTreeSet::new() };
+    let credentials = entry.credentials(&raw.credentials, errors);
+    let transport = match transport_name(&raw, &at, errors) {
         None => None,
-        Some("stdio") => match raw.command.as_deref().map(str::trim) {
-            None | Some("") => {
-                errors.push(format!("{at}: command: required with transport stdio"));
-                None
-            }
-            Some(command) => {
-                for field in ["headers", "auth_header"] {
-                    let set = if field == "headers" {
-                        !raw.headers.is_empty()
-                    } else {
-                        raw.auth_header.is_some()
-                    };
-                    if set {
-                        errors.push(format!("{at}: {field}: only for transports http and sse"));
-                    }
-                }
-                let mut child_env = credentials.clone();
-                for (name, value) in &raw.env {
-                    if !is_variable_name(name) {
-                        errors.push(format!("{at}: env.{name}: not an environment variable name"));
-                        continue;
-                    }
-                    if let Some(value) = interpolate(value, &format!("env.{name}"), errors) {
-                        child_env.retain(|(existing, _)| existing != name);
-                        child_env.push((name.clone(), value));
-                    }
-                }
-                Some(ExternalTransport::Stdio {
-                    command: command.to_owned(),
-                    args: raw.args.clone(),
-                    env: child_env,
-                    cwd: raw.cwd.clone(),
-                })
-            }
-        },
-        Some(name) => {
-            let sse = name == "sse";
-            for (field, set) in [
-                ("command", raw.command.is_some()),
-                ("args", !raw.args.is_empty()),
-                ("env", !raw.env.is_empty()),
-                ("cwd", raw.cwd.is_some()),
-            ] {
-                if set {
-                    errors.push(format!("{at}: {field}: only for transport stdio"));
-                }
-            }
-            match raw.url.as_deref() {
-                None => {
-                    errors.push(format!("{at}: url: required with transport {name}"));
-                    None
-                }
-                Some(url) if !(url.starts_with("http://") || url.starts_with("https://")) => {
-                    errors.push(format!("{at}: url: `{url}` must start with http:// or https://"));
-                    None
-                }
-                Some(url) => {
-                    let mut headers = Vec::new();
-                    for (header, value) in &raw.headers {
-                        if http::HeaderName::try_from(header.as_str()).is_err() {
-                            errors.push(format!("{at}: headers.{header}: not a valid header name"));
-                            continue;
-                        }
-                        if let Some(value) =
-                            interpolate(value, &format!("headers.{header}"), errors)
-                        {
-                            headers.push((header.clone(), value));
-                        }
-                    }
-                    // The credential sent as a token: the first of these that is configured.
-                    let token = ["bearer_env", "token_env", "api_key_env"]
-                        .iter()
-                        .find_map(|name| raw.credentials.get(*name))
-                        .and_then(|variable| credentials.iter().find(|(name, _)| name == variable))
-                        .map(|(_, value)| value.clone());
-                    let bearer = match (&raw.auth_header, token) {
-                        (Some(header), Some(token)) => {
-                            if http::HeaderName::try_from(header.as_str()).is_err() {
-                                errors.push(format!(
-                                    "{at}: auth_header: `{header}` is not a valid header name"
-                                ));
-                            }
-                            headers.push((header.clone(), token));
-                            None
-                        }
-                        (Some(_), None) => {
-                            errors.push(format!(
-                                "{at}: auth_header: needs a credential to send: add `credentials: {{api_key_env: VARIABLE}}`"
-                            ));
-                            None
-                        }
-                        (None, token) => token,
-                    };
-                    let oauth = match &raw.oauth {
-                        None => None,
-                        Some(_) if sse => {
-                            errors.push(format!(
-                                "{at}: oauth: only for transport http (Streamable HTTP)"
-                            ));
-                            None
-                        }
-                        Some(_)
-                            if raw.auth_header.is_some()
-                                || ["bearer_env", "token_env", "api_key_env"]
-                                    .iter()
-                                    .any(|name| raw.credentials.contains_key(*name)) =>
-                        {
-                            errors.push(format!(
-                                "{at}: oauth: the sign-in supplies the token; remove the bearer credential or auth_header"
-                            ));
-                            None
-                        }
-                        Some(oauth) => upstream_oauth(
-                            oauth,
-                            &at,
-                            &mut |name| resolve(name, &mut missing),
-                            errors,
-                        ),
-                    };
-                    Some(ExternalTransport::Http {
-                        url: url.to_owned(),
-                        sse,
-                        headers,
-                        bearer,
-                        oauth,
-                    })
-                }
-            }
-        }
+        Some("stdio") => entry.stdio_transport(&raw, &credentials, errors),
+        Some(name) => entry.http_transport(&raw, name, &credentials, errors),
     };
-
-    let timeout = match &raw.timeout {
-        None => DEFAULT_TIMEOUT,
-        Some(value) => match parse_duration(value) {
-            Some(duration) if !duration.is_zero() => duration,
-            _ => {
-                errors.push(format!(
-                    "{at}: timeout: `{value}` is not a duration; write seconds (30) or a unit (500ms, 30s, 2m)"
-                ));
-                DEFAULT_TIMEOUT
-            }
-        },
-    };
+    let timeout = timeout(raw.timeout.as_ref(), &at, errors);
     let retries = raw.retries.unwrap_or(DEFAULT_RETRIES);
     if retries > 10 {
         errors.push(format!("{at}: retries: at most 10"));
     }
-    let protocol = match raw.protocol.as_deref() {
-        None | Some("2025-11-25") => UpstreamProtocol::Session,
-        Some("2026-07-28") => UpstreamProtocol::Modern,
-        Some("auto") => UpstreamProtocol::Auto,
-        Some(other) => {
-            errors.push(format!(
-                "{at}: protocol: unknown revision `{other}`; expected 2025-11-25 (the default), 2026-07-28 or auto"
-            ));
-            UpstreamProtocol::Session
-        }
-    };
-    let pin_text = match &raw.pin {
-        Some(Value::Bool(false)) => Some("off".to_owned()),
-        Some(Value::String(text)) => Some(text.clone()),
-        Some(other) => Some(other.to_string()),
-        None => None,
-    };
-    let pin = match pin_text.as_deref() {
-        None | Some("hold") => PinMode::Hold,
-        Some("warn") => PinMode::Warn,
-        Some("off") => PinMode::Off,
-        Some(other) => {
-            errors.push(format!(
-                "{at}: pin: unknown mode `{other}`; expected hold (the default), warn or off"
-            ));
-            PinMode::Hold
-        }
-    };
-    let prefix = match &raw.prefix {
-        // Empty: the server's names are exposed as they are.
-        Some(prefix)
-            if !prefix
-                .bytes()
-                .all(|byte| byte.is_ascii_alphanumeric() || b"_-".contains(&byte)) =>
-        {
-            errors.push(format!(
-                "{at}: prefix: `{prefix}` may only hold letters, digits, `_` and `-`"
-            ));
-            String::new()
-        }
-        Some(prefix) if prefix.len() > 32 => {
-            errors.push(format!("{at}: prefix: at most 32 characters"));
-            String::new()
-        }
-        Some(prefix) => prefix.clone(),
-        None => key.chars().take(32).collect(),
-    };
-    let max_response_bytes = match raw.max_response_bytes {
-        Some(0) => {
-            errors.push(format!("{at}: max_response_bytes: must be greater than zero"));
-            DEFAULT_MAX_RESPONSE_BYTES
-        }
-        Some(bytes) => usize::try_from(bytes).unwrap_or(usize::MAX),
-        None => DEFAULT_MAX_RESPONSE_BYTES,
-    };
+    let protocol = protocol(raw.protocol.as_deref(), &at, errors);
+    let pin = pin_mode(raw.pin.as_ref(), &at, errors);
+    let prefix = prefix(key, raw.prefix.as_deref(), &at, errors);
+    let max_response_bytes = max_response_bytes(raw.max_response_bytes, &at, errors);
     let parse_verb = |text: &str, field: &str, errors: &mut Vec<String>| {
         let verb = Verb::parse(text);
         if verb.is_none() {
@@ -699,8 +437,8 @@ fn validate(
     };
     let availability = if raw.enabled == Some(false) {
         Availability::Disabled
-    } else if !missing.is_empty() {
-        Availability::MissingCredentials(missing.into_iter().collect())
+    } else if !entry.missing.is_empty() {
+        Availability::MissingCredentials(entry.missing.into_iter().collect())
     } else {
         Availability::Enabled
     };
@@ -722,6 +460,371 @@ fn validate(
         protocol,
         pin,
     })
+}
+
+/// The entry's key, which names the server in orca, and its `type`, which only `external` may be.
+fn check_key(key: &str, kind: Option<&str>, at: &str, errors: &mut Vec<String>) {
+    if key.is_empty()
+        || !key.bytes().all(|byte| byte.is_ascii_alphanumeric() || b"_-".contains(&byte))
+    {
+        errors.push(format!("{at}: the key may only hold letters, digits, `_` and `-`"));
+    }
+    if RESERVED.contains(&key) {
+        errors.push(format!("{at}: `{key}` is the name of an internal server; choose another key"));
+    }
+    if let Some(kind) = kind
+        && kind != "external"
+    {
+        errors.push(format!("{at}: type: `{kind}` is not supported; the only type is `external`"));
+    }
+}
+
+/// One entry of `mcps:` while it is checked: where its errors point, and the environment
+/// variables it names that are not set. A missing variable is not an error: the entry is kept
+/// and its server reported unavailable, naming them.
+struct EntryCheck<'a> {
+    at: &'a str,
+    env: &'a Env,
+    missing: BTreeSet<String>,
+}
+
+impl EntryCheck<'_> {
+    /// The value of the environment variable `name`, recorded as missing when it is not set.
+    fn resolve(&mut self, name: &str) -> Option<SecretString> {
+        resolve_variable(self.env, &mut self.missing, name)
+    }
+
+    /// `value` with its `${VARIABLE}`s replaced; `None` when one is not set or (reported as
+    /// `field`'s error) the text is malformed.
+    fn interpolate(
+        &mut self,
+        value: &str,
+        field: &str,
+        errors: &mut Vec<String>,
+    ) -> Option<SecretString> {
+        let (env, missing) = (self.env, &mut self.missing);
+        match expand(value, |name| resolve_variable(env, missing, name)) {
+            Ok(value) => value.map(SecretString::from),
+            Err(problem) => {
+                errors.push(format!("{}: {field}: {problem}", self.at));
+                None
+            }
+        }
+    }
+
+    /// `credentials:`, each `*_env` key's variable and its value (those that are set).
+    fn credentials(
+        &mut self,
+        raw: &BTreeMap<String, String>,
+        errors: &mut Vec<String>,
+    ) -> Vec<(String, SecretString)> {
+        let at = self.at;
+        let mut credentials: Vec<(String, SecretString)> = Vec::new();
+        for (name, variable) in raw {
+            if !name.ends_with("_env") {
+                errors.push(format!(
+                    "{at}: credentials.{name}: credential keys end in `_env` and name an environment variable, for example `api_key_env: GITHUB_TOKEN`"
+                ));
+                continue;
+            }
+            if !is_variable_name(variable) {
+                errors.push(format!(
+                    "{at}: credentials.{name}: `{variable}` is not an environment variable name"
+                ));
+                continue;
+            }
+            if let Some(value) = self.resolve(variable) {
+                credentials.push((variable.clone(), value));
+            }
+        }
+        credentials
+    }
+
+    /// A `stdio` entry's command, started with the credentials and `env:` in its environment.
+    fn stdio_transport(
+        &mut self,
+        raw: &RawServer,
+        credentials: &[(String, SecretString)],
+        errors: &mut Vec<String>,
+    ) -> Option<ExternalTransport> {
+        let at = self.at;
+        match raw.command.as_deref().map(str::trim) {
+            None | Some("") => {
+                errors.push(format!("{at}: command: required with transport stdio"));
+                None
+            }
+            Some(command) => {
+                for field in ["headers", "auth_header"] {
+                    let set = if field == "headers" {
+                        !raw.headers.is_empty()
+                    } else {
+                        raw.auth_header.is_some()
+                    };
+                    if set {
+                        errors.push(format!("{at}: {field}: only for transports http and sse"));
+                    }
+                }
+                let mut child_env = credentials.to_vec();
+                for (name, value) in &raw.env {
+                    if !is_variable_name(name) {
+                        errors.push(format!("{at}: env.{name}: not an environment variable name"));
+                        continue;
+                    }
+                    if let Some(value) = self.interpolate(value, &format!("env.{name}"), errors) {
+                        child_env.retain(|(existing, _)| existing != name);
+                        child_env.push((name.clone(), value));
+                    }
+                }
+                Some(ExternalTransport::Stdio {
+                    command: command.to_owned(),
+                    args: raw.args.clone(),
+                    env: child_env,
+                    cwd: raw.cwd.clone(),
+                })
+            }
+        }
+    }
+
+    /// An `http` or `sse` entry's endpoint, with its headers, its token and its sign-in.
+    fn http_transport(
+        &mut self,
+        raw: &RawServer,
+        name: &str,
+        credentials: &[(String, SecretString)],
+        errors: &mut Vec<String>,
+    ) -> Option<ExternalTransport> {
+        let at = self.at;
+        let sse = name == "sse";
+        for (field, set) in [
+            ("command", raw.command.is_some()),
+            ("args", !raw.args.is_empty()),
+            ("env", !raw.env.is_empty()),
+            ("cwd", raw.cwd.is_some()),
+        ] {
+            if set {
+                errors.push(format!("{at}: {field}: only for transport stdio"));
+            }
+        }
+        match raw.url.as_deref() {
+            None => {
+                errors.push(format!("{at}: url: required with transport {name}"));
+                None
+            }
+            Some(url) if !(url.starts_with("http://") || url.starts_with("https://")) => {
+                errors.push(format!("{at}: url: `{url}` must start with http:// or https://"));
+                None
+            }
+            Some(url) => {
+                let mut headers = Vec::new();
+                for (header, value) in &raw.headers {
+                    if http::HeaderName::try_from(header.as_str()).is_err() {
+                        errors.push(format!("{at}: headers.{header}: not a valid header name"));
+                        continue;
+                    }
+                    if let Some(value) =
+                        self.interpolate(value, &format!("headers.{header}"), errors)
+                    {
+                        headers.push((header.clone(), value));
+                    }
+                }
+                let bearer = bearer(raw, credentials, &mut headers, at, errors);
+                let oauth = self.oauth(raw, sse, errors);
+                Some(ExternalTransport::Http { url: url.to_owned(), sse, headers, bearer, oauth })
+            }
+        }
+    }
+
+    /// The `oauth:` block of an `http` entry, which replaces any bearer credential.
+    fn oauth(
+        &mut self,
+        raw: &RawServer,
+        sse: bool,
+        errors: &mut Vec<String>,
+    ) -> Option<UpstreamOAuth> {
+        let at = self.at;
+        match &raw.oauth {
+            None => None,
+            Some(_) if sse => {
+                errors.push(format!("{at}: oauth: only for transport http (Streamable HTTP)"));
+                None
+            }
+            Some(_)
+                if raw.auth_header.is_some()
+                    || TOKEN_CREDENTIALS.iter().any(|name| raw.credentials.contains_key(*name)) =>
+            {
+                errors.push(format!(
+                    "{at}: oauth: the sign-in supplies the token; remove the bearer credential or auth_header"
+                ));
+                None
+            }
+            Some(oauth) => upstream_oauth(oauth, at, &mut |name| self.resolve(name), errors),
+        }
+    }
+}
+
+/// The credentials sent as a token, in order: the first of them that is configured is sent.
+const TOKEN_CREDENTIALS: [&str; 3] = ["bearer_env", "token_env", "api_key_env"];
+
+/// The value of the environment variable `name`, or `None`, adding it to `missing`.
+fn resolve_variable(env: &Env, missing: &mut BTreeSet<String>, name: &str) -> Option<SecretString> {
+    match env.get(name) {
+        Some(value) => Some(SecretString::from(value.to_owned())),
+        None => {
+            missing.insert(name.to_owned());
+            None
+        }
+    }
+}
+
+/// The entry's transport: `transport:` if set, else guessed from `command` or the `url`'s path.
+fn transport_name<'raw>(
+    raw: &'raw RawServer,
+    at: &str,
+    errors: &mut Vec<String>,
+) -> Option<&'raw str> {
+    match raw.transport.as_deref() {
+        Some(name @ ("stdio" | "http" | "sse")) => Some(name),
+        Some(other) => {
+            errors.push(format!("{at}: transport: `{other}` is not one of: stdio, http, sse"));
+            None
+        }
+        None if raw.command.is_some() => Some("stdio"),
+        None => match raw.url.as_deref() {
+            None => {
+                errors.push(format!(
+                    "{at}: nothing to connect to; add `transport: stdio` with `command` (and `args`), or `transport: http` with the endpoint's `url`"
+                ));
+                None
+            }
+            Some(url) if display_url(url).trim_end_matches('/').ends_with("/mcp") => Some("http"),
+            Some(url) if display_url(url).trim_end_matches('/').ends_with("/sse") => Some("sse"),
+            Some(url) => {
+                errors.push(format!(
+                    "{at}: url `{url}` looks like a web page, not an MCP endpoint, and no transport is set; add `transport: stdio` with the `command` that starts the server (for example `command: npx` and `args: [\"-y\", \"<package>\"]`), or `transport: http` if the url is a Streamable HTTP endpoint"
+                ));
+                None
+            }
+        },
+    }
+}
+
+/// The token an `http` or `sse` entry sends as `Authorization: Bearer`, or `None` when
+/// `auth_header` names another header to carry it (pushed onto `headers`).
+fn bearer(
+    raw: &RawServer,
+    credentials: &[(String, SecretString)],
+    headers: &mut Vec<(String, SecretString)>,
+    at: &str,
+    errors: &mut Vec<String>,
+) -> Option<SecretString> {
+    let token = TOKEN_CREDENTIALS
+        .iter()
+        .find_map(|name| raw.credentials.get(*name))
+        .and_then(|variable| credentials.iter().find(|(name, _)| name == variable))
+        .map(|(_, value)| value.clone());
+    match (&raw.auth_header, token) {
+        (Some(header), Some(token)) => {
+            if http::HeaderName::try_from(header.as_str()).is_err() {
+                errors.push(format!("{at}: auth_header: `{header}` is not a valid header name"));
+            }
+            headers.push((header.clone(), token));
+            None
+        }
+        (Some(_), None) => {
+            errors.push(format!(
+                "{at}: auth_header: needs a credential to send: add `credentials: {{api_key_env: VARIABLE}}`"
+            ));
+            None
+        }
+        (None, token) => token,
+    }
+}
+
+/// `timeout:`, seconds or a duration with a unit; 30 seconds without one.
+fn timeout(value: Option<&Value>, at: &str, errors: &mut Vec<String>) -> Duration {
+    match value {
+        None => DEFAULT_TIMEOUT,
+        Some(value) => match parse_duration(value) {
+            Some(duration) if !duration.is_zero() => duration,
+            _ => {
+                errors.push(format!(
+                    "{at}: timeout: `{value}` is not a duration; write seconds (30) or a unit (500ms, 30s, 2m)"
+                ));
+                DEFAULT_TIMEOUT
+            }
+        },
+    }
+}
+
+/// `protocol:`, the MCP revision spoken to the upstream.
+fn protocol(text: Option<&str>, at: &str, errors: &mut Vec<String>) -> UpstreamProtocol {
+    match text {
+        None | Some("2025-11-25") => UpstreamProtocol::Session,
+        Some("2026-07-28") => UpstreamProtocol::Modern,
+        Some("auto") => UpstreamProtocol::Auto,
+        Some(other) => {
+            errors.push(format!(
+                "{at}: protocol: unknown revision `{other}`; expected 2025-11-25 (the default), 2026-07-28 or auto"
+            ));
+            UpstreamProtocol::Session
+        }
+    }
+}
+
+/// `pin:`, read as text (YAML reads a bare `off` as `false`).
+fn pin_mode(value: Option<&Value>, at: &str, errors: &mut Vec<String>) -> PinMode {
+    let pin_text = match value {
+        Some(Value::Bool(false)) => Some("off".to_owned()),
+        Some(Value::String(text)) => Some(text.clone()),
+        Some(other) => Some(other.to_string()),
+        None => None,
+    };
+    match pin_text.as_deref() {
+        None | Some("hold") => PinMode::Hold,
+        Some("warn") => PinMode::Warn,
+        Some("off") => PinMode::Off,
+        Some(other) => {
+            errors.push(format!(
+                "{at}: pin: unknown mode `{other}`; expected hold (the default), warn or off"
+            ));
+            PinMode::Hold
+        }
+    }
+}
+
+/// The prefix of the server's tool names: `prefix:`, else the key (cut to 32 characters).
+fn prefix(key: &str, prefix: Option<&str>, at: &str, errors: &mut Vec<String>) -> String {
+    match prefix {
+        // Empty: the server's names are exposed as they are.
+        Some(prefix)
+            if !prefix
+                .bytes()
+                .all(|byte| byte.is_ascii_alphanumeric() || b"_-".contains(&byte)) =>
+        {
+            errors.push(format!(
+                "{at}: prefix: `{prefix}` may only hold letters, digits, `_` and `-`"
+            ));
+            String::new()
+        }
+        Some(prefix) if prefix.len() > 32 => {
+            errors.push(format!("{at}: prefix: at most 32 characters"));
+            String::new()
+        }
+        Some(prefix) => prefix.to_owned(),
+        None => key.chars().take(32).collect(),
+    }
+}
+
+/// `max_response_bytes:`, the largest upstream answer relayed.
+fn max_response_bytes(bytes: Option<u64>, at: &str, errors: &mut Vec<String>) -> usize {
+    match bytes {
+        Some(0) => {
+            errors.push(format!("{at}: max_response_bytes: must be greater than zero"));
+            DEFAULT_MAX_RESPONSE_BYTES
+        }
+        Some(bytes) => usize::try_from(bytes).unwrap_or(usize::MAX),
+        None => DEFAULT_MAX_RESPONSE_BYTES,
+    }
 }
 
 /// The `oauth:` block of an HTTP entry, checked; secrets resolved through `resolve`, which

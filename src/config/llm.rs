@@ -145,34 +145,7 @@ pub(super) fn load(
     let raw: RawLlm =
         section.and_then(|value| super::section(value, "llm", file, errors)).unwrap_or_default();
 
-    let key = |names: &[&str]| names.iter().find_map(|name| env.get(name)).map(SecretString::from);
-    let url = |name: &str, default: &str, errors: &mut Vec<String>| match env.get(name) {
-        None => default.to_owned(),
-        Some(url) if url.starts_with("http://") || url.starts_with("https://") => {
-            url.trim_end_matches('/').to_owned()
-        }
-        Some(_) => {
-            errors.push(format!("environment: {name}: expected an http:// or https:// URL"));
-            default.to_owned()
-        }
-    };
-    let endpoints = vec![
-        Endpoint {
-            provider: Provider::OpenAi,
-            api_key: key(&["OPENAI_API_KEY"]),
-            base_url: url("OPENAI_BASE_URL", default_base_url(Provider::OpenAi), errors),
-        },
-        Endpoint {
-            provider: Provider::Anthropic,
-            api_key: key(&["ANTHROPIC_API_KEY"]),
-            base_url: url("ANTHROPIC_BASE_URL", default_base_url(Provider::Anthropic), errors),
-        },
-        Endpoint {
-            provider: Provider::Google,
-            api_key: key(&["GEMINI_API_KEY", "GOOGLE_API_KEY"]),
-            base_url: url("GEMINI_BASE_URL", default_base_url(Provider::Google), errors),
-        },
-    ];
+    let endpoints = endpoints(env, errors);
 
     let positive =
         |value: Option<u64>, default: u64, key: &str, errors: &mut Vec<String>| match value {
@@ -194,6 +167,80 @@ pub(super) fn load(
         )),
     };
 
+    let provider_models = provider_models(raw.models, file, errors);
+    let (tools, disabled) = tool_models(raw.tools, &provider_models, file, errors);
+
+    let in_working_directory = Path::new("context").join(CONTEXT_FILE_NAME);
+    let context_file =
+        env.get("ORCA_CONTEXT_FILE").map(PathBuf::from).or(raw.context_file).unwrap_or_else(|| {
+            if in_working_directory.is_file() {
+                in_working_directory
+            } else {
+                home.join("context").join(CONTEXT_FILE_NAME)
+            }
+        });
+    let to_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+    LlmConfig {
+        endpoints,
+        client,
+        tools,
+        disabled,
+        provider_models,
+        aliases: raw.aliases,
+        context_file,
+        context_budget_tokens: to_usize(positive(
+            raw.context_budget_tokens,
+            1_500,
+            "context_budget_tokens",
+            errors,
+        )),
+        schema_budget_tokens: to_usize(positive(
+            raw.schema_budget_tokens,
+            6_000,
+            "schema_budget_tokens",
+            errors,
+        )),
+    }
+}
+
+/// One endpoint per provider: its key and base URL from the environment.
+fn endpoints(env: &Env, errors: &mut Vec<String>) -> Vec<Endpoint> {
+    let key = |names: &[&str]| names.iter().find_map(|name| env.get(name)).map(SecretString::from);
+    let url = |name: &str, default: &str, errors: &mut Vec<String>| match env.get(name) {
+        None => default.to_owned(),
+        Some(url) if url.starts_with("http://") || url.starts_with("https://") => {
+            url.trim_end_matches('/').to_owned()
+        }
+        Some(_) => {
+            errors.push(format!("environment: {name}: expected an http:// or https:// URL"));
+            default.to_owned()
+        }
+    };
+    vec![
+        Endpoint {
+            provider: Provider::OpenAi,
+            api_key: key(&["OPENAI_API_KEY"]),
+            base_url: url("OPENAI_BASE_URL", default_base_url(Provider::OpenAi), errors),
+        },
+        Endpoint {
+            provider: Provider::Anthropic,
+            api_key: key(&["ANTHROPIC_API_KEY"]),
+            base_url: url("ANTHROPIC_BASE_URL", default_base_url(Provider::Anthropic), errors),
+        },
+        Endpoint {
+            provider: Provider::Google,
+            api_key: key(&["GEMINI_API_KEY", "GOOGLE_API_KEY"]),
+            base_url: url("GEMINI_BASE_URL", default_base_url(Provider::Google), errors),
+        },
+    ]
+}
+
+/// The model each provider uses when a tool falls back to it: `llm.models` over the built-in ones.
+fn provider_models(
+    models: BTreeMap<String, String>,
+    file: &str,
+    errors: &mut Vec<String>,
+) -> BTreeMap<Provider, String> {
     let mut provider_models: BTreeMap<Provider, String> = [
         (Provider::OpenAi, "gpt-4o-mini".to_owned()),
         (Provider::Anthropic, "claude-sonnet-4-5".to_owned()),
@@ -201,7 +248,7 @@ pub(super) fn load(
     ]
     .into_iter()
     .collect();
-    for (name, model) in raw.models {
+    for (name, model) in models {
         match Provider::parse(&name) {
             Some(_) if model.trim().is_empty() => {
                 errors.push(format!("{file}: llm.models.{name}: must not be empty"));
@@ -215,11 +262,21 @@ pub(super) fn load(
             )),
         }
     }
+    provider_models
+}
 
+/// Each tool's provider and model (`llm.tools` over the built-in defaults) and the tools whose
+/// model calls are turned off.
+fn tool_models(
+    raw_tools: BTreeMap<String, RawToolModel>,
+    provider_models: &BTreeMap<Provider, String>,
+    file: &str,
+    errors: &mut Vec<String>,
+) -> (BTreeMap<LlmTool, ToolModel>, std::collections::BTreeSet<LlmTool>) {
     let mut tools: BTreeMap<LlmTool, ToolModel> =
         LlmTool::ALL.into_iter().map(|tool| (tool, tool.built_in_default())).collect();
     let mut disabled = std::collections::BTreeSet::new();
-    for (name, raw_tool) in raw.tools {
+    for (name, raw_tool) in raw_tools {
         let Some(tool) = LlmTool::ALL.into_iter().find(|tool| tool.as_str() == name) else {
             errors.push(format!(
                 "{file}: llm.tools.{name}: unknown tool; tools that use a model: {}",
@@ -257,38 +314,7 @@ pub(super) fn load(
         };
         tools.insert(tool, ToolModel { provider, model });
     }
-
-    let in_working_directory = Path::new("context").join(CONTEXT_FILE_NAME);
-    let context_file =
-        env.get("ORCA_CONTEXT_FILE").map(PathBuf::from).or(raw.context_file).unwrap_or_else(|| {
-            if in_working_directory.is_file() {
-                in_working_directory
-            } else {
-                home.join("context").join(CONTEXT_FILE_NAME)
-            }
-        });
-    let to_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
-    LlmConfig {
-        endpoints,
-        client,
-        tools,
-        disabled,
-        provider_models,
-        aliases: raw.aliases,
-        context_file,
-        context_budget_tokens: to_usize(positive(
-            raw.context_budget_tokens,
-            1_500,
-            "context_budget_tokens",
-            errors,
-        )),
-        schema_budget_tokens: to_usize(positive(
-            raw.schema_budget_tokens,
-            6_000,
-            "schema_budget_tokens",
-            errors,
-        )),
-    }
+    (tools, disabled)
 }
 
 /// `anthropic, openai` for messages.

@@ -225,6 +225,64 @@ impl Config {
     /// The effective configuration as a person reads it, with every secret masked.
     pub(crate) fn describe(&self) -> BTreeMap<&'static str, String> {
         let mut out = BTreeMap::new();
+        self.describe_sources(&mut out);
+        self.describe_auth(&mut out);
+        self.describe_http(&mut out);
+        out.insert(
+            "database",
+            format!(
+                "max_connections={} min_connections={} (each of the target's and the state's pools)",
+                self.database.max_connections, self.database.min_connections
+            ),
+        );
+        let tracking = &self.tracking;
+        out.insert(
+            "tracking",
+            format!(
+                "enabled={} queue_capacity={} batch_size={} replay_interval_ms={} max_response_bytes={} retention_days={}",
+                tracking.enabled,
+                tracking.queue_capacity,
+                tracking.batch_size,
+                tracking.replay_interval.as_millis(),
+                tracking.max_response_bytes,
+                tracking.retention_days
+            ),
+        );
+        self.describe_llm(&mut out);
+        let sql = &self.sql;
+        out.insert(
+            "sql",
+            format!(
+                "write_confirmation={} token_lifetime_seconds={} default_max_rows={} hard_max_rows={} max_result_bytes={} default_timeout_ms={} max_timeout_ms={} schema_cache_ttl_seconds={} page_token_lifetime_seconds={}",
+                match sql.write_confirmation {
+                    WriteConfirmation::Model => "model",
+                    WriteConfirmation::Human => "human",
+                },
+                sql.token_lifetime.as_secs(),
+                sql.default_max_rows,
+                sql.hard_max_rows,
+                sql.max_result_bytes,
+                sql.default_timeout.as_millis(),
+                sql.max_timeout.as_millis(),
+                sql.schema_cache_ttl.as_secs(),
+                sql.page_token_lifetime.as_secs()
+            ),
+        );
+        out.insert("read_only", self.read_only.to_string());
+        out.insert(
+            "ORCA_SECRET",
+            if self.secret.is_some() {
+                "(set)".into()
+            } else {
+                format!("(unset: generated once into {})", self.home.join("secret").display())
+            },
+        );
+        self.describe_upstreams(&mut out);
+        out
+    }
+
+    /// Where the configuration, the state and the databases are, and which servers run.
+    fn describe_sources(&self, out: &mut BTreeMap<&'static str, String>) {
         out.insert("ORCA_HOME", self.home.display().to_string());
         out.insert(
             "ORCA_CONFIG",
@@ -260,6 +318,10 @@ impl Config {
             Some(list) => list.iter().map(|kind| kind.name()).collect::<Vec<_>>().join(", "),
         };
         out.insert("servers", servers);
+    }
+
+    /// Who may call: the API keys, the sign-in and its roles, stdio and anonymous callers.
+    fn describe_auth(&self, out: &mut BTreeMap<&'static str, String>) {
         let keys: Vec<String> = self
             .auth
             .api_keys
@@ -327,6 +389,10 @@ impl Config {
             "auth.anonymous",
             format!("{} [{}]", self.auth.anonymous.name, verbs_text(&self.auth.anonymous.verbs)),
         );
+    }
+
+    /// The HTTP transport's limits and whom it admits.
+    fn describe_http(&self, out: &mut BTreeMap<&'static str, String>) {
         out.insert("http.max_body_bytes", self.http.max_body_bytes.to_string());
         let http = &self.http;
         out.insert(
@@ -358,13 +424,6 @@ impl Config {
             },
         );
         out.insert(
-            "database",
-            format!(
-                "max_connections={} min_connections={} (each of the target's and the state's pools)",
-                self.database.max_connections, self.database.min_connections
-            ),
-        );
-        out.insert(
             "http.allowed_hosts",
             self.http
                 .allowed_hosts
@@ -379,19 +438,10 @@ impl Config {
                 self.http.allowed_origins.join(", ")
             },
         );
-        let tracking = &self.tracking;
-        out.insert(
-            "tracking",
-            format!(
-                "enabled={} queue_capacity={} batch_size={} replay_interval_ms={} max_response_bytes={} retention_days={}",
-                tracking.enabled,
-                tracking.queue_capacity,
-                tracking.batch_size,
-                tracking.replay_interval.as_millis(),
-                tracking.max_response_bytes,
-                tracking.retention_days
-            ),
-        );
+    }
+
+    /// Each model provider, each tool's model and the prompts' limits.
+    fn describe_llm(&self, out: &mut BTreeMap<&'static str, String>) {
         for endpoint in &self.llm.endpoints {
             let key: &'static str = match endpoint.provider {
                 crate::llm::Provider::OpenAi => "llm.openai",
@@ -431,34 +481,10 @@ impl Config {
             ),
         );
         out.insert("ORCA_CONTEXT_FILE", self.llm.context_file.display().to_string());
-        let sql = &self.sql;
-        out.insert(
-            "sql",
-            format!(
-                "write_confirmation={} token_lifetime_seconds={} default_max_rows={} hard_max_rows={} max_result_bytes={} default_timeout_ms={} max_timeout_ms={} schema_cache_ttl_seconds={} page_token_lifetime_seconds={}",
-                match sql.write_confirmation {
-                    WriteConfirmation::Model => "model",
-                    WriteConfirmation::Human => "human",
-                },
-                sql.token_lifetime.as_secs(),
-                sql.default_max_rows,
-                sql.hard_max_rows,
-                sql.max_result_bytes,
-                sql.default_timeout.as_millis(),
-                sql.max_timeout.as_millis(),
-                sql.schema_cache_ttl.as_secs(),
-                sql.page_token_lifetime.as_secs()
-            ),
-        );
-        out.insert("read_only", self.read_only.to_string());
-        out.insert(
-            "ORCA_SECRET",
-            if self.secret.is_some() {
-                "(set)".into()
-            } else {
-                format!("(unset: generated once into {})", self.home.join("secret").display())
-            },
-        );
+    }
+
+    /// The external servers and the Metabase and Weaviate upstreams.
+    fn describe_upstreams(&self, out: &mut BTreeMap<&'static str, String>) {
         let external = match &self.external.file {
             None => "(none)".to_owned(),
             Some(file) => {
@@ -501,7 +527,6 @@ impl Config {
                 )
             }),
         );
-        out
     }
 }
 
@@ -577,25 +602,7 @@ impl std::error::Error for ConfigErrors {}
 /// Every problem found, in one [`ConfigErrors`].
 pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, ConfigErrors> {
     let mut errors = Vec::new();
-    let explicit =
-        config_path.map(Path::to_path_buf).or_else(|| env.get("ORCA_CONFIG").map(PathBuf::from));
-    let config_file = match explicit {
-        Some(path) => Some(path),
-        None => Some(PathBuf::from("orca.yaml")).filter(|path| path.is_file()),
-    };
-    let document = match &config_file {
-        None => Value::Object(Default::default()),
-        Some(path) => match std::fs::read_to_string(path) {
-            Ok(text) => parse_yaml(&text, path, &mut errors),
-            Err(error) => {
-                errors.push(format!("{}: cannot read: {error}", path.display()));
-                Value::Object(Default::default())
-            }
-        },
-    };
-    let file_label = config_file
-        .as_ref()
-        .map_or_else(|| "orca.yaml".to_owned(), |path| path.display().to_string());
+    let (config_file, document, file_label) = read_config_file(config_path, env, &mut errors);
     let sections = Sections::split(&document, &file_label, &mut errors);
 
     let home = match env.get("ORCA_HOME") {
@@ -605,23 +612,8 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
     let target_database_url = database_url(env, "DATABASE_URL", &mut errors);
     let state_database_url = database_url(env, "ORCA_DATABASE_URL", &mut errors);
 
-    let servers = sections.servers.and_then(|value| {
-        let names: Option<Vec<String>> = section(value, "servers", &file_label, &mut errors);
-        let mut kinds = Vec::new();
-        for (index, name) in names?.iter().enumerate() {
-            match ServerKind::parse(name) {
-                Some(kind) if !kinds.contains(&kind) => kinds.push(kind),
-                Some(_) => {
-                    errors.push(format!("{file_label}: servers[{index}]: `{name}` is listed twice"))
-                }
-                None => errors.push(format!(
-                    "{file_label}: servers[{index}]: unknown server `{name}`; known servers: {}",
-                    ServerKind::known_names()
-                )),
-            }
-        }
-        Some(kinds)
-    });
+    let servers =
+        sections.servers.and_then(|value| enabled_servers(value, &file_label, &mut errors));
 
     let database = sections
         .database
@@ -644,43 +636,7 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
         .tracking
         .and_then(|value| section(value, "tracking", &file_label, &mut errors))
         .unwrap_or_default();
-    let tracking = TrackingConfig {
-        enabled: raw_tracking.enabled.unwrap_or(true),
-        queue_capacity: positive(
-            raw_tracking.queue_capacity,
-            10_000,
-            "tracking.queue_capacity",
-            &file_label,
-            &mut errors,
-        ),
-        batch_size: positive(
-            raw_tracking.batch_size,
-            1024,
-            "tracking.batch_size",
-            &file_label,
-            &mut errors,
-        ),
-        replay_interval: Duration::from_millis(positive(
-            raw_tracking.replay_interval_ms,
-            2_000,
-            "tracking.replay_interval_ms",
-            &file_label,
-            &mut errors,
-        ) as u64),
-        max_response_bytes: positive(
-            raw_tracking.max_response_bytes,
-            64 * 1024,
-            "tracking.max_response_bytes",
-            &file_label,
-            &mut errors,
-        ),
-        retention_days: u32::try_from(raw_tracking.retention_days.unwrap_or(90)).unwrap_or_else(
-            |_| {
-                errors.push(format!("{file_label}: tracking.retention_days: too large"));
-                90
-            },
-        ),
-    };
+    let tracking = validate_tracking(raw_tracking, &file_label, &mut errors);
     let raw_sql: RawSql = sections
         .sql
         .and_then(|value| section(value, "sql", &file_label, &mut errors))
@@ -694,46 +650,15 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
             false
         }
     };
-    let secret = match env.get("ORCA_SECRET") {
-        Some(secret) if secret.len() < 32 => {
-            errors.push(
-                "environment: ORCA_SECRET: must be at least 32 characters; leave it unset to have one generated in ORCA_HOME".to_owned(),
-            );
-            None
-        }
-        Some(secret) => Some(SecretString::from(secret.to_owned())),
-        None => None,
-    };
-    let trace_url = env.get("ORCA_TRACE_URL").map(str::trim).and_then(|template| {
-        let web = template.starts_with("http://") || template.starts_with("https://");
-        if web && template.contains("{trace_id}") && url::Url::parse(template).is_ok() {
-            Some(template.to_owned())
-        } else {
-            errors.push(
-                "environment: ORCA_TRACE_URL: must be an http(s) URL with {trace_id} in it, such as http://jaeger:16686/trace/{trace_id}".to_owned(),
-            );
-            None
-        }
-    });
+    let secret = secret(env, &mut errors);
+    let trace_url = trace_url(env, &mut errors);
 
     let external = external::load(env, &mut errors);
     let raw_data: RawData = sections
         .data
         .and_then(|value| section(value, "data", &file_label, &mut errors))
         .unwrap_or_default();
-    let data = DataConfig {
-        exact_count_max_rows: raw_data
-            .exact_count_max_rows
-            .unwrap_or(DataConfig::default().exact_count_max_rows),
-        sample_rows: match raw_data.sample_rows {
-            Some(0) => {
-                errors.push(format!("{file_label}: data.sample_rows: must be greater than zero"));
-                DataConfig::default().sample_rows
-            }
-            Some(rows) => rows,
-            None => DataConfig::default().sample_rows,
-        },
-    };
+    let data = validate_data(raw_data, &file_label, &mut errors);
 
     let llm = llm::load(sections.llm, env, &file_label, &home, &mut errors);
     let metabase = metabase::load(sections.metabase, env, &file_label, &mut errors);
@@ -788,6 +713,131 @@ pub(crate) fn load(config_path: Option<&Path>, env: &Env) -> Result<Config, Conf
         catalog,
         cluster,
         guard,
+    })
+}
+
+/// The configuration file (`--config`, else `ORCA_CONFIG`, else `./orca.yaml` if it exists), its
+/// document (empty without a file) and the name its problems are reported under.
+fn read_config_file(
+    config_path: Option<&Path>,
+    env: &Env,
+    errors: &mut Vec<String>,
+) -> (Option<PathBuf>, Value, String) {
+    let explicit =
+        config_path.map(Path::to_path_buf).or_else(|| env.get("ORCA_CONFIG").map(PathBuf::from));
+    let config_file = match explicit {
+        Some(path) => Some(path),
+        None => Some(PathBuf::from("orca.yaml")).filter(|path| path.is_file()),
+    };
+    let document = match &config_file {
+        None => Value::Object(Default::default()),
+        Some(path) => match std::fs::read_to_string(path) {
+            Ok(text) => parse_yaml(&text, path, errors),
+            Err(error) => {
+                errors.push(format!("{}: cannot read: {error}", path.display()));
+                Value::Object(Default::default())
+            }
+        },
+    };
+    let file_label = config_file
+        .as_ref()
+        .map_or_else(|| "orca.yaml".to_owned(), |path| path.display().to_string());
+    (config_file, document, file_label)
+}
+
+/// `servers:`, the internal servers to run: known names, each once.
+fn enabled_servers(value: &Value, file: &str, errors: &mut Vec<String>) -> Option<Vec<ServerKind>> {
+    let names: Option<Vec<String>> = section(value, "servers", file, errors);
+    let mut kinds = Vec::new();
+    for (index, name) in names?.iter().enumerate() {
+        match ServerKind::parse(name) {
+            Some(kind) if !kinds.contains(&kind) => kinds.push(kind),
+            Some(_) => errors.push(format!("{file}: servers[{index}]: `{name}` is listed twice")),
+            None => errors.push(format!(
+                "{file}: servers[{index}]: unknown server `{name}`; known servers: {}",
+                ServerKind::known_names()
+            )),
+        }
+    }
+    Some(kinds)
+}
+
+/// `tracking:`, checked: the queue, the batches, the stored responses and the retention.
+fn validate_tracking(raw: RawTracking, file: &str, errors: &mut Vec<String>) -> TrackingConfig {
+    TrackingConfig {
+        enabled: raw.enabled.unwrap_or(true),
+        queue_capacity: positive(
+            raw.queue_capacity,
+            10_000,
+            "tracking.queue_capacity",
+            file,
+            errors,
+        ),
+        batch_size: positive(raw.batch_size, 1024, "tracking.batch_size", file, errors),
+        replay_interval: Duration::from_millis(positive(
+            raw.replay_interval_ms,
+            2_000,
+            "tracking.replay_interval_ms",
+            file,
+            errors,
+        ) as u64),
+        max_response_bytes: positive(
+            raw.max_response_bytes,
+            64 * 1024,
+            "tracking.max_response_bytes",
+            file,
+            errors,
+        ),
+        retention_days: u32::try_from(raw.retention_days.unwrap_or(90)).unwrap_or_else(|_| {
+            errors.push(format!("{file}: tracking.retention_days: too large"));
+            90
+        }),
+    }
+}
+
+/// `data:`, checked: the `data` server's counting and sampling limits.
+fn validate_data(raw: RawData, file: &str, errors: &mut Vec<String>) -> DataConfig {
+    DataConfig {
+        exact_count_max_rows: raw
+            .exact_count_max_rows
+            .unwrap_or(DataConfig::default().exact_count_max_rows),
+        sample_rows: match raw.sample_rows {
+            Some(0) => {
+                errors.push(format!("{file}: data.sample_rows: must be greater than zero"));
+                DataConfig::default().sample_rows
+            }
+            Some(rows) => rows,
+            None => DataConfig::default().sample_rows,
+        },
+    }
+}
+
+/// `ORCA_SECRET`, the key of confirmation tokens, if set and long enough.
+fn secret(env: &Env, errors: &mut Vec<String>) -> Option<SecretString> {
+    match env.get("ORCA_SECRET") {
+        Some(secret) if secret.len() < 32 => {
+            errors.push(
+                "environment: ORCA_SECRET: must be at least 32 characters; leave it unset to have one generated in ORCA_HOME".to_owned(),
+            );
+            None
+        }
+        Some(secret) => Some(SecretString::from(secret.to_owned())),
+        None => None,
+    }
+}
+
+/// `ORCA_TRACE_URL`: the console's link to a call's trace, a URL with `{trace_id}` in it.
+fn trace_url(env: &Env, errors: &mut Vec<String>) -> Option<String> {
+    env.get("ORCA_TRACE_URL").map(str::trim).and_then(|template| {
+        let web = template.starts_with("http://") || template.starts_with("https://");
+        if web && template.contains("{trace_id}") && url::Url::parse(template).is_ok() {
+            Some(template.to_owned())
+        } else {
+            errors.push(
+                "environment: ORCA_TRACE_URL: must be an http(s) URL with {trace_id} in it, such as http://jaeger:16686/trace/{trace_id}".to_owned(),
+            );
+            None
+        }
     })
 }
 

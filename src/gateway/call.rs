@@ -28,7 +28,7 @@ use crate::registry::Route;
 use crate::servers::CallContext;
 use crate::tool::{ErrorCode, ToolError};
 use crate::tracking::{
-    Execution, ExecutionStatus, Failure, cut_text, redact_object, stored_response,
+    Execution, ExecutionStatus, Failure, Payload, cut_text, redact_object, stored_response,
 };
 
 /// What a dispatched call produced, before it goes on the wire and into tracking.
@@ -292,19 +292,7 @@ impl Gateway {
         let execution_id = Uuid::now_v7();
         let feedback_token = Uuid::new_v4();
         let incoming = incoming_traceparent(request.meta.as_ref(), &carried);
-        let span = crate::telemetry::Span::incoming(incoming.as_deref(), || {
-            (
-                format!("tools/call {tool_name}"),
-                vec![
-                    KeyValue::new("mcp.method.name", "tools/call"),
-                    KeyValue::new("gen_ai.operation.name", "execute_tool"),
-                    KeyValue::new("gen_ai.tool.name", tool_name.clone()),
-                    KeyValue::new("orca.server", server.clone()),
-                    KeyValue::new("orca.execution_id", execution_id.to_string()),
-                    KeyValue::new("orca.transport", self.transport.as_str()),
-                ],
-            )
-        });
+        let span = self.call_span(incoming.as_deref(), &tool_name, &server, execution_id);
         let trace_id = trace_id(&span, incoming.as_deref());
         let tracking = self.state.tracker.is_enabled();
         let arguments = request.arguments.take();
@@ -321,34 +309,7 @@ impl Gateway {
         meta.insert("execution_id".into(), Value::from(execution_id.to_string()));
         meta.insert("feedback_token".into(), Value::from(feedback_token.to_string()));
         meta.insert("trace_id".into(), Value::from(trace_id.clone()));
-        // A tool outside the caller's verbs or tool policy is refused, naming what is missing,
-        // and recorded as denied.
-        let refusal = if !principal.may(route.verb()) {
-            Some(
-                ToolError::new(
-                    ErrorCode::Unauthorized,
-                    format!(
-                        "`{}` may not use `{tool_name}`: it needs the `{}` verb",
-                        principal.name,
-                        route.verb().as_str()
-                    ),
-                )
-                .with_hint("use a key or a role that holds this verb"),
-            )
-        } else if !principal.may_use(&tool_name, &server) {
-            Some(
-                ToolError::new(
-                    ErrorCode::Unauthorized,
-                    format!(
-                        "`{}` may not use `{tool_name}`: its roles' tools in auth.roles do not admit it",
-                        principal.name
-                    ),
-                )
-                .with_hint("ask for a role whose tools include it, or use another tool"),
-            )
-        } else {
-            None
-        };
+        let refusal = refusal(&principal, &route, &tool_name, &server);
         let Dispatched { mut result, status, llm, error, retried, upstream_error, spliced } =
             match refusal {
                 None => {
@@ -385,22 +346,8 @@ impl Gateway {
         if tracking {
             let now = Utc::now();
             let max_bytes = self.state.config.tracking.max_response_bytes;
-            let (response_data, response_bytes) = match &route {
-                // The first text block of an internal result is its structured content
-                // serialized (`error::success` and `error::failure` make it so), with the
-                // placeholder of its pre-encoded member, if any.
-                Route::Internal(_) => stored_response(
-                    result.structured_content.as_ref().unwrap_or(&Value::Null),
-                    result
-                        .content
-                        .first()
-                        .and_then(|block| block.as_text())
-                        .map(|text| text.text.as_str()),
-                    spliced.as_ref().map(|(placeholder, raw)| (placeholder.as_str(), raw)),
-                    max_bytes,
-                ),
-                Route::External(_) => cut_text(error::stored_text(&mut result), max_bytes),
-            };
+            let (response_data, response_bytes) =
+                stored_call_response(&route, &mut result, spliced.as_ref(), max_bytes);
             let mut failures = Failure::for_attempts(&retried, error.as_ref(), &trace_id, now);
             if let Some(text) = &upstream_error {
                 failures.push(Failure {
@@ -437,5 +384,85 @@ impl Gateway {
         // 2026-07-28 wants `resultType` on every result (rmcp takes it off for older clients).
         result.result_type = Some(rmcp::model::ResultType::COMPLETE);
         Ok(result)
+    }
+
+    /// The call's server span, a child of the caller's `traceparent` when it sent one.
+    fn call_span(
+        &self,
+        incoming: Option<&str>,
+        tool_name: &str,
+        server: &str,
+        execution_id: Uuid,
+    ) -> crate::telemetry::Span {
+        crate::telemetry::Span::incoming(incoming, || {
+            (
+                format!("tools/call {tool_name}"),
+                vec![
+                    KeyValue::new("mcp.method.name", "tools/call"),
+                    KeyValue::new("gen_ai.operation.name", "execute_tool"),
+                    KeyValue::new("gen_ai.tool.name", tool_name.to_owned()),
+                    KeyValue::new("orca.server", server.to_owned()),
+                    KeyValue::new("orca.execution_id", execution_id.to_string()),
+                    KeyValue::new("orca.transport", self.transport.as_str()),
+                ],
+            )
+        })
+    }
+}
+
+/// Why `principal` may not call `tool_name` of `server`, if it may not: a tool outside the
+/// caller's verbs or tool policy is refused, naming what is missing, and recorded as denied.
+fn refusal(
+    principal: &Principal,
+    route: &Route<'_>,
+    tool_name: &str,
+    server: &str,
+) -> Option<ToolError> {
+    if !principal.may(route.verb()) {
+        Some(
+            ToolError::new(
+                ErrorCode::Unauthorized,
+                format!(
+                    "`{}` may not use `{tool_name}`: it needs the `{}` verb",
+                    principal.name,
+                    route.verb().as_str()
+                ),
+            )
+            .with_hint("use a key or a role that holds this verb"),
+        )
+    } else if !principal.may_use(tool_name, server) {
+        Some(
+            ToolError::new(
+                ErrorCode::Unauthorized,
+                format!(
+                    "`{}` may not use `{tool_name}`: its roles' tools in auth.roles do not admit it",
+                    principal.name
+                ),
+            )
+            .with_hint("ask for a role whose tools include it, or use another tool"),
+        )
+    } else {
+        None
+    }
+}
+
+/// The response a call's tracking row keeps, cut to `max_bytes`, and its full size.
+fn stored_call_response(
+    route: &Route<'_>,
+    result: &mut CallToolResult,
+    spliced: Option<&(String, crate::splice::RawJson)>,
+    max_bytes: usize,
+) -> (Payload, i64) {
+    match route {
+        // The first text block of an internal result is its structured content
+        // serialized (`error::success` and `error::failure` make it so), with the
+        // placeholder of its pre-encoded member, if any.
+        Route::Internal(_) => stored_response(
+            result.structured_content.as_ref().unwrap_or(&Value::Null),
+            result.content.first().and_then(|block| block.as_text()).map(|text| text.text.as_str()),
+            spliced.map(|(placeholder, raw)| (placeholder.as_str(), raw)),
+            max_bytes,
+        ),
+        Route::External(_) => cut_text(error::stored_text(result), max_bytes),
     }
 }

@@ -147,145 +147,21 @@ pub(crate) async fn export(
         .with_context(|| format!("cannot create {}", out_dir.display()))?;
     let label = range.label();
 
-    // Each row's execution is found by its key in the one partition of its day (a lateral
-    // lookup, pruned at run time), never by a join the planner could make over every day.
-    let feedback: Vec<FeedbackExportRow> = sqlx::query_as(
-        "SELECT f.id AS feedback_id, f.feedback_token, f.execution_id, e.mcp_name AS server, e.tool_name AS tool, \
-         e.status, e.llm_provider, e.llm_model, f.rating, f.rating_score, f.comment, f.user_id, e.principal, e.agent_id, \
-         e.execution_time_ms, e.created_at AS executed_at, f.created_at AS feedback_created_at, \
-         f.updated_at AS feedback_updated_at, e.source, e.client_id, e.role, e.database_name \
-         FROM orca.mcp_feedback f CROSS JOIN LATERAL (SELECT * FROM orca.mcp_executions x \
-           WHERE x.id = f.execution_id AND x.created_at = f.execution_created_at LIMIT 1) e \
-         WHERE coalesce(f.updated_at, f.created_at) >= $1 AND coalesce(f.updated_at, f.created_at) < $2 \
-         AND (e.source <> 'eval' OR $3) \
-         AND ($4::text IS NULL OR e.database_name = $4) \
-         ORDER BY coalesce(f.updated_at, f.created_at), f.id",
-    )
-    .bind(range.since)
-    .bind(range.until)
-    .bind(include_eval)
-    .bind(database)
-    .fetch_all(pool)
-    .await
-    .context("cannot read feedback from the database")?;
-
-    let failures: Vec<FailureExportRow> = sqlx::query_as(
-        "SELECT fl.id AS failure_id, fl.execution_id, e.mcp_name AS server, e.tool_name AS tool, e.status, fl.error_type, \
-         fl.error_code, fl.error_details::text AS error_details, fl.retry_attempt, e.llm_provider, e.llm_model, e.principal, \
-         fl.created_at AS failed_at, e.source, e.client_id, e.role, e.database_name \
-         FROM orca.mcp_failures fl CROSS JOIN LATERAL (SELECT * FROM orca.mcp_executions x \
-           WHERE x.id = fl.execution_id AND x.created_at = fl.execution_created_at LIMIT 1) e \
-         WHERE fl.created_at >= $1 AND fl.created_at < $2 \
-         AND (e.source <> 'eval' OR $3) \
-         AND ($4::text IS NULL OR e.database_name = $4) \
-         ORDER BY fl.created_at, fl.id",
-    )
-    .bind(range.since)
-    .bind(range.until)
-    .bind(include_eval)
-    .bind(database)
-    .fetch_all(pool)
-    .await
-    .context("cannot read failures from the database")?;
+    let feedback = read_feedback(pool, range, include_eval, database).await?;
+    let failures = read_failures(pool, range, include_eval, database).await?;
 
     let feedback_file = out_dir.join(format!("feedback-{label}.csv"));
     write_csv(
         &feedback_file,
-        &[
-            "feedback_id",
-            "feedback_token",
-            "execution_id",
-            "server",
-            "tool",
-            "status",
-            "llm_provider",
-            "llm_model",
-            "rating",
-            "rating_score",
-            "comment",
-            "user_id",
-            "principal",
-            "agent_id",
-            "execution_time_ms",
-            "executed_at",
-            "feedback_created_at",
-            "feedback_updated_at",
-            "source",
-            "client_id",
-            "role",
-            "database",
-        ],
-        feedback.iter().map(|row| {
-            vec![
-                row.feedback_id.to_string(),
-                row.feedback_token.to_string(),
-                row.execution_id.to_string(),
-                row.server.clone(),
-                row.tool.clone(),
-                row.status.clone(),
-                text(&row.llm_provider),
-                text(&row.llm_model),
-                row.rating.clone(),
-                row.rating_score.map(|score| score.to_string()).unwrap_or_default(),
-                text(&row.comment),
-                text(&row.user_id),
-                row.principal.clone(),
-                text(&row.agent_id),
-                row.execution_time_ms.map(|ms| ms.to_string()).unwrap_or_default(),
-                time(row.executed_at),
-                time(row.feedback_created_at),
-                row.feedback_updated_at.map(time).unwrap_or_default(),
-                row.source.clone(),
-                text(&row.client_id),
-                text(&row.role),
-                text(&row.database_name),
-            ]
-        }),
+        &FeedbackExportRow::HEADER,
+        feedback.iter().map(FeedbackExportRow::cells),
     )?;
 
     let failures_file = out_dir.join(format!("failures-{label}.csv"));
     write_csv(
         &failures_file,
-        &[
-            "failure_id",
-            "execution_id",
-            "server",
-            "tool",
-            "status",
-            "error_type",
-            "error_code",
-            "error_details",
-            "retry_attempt",
-            "llm_provider",
-            "llm_model",
-            "principal",
-            "failed_at",
-            "source",
-            "client_id",
-            "role",
-            "database",
-        ],
-        failures.iter().map(|row| {
-            vec![
-                row.failure_id.to_string(),
-                row.execution_id.to_string(),
-                row.server.clone(),
-                row.tool.clone(),
-                row.status.clone(),
-                row.error_type.clone(),
-                text(&row.error_code),
-                text(&row.error_details),
-                row.retry_attempt.to_string(),
-                text(&row.llm_provider),
-                text(&row.llm_model),
-                row.principal.clone(),
-                time(row.failed_at),
-                row.source.clone(),
-                text(&row.client_id),
-                text(&row.role),
-                text(&row.database_name),
-            ]
-        }),
+        &FailureExportRow::HEADER,
+        failures.iter().map(FailureExportRow::cells),
     )?;
     // What the files hold is recorded, so that the retention keeps every day until it was
     // exported (a one-database export covers only that database: not recorded).
@@ -304,6 +180,166 @@ pub(crate) async fn export(
         failures_file,
         failures_rows: failures.len(),
     })
+}
+
+/// The feedback given or changed in `range`, each row with its execution.
+///
+/// Each row's execution is found by its key in the one partition of its day (a lateral
+/// lookup, pruned at run time), never by a join the planner could make over every day.
+async fn read_feedback(
+    pool: &PgPool,
+    range: ExportRange,
+    include_eval: bool,
+    database: Option<&str>,
+) -> anyhow::Result<Vec<FeedbackExportRow>> {
+    sqlx::query_as(
+        "SELECT f.id AS feedback_id, f.feedback_token, f.execution_id, e.mcp_name AS server, e.tool_name AS tool, \
+         e.status, e.llm_provider, e.llm_model, f.rating, f.rating_score, f.comment, f.user_id, e.principal, e.agent_id, \
+         e.execution_time_ms, e.created_at AS executed_at, f.created_at AS feedback_created_at, \
+         f.updated_at AS feedback_updated_at, e.source, e.client_id, e.role, e.database_name \
+         FROM orca.mcp_feedback f CROSS JOIN LATERAL (SELECT * FROM orca.mcp_executions x \
+           WHERE x.id = f.execution_id AND x.created_at = f.execution_created_at LIMIT 1) e \
+         WHERE coalesce(f.updated_at, f.created_at) >= $1 AND coalesce(f.updated_at, f.created_at) < $2 \
+         AND (e.source <> 'eval' OR $3) \
+         AND ($4::text IS NULL OR e.database_name = $4) \
+         ORDER BY coalesce(f.updated_at, f.created_at), f.id",
+    )
+    .bind(range.since)
+    .bind(range.until)
+    .bind(include_eval)
+    .bind(database)
+    .fetch_all(pool)
+    .await
+    .context("cannot read feedback from the database")
+}
+
+/// The failures recorded in `range`, each row with its execution.
+async fn read_failures(
+    pool: &PgPool,
+    range: ExportRange,
+    include_eval: bool,
+    database: Option<&str>,
+) -> anyhow::Result<Vec<FailureExportRow>> {
+    sqlx::query_as(
+        "SELECT fl.id AS failure_id, fl.execution_id, e.mcp_name AS server, e.tool_name AS tool, e.status, fl.error_type, \
+         fl.error_code, fl.error_details::text AS error_details, fl.retry_attempt, e.llm_provider, e.llm_model, e.principal, \
+         fl.created_at AS failed_at, e.source, e.client_id, e.role, e.database_name \
+         FROM orca.mcp_failures fl CROSS JOIN LATERAL (SELECT * FROM orca.mcp_executions x \
+           WHERE x.id = fl.execution_id AND x.created_at = fl.execution_created_at LIMIT 1) e \
+         WHERE fl.created_at >= $1 AND fl.created_at < $2 \
+         AND (e.source <> 'eval' OR $3) \
+         AND ($4::text IS NULL OR e.database_name = $4) \
+         ORDER BY fl.created_at, fl.id",
+    )
+    .bind(range.since)
+    .bind(range.until)
+    .bind(include_eval)
+    .bind(database)
+    .fetch_all(pool)
+    .await
+    .context("cannot read failures from the database")
+}
+
+impl FeedbackExportRow {
+    /// The CSV columns, in the order of [`cells`](Self::cells).
+    const HEADER: [&'static str; 22] = [
+        "feedback_id",
+        "feedback_token",
+        "execution_id",
+        "server",
+        "tool",
+        "status",
+        "llm_provider",
+        "llm_model",
+        "rating",
+        "rating_score",
+        "comment",
+        "user_id",
+        "principal",
+        "agent_id",
+        "execution_time_ms",
+        "executed_at",
+        "feedback_created_at",
+        "feedback_updated_at",
+        "source",
+        "client_id",
+        "role",
+        "database",
+    ];
+
+    /// The row as the CSV cells of its columns.
+    fn cells(&self) -> Vec<String> {
+        vec![
+            self.feedback_id.to_string(),
+            self.feedback_token.to_string(),
+            self.execution_id.to_string(),
+            self.server.clone(),
+            self.tool.clone(),
+            self.status.clone(),
+            text(&self.llm_provider),
+            text(&self.llm_model),
+            self.rating.clone(),
+            self.rating_score.map(|score| score.to_string()).unwrap_or_default(),
+            text(&self.comment),
+            text(&self.user_id),
+            self.principal.clone(),
+            text(&self.agent_id),
+            self.execution_time_ms.map(|ms| ms.to_string()).unwrap_or_default(),
+            time(self.executed_at),
+            time(self.feedback_created_at),
+            self.feedback_updated_at.map(time).unwrap_or_default(),
+            self.source.clone(),
+            text(&self.client_id),
+            text(&self.role),
+            text(&self.database_name),
+        ]
+    }
+}
+
+impl FailureExportRow {
+    /// The CSV columns, in the order of [`cells`](Self::cells).
+    const HEADER: [&'static str; 17] = [
+        "failure_id",
+        "execution_id",
+        "server",
+        "tool",
+        "status",
+        "error_type",
+        "error_code",
+        "error_details",
+        "retry_attempt",
+        "llm_provider",
+        "llm_model",
+        "principal",
+        "failed_at",
+        "source",
+        "client_id",
+        "role",
+        "database",
+    ];
+
+    /// The row as the CSV cells of its columns.
+    fn cells(&self) -> Vec<String> {
+        vec![
+            self.failure_id.to_string(),
+            self.execution_id.to_string(),
+            self.server.clone(),
+            self.tool.clone(),
+            self.status.clone(),
+            self.error_type.clone(),
+            text(&self.error_code),
+            text(&self.error_details),
+            self.retry_attempt.to_string(),
+            text(&self.llm_provider),
+            text(&self.llm_model),
+            self.principal.clone(),
+            time(self.failed_at),
+            self.source.clone(),
+            text(&self.client_id),
+            text(&self.role),
+            text(&self.database_name),
+        ]
+    }
 }
 
 fn text(value: &Option<String>) -> String {

@@ -41,8 +41,8 @@ pub(crate) use feedback::{FeedbackError, FeedbackInput, submit_feedback};
 pub(crate) use lessons::recent_lessons;
 pub(crate) use recent::{MAX_RECENT, recent_executions};
 pub(crate) use record::{
-    Execution, ExecutionStatus, Failure, Origin, Source, cut_response, cut_text, redact_object,
-    redact_response, stored_response,
+    Execution, ExecutionStatus, Failure, Origin, Payload, Source, cut_response, cut_text,
+    redact_object, redact_response, stored_response,
 };
 pub(crate) use store::{connect, migrate};
 

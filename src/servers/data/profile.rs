@@ -604,31 +604,25 @@ impl DataServer {
         // 1. Row count, non-null counts, ranges.
         let summary = self.read_whole(reader, &summary_sql(&source, &shaped), 1).await?;
         let row = summary.rows.first().cloned().unwrap_or_default();
-        let rows_read = count_at(&row, 0);
-        let mut profiled: Vec<Profiled<'_>> = Vec::with_capacity(shaped.len());
-        let mut index = 1;
-        for (name, shape) in &shaped {
-            let non_null = count_at(&row, index);
-            index += 1;
-            let mut range = None;
-            if shape.number_expression(name).is_some() {
-                let finite = count_at(&row, index + 2);
-                if let (Some(lo), Some(hi)) = (finite_at(&row, index), finite_at(&row, index + 1))
-                    && finite > 0
-                {
-                    range = Some((lo, hi, finite));
-                }
-                index += 3;
-            }
-            profiled.push(Profiled { name, shape: *shape, non_null, range });
-        }
-
+        let profile = Profile::from_summary(&source, bins, &row, &shaped);
         // 2. Every histogram, in one scan.
-        let histograms: Vec<Option<Histogram>> =
-            profiled.iter().map(|column| column.range.map(Histogram::of)).collect();
-        let counted: Vec<(usize, String, f64, f64)> = profiled
+        let bin_counts = self.bin_counts(reader, &profile).await?;
+        // 3. The most frequent values of every column, in one scan.
+        let top = self.top_values(reader, &profile).await?;
+        Ok(ToolOutput::new(profile.result(&top, &bin_counts)))
+    }
+
+    /// Each column's count per bin, from one scan of every numeric column with a range.
+    async fn bin_counts(
+        &self,
+        reader: &Reader,
+        profile: &Profile<'_>,
+    ) -> Result<Vec<Vec<u64>>, ToolError> {
+        let bins = profile.bins;
+        let counted: Vec<(usize, String, f64, f64)> = profile
+            .columns
             .iter()
-            .zip(&histograms)
+            .zip(&profile.histograms)
             .enumerate()
             .filter_map(|(position, (column, histogram))| match histogram {
                 Some(Histogram::Bins { lo, hi }) => {
@@ -637,11 +631,11 @@ impl DataServer {
                 _ => None,
             })
             .collect();
-        let mut bin_counts: Vec<Vec<u64>> = vec![vec![0; bins as usize]; profiled.len()];
-        if !counted.is_empty() && rows_read > 0 {
+        let mut bin_counts: Vec<Vec<u64>> = vec![vec![0; bins as usize]; profile.columns.len()];
+        if !counted.is_empty() && profile.rows_read > 0 {
             let max_rows = counted.len() * bins as usize + 1;
-            let result =
-                self.read_whole(reader, &histogram_sql(&source, &counted, bins), max_rows).await?;
+            let sql_text = histogram_sql(profile.source, &counted, bins);
+            let result = self.read_whole(reader, &sql_text, max_rows).await?;
             for row in &result.rows {
                 let position = count_at(row, 0) as usize;
                 let bin = count_at(row, 1) as usize;
@@ -653,11 +647,20 @@ impl DataServer {
                 }
             }
         }
+        Ok(bin_counts)
+    }
 
-        // 3. The most frequent values of every column, in one scan.
-        let keep = bins.max(TOP_VALUES);
-        let mut top: Vec<Vec<(Value, u64)>> = vec![Vec::new(); profiled.len()];
-        let with_values: Vec<(usize, &str)> = profiled
+    /// Each column's most frequent values with their counts, most frequent first, from one scan
+    /// of every column that holds a value.
+    async fn top_values(
+        &self,
+        reader: &Reader,
+        profile: &Profile<'_>,
+    ) -> Result<Vec<Vec<(Value, u64)>>, ToolError> {
+        let keep = profile.bins.max(TOP_VALUES);
+        let mut top: Vec<Vec<(Value, u64)>> = vec![Vec::new(); profile.columns.len()];
+        let with_values: Vec<(usize, &str)> = profile
+            .columns
             .iter()
             .enumerate()
             .filter(|(_, column)| column.non_null > 0)
@@ -665,9 +668,8 @@ impl DataServer {
             .collect();
         if !with_values.is_empty() {
             let max_rows = with_values.len() * keep as usize + 1;
-            let result = self
-                .read_whole(reader, &top_values_sql(&source, &with_values, keep), max_rows)
-                .await?;
+            let sql_text = top_values_sql(profile.source, &with_values, keep);
+            let result = self.read_whole(reader, &sql_text, max_rows).await?;
             let mut ranked: Vec<(u64, u64, Value, u64)> = result
                 .rows
                 .iter()
@@ -683,50 +685,65 @@ impl DataServer {
                 }
             }
         }
+        Ok(top)
+    }
+}
 
-        // The result, in column order.
+/// A table's profile once the summary query has run: what the histogram and top-values scans
+/// read, and what the result is made of.
+struct Profile<'a> {
+    source: &'a Source,
+    bins: u32,
+    rows_read: u64,
+    columns: Vec<Profiled<'a>>,
+    /// Each column's histogram; `None` for a column without finite numbers.
+    histograms: Vec<Option<Histogram>>,
+}
+
+impl<'a> Profile<'a> {
+    /// Read the summary query's row: the row count, then per column its non-null count and,
+    /// for numbers and times, the smallest and largest finite value and how many are finite.
+    fn from_summary(
+        source: &'a Source,
+        bins: u32,
+        row: &[Value],
+        shaped: &[(&'a str, Shape)],
+    ) -> Profile<'a> {
+        let rows_read = count_at(row, 0);
+        let mut profiled: Vec<Profiled<'a>> = Vec::with_capacity(shaped.len());
+        let mut index = 1;
+        for (name, shape) in shaped {
+            let non_null = count_at(row, index);
+            index += 1;
+            let mut range = None;
+            if shape.number_expression(name).is_some() {
+                let finite = count_at(row, index + 2);
+                if let (Some(lo), Some(hi)) = (finite_at(row, index), finite_at(row, index + 1))
+                    && finite > 0
+                {
+                    range = Some((lo, hi, finite));
+                }
+                index += 3;
+            }
+            profiled.push(Profiled { name, shape: *shape, non_null, range });
+        }
+        let histograms = profiled.iter().map(|column| column.range.map(Histogram::of)).collect();
+        Profile { source, bins, rows_read, columns: profiled, histograms }
+    }
+
+    /// The result, in column order, with each column's `top` values and `bin_counts`.
+    fn result(&self, top: &[Vec<(Value, u64)>], bin_counts: &[Vec<u64>]) -> Value {
+        let rows_read = self.rows_read;
         let mut null_rate = Map::new();
         let mut distributions = Map::new();
         let mut topk = Map::new();
-        for (position, column) in profiled.iter().enumerate() {
+        for (position, column) in self.columns.iter().enumerate() {
             null_rate.insert(
                 column.name.to_owned(),
                 json!(rate(rows_read.saturating_sub(column.non_null), rows_read)),
             );
             let values = &top[position];
-            let distribution = match (column.shape, histograms[position]) {
-                (Shape::Category, _) => {
-                    let shown: Vec<Value> = values
-                        .iter()
-                        .take(bins as usize)
-                        .map(|(value, count)| {
-                            json!({"lo": value.clone(), "hi": value.clone(), "count": count})
-                        })
-                        .collect();
-                    let in_bins: u64 =
-                        values.iter().take(bins as usize).map(|(_, count)| count).sum();
-                    json!({
-                        "type": "categorical",
-                        "bins": shown,
-                        "other_count": column.non_null.saturating_sub(in_bins),
-                    })
-                }
-                (shape, Some(Histogram::Bins { lo, hi })) => {
-                    let shown: Vec<Value> = bin_edges(lo, hi, bins)
-                        .into_iter()
-                        .zip(&bin_counts[position])
-                        .map(|((start, end), count)| {
-                            json!({"lo": edge(shape, start), "hi": edge(shape, end), "count": count})
-                        })
-                        .collect();
-                    json!({"type": "numeric", "bins": shown})
-                }
-                (shape, Some(Histogram::Single { lo, hi, count })) => json!({
-                    "type": "numeric",
-                    "bins": [{"lo": edge(shape, lo), "hi": edge(shape, hi), "count": count}],
-                }),
-                (_, None) => json!({"type": "numeric", "bins": []}),
-            };
+            let distribution = self.distribution(position, values, &bin_counts[position]);
             distributions.insert(column.name.to_owned(), distribution);
             let listed: Vec<Value> = values
                 .iter()
@@ -735,9 +752,9 @@ impl DataServer {
                 .collect();
             topk.insert(column.name.to_owned(), Value::Array(listed));
         }
-        let sampled = source.sampled(rows_read);
+        let sampled = self.source.sampled(rows_read);
         let mut value = json!({
-            "summary": {"row_count": source.row_count(rows_read), "null_rate": null_rate},
+            "summary": {"row_count": self.source.row_count(rows_read), "null_rate": null_rate},
             "distributions": distributions,
             "topk": topk,
             "sampled": sampled,
@@ -745,7 +762,46 @@ impl DataServer {
         if sampled {
             value["sample_rows"] = json!(rows_read);
         }
-        Ok(ToolOutput::new(value))
+        value
+    }
+
+    /// The distribution of the column at `position`: its most frequent `values` for a category,
+    /// else its histogram's bins with their `counts`.
+    fn distribution(&self, position: usize, values: &[(Value, u64)], counts: &[u64]) -> Value {
+        let bins = self.bins;
+        let column = &self.columns[position];
+        match (column.shape, self.histograms[position]) {
+            (Shape::Category, _) => {
+                let shown: Vec<Value> = values
+                    .iter()
+                    .take(bins as usize)
+                    .map(|(value, count)| {
+                        json!({"lo": value.clone(), "hi": value.clone(), "count": count})
+                    })
+                    .collect();
+                let in_bins: u64 = values.iter().take(bins as usize).map(|(_, count)| count).sum();
+                json!({
+                    "type": "categorical",
+                    "bins": shown,
+                    "other_count": column.non_null.saturating_sub(in_bins),
+                })
+            }
+            (shape, Some(Histogram::Bins { lo, hi })) => {
+                let shown: Vec<Value> = bin_edges(lo, hi, bins)
+                    .into_iter()
+                    .zip(counts)
+                    .map(|((start, end), count)| {
+                        json!({"lo": edge(shape, start), "hi": edge(shape, end), "count": count})
+                    })
+                    .collect();
+                json!({"type": "numeric", "bins": shown})
+            }
+            (shape, Some(Histogram::Single { lo, hi, count })) => json!({
+                "type": "numeric",
+                "bins": [{"lo": edge(shape, lo), "hi": edge(shape, hi), "count": count}],
+            }),
+            (_, None) => json!({"type": "numeric", "bins": []}),
+        }
     }
 }
 

@@ -14,7 +14,7 @@ use super::models::{ModelChoice, Usage};
 use super::prompt::{self, SQL_SYSTEM_PROMPT};
 use crate::config::LlmTool;
 use crate::llm::{Message, Role};
-use crate::servers::sql_common::sql_error;
+use crate::servers::sql_common::{Reader, sql_error};
 use crate::sql;
 use crate::tool::{Attempts, ErrorCode, ToolError, ToolOutput, parse_arguments};
 
@@ -51,6 +51,38 @@ const MAX_PROMPT_CHARS: usize = 8_000;
 const SQL_TEMPERATURE: f32 = 0.2;
 const SQL_MAX_TOKENS: u32 = 2_048;
 
+impl GenerateSqlParams {
+    /// The question, trimmed, once it and `max_retries` are within bounds.
+    fn question(&self) -> Result<&str, ToolError> {
+        let question = self.prompt.trim();
+        if question.is_empty() {
+            return Err(ToolError::invalid_input("prompt is empty")
+                .with_hint("say in plain language what the query should return"));
+        }
+        if question.chars().count() > MAX_PROMPT_CHARS {
+            return Err(ToolError::invalid_input(format!(
+                "prompt is longer than {MAX_PROMPT_CHARS} characters"
+            )));
+        }
+        if !(1..=10).contains(&self.max_retries) {
+            return Err(ToolError::invalid_input("max_retries must be between 1 and 10"));
+        }
+        Ok(question)
+    }
+}
+
+/// What became of the SQL of one answer.
+enum Checked {
+    Valid(sql::Validated),
+    /// Refused at `stage` for `reason`, which the model is told for another attempt.
+    Refused {
+        stage: &'static str,
+        reason: String,
+    },
+    /// The database, not the statement, is at fault: asking again cannot help.
+    DatabaseFailed(sql::Error),
+}
+
 /// One failed attempt, as recorded and as told to the model.
 struct FailedAttempt {
     error: ToolError,
@@ -64,19 +96,7 @@ impl PostgresServer {
         context: &crate::servers::CallContext,
     ) -> Result<ToolOutput, ToolError> {
         let params: GenerateSqlParams = parse_arguments(arguments)?;
-        let question = params.prompt.trim();
-        if question.is_empty() {
-            return Err(ToolError::invalid_input("prompt is empty")
-                .with_hint("say in plain language what the query should return"));
-        }
-        if question.chars().count() > MAX_PROMPT_CHARS {
-            return Err(ToolError::invalid_input(format!(
-                "prompt is longer than {MAX_PROMPT_CHARS} characters"
-            )));
-        }
-        if !(1..=10).contains(&params.max_retries) {
-            return Err(ToolError::invalid_input("max_retries must be between 1 and 10"));
-        }
+        let question = params.question()?;
         let intelligence = &self.intelligence;
         let choice = intelligence.choose(
             LlmTool::GenerateSql,
@@ -149,54 +169,18 @@ impl PostgresServer {
             let answer = completion.text;
             let sql_text = extract_sql(&answer);
             let checked = match &sql_text {
-                None => Err((
-                    "no_sql",
-                    "the answer held no SQL statement; answer with one statement in a ```sql block"
+                None => Checked::Refused {
+                    stage: "no_sql",
+                    reason: "the answer held no SQL statement; answer with one statement in a ```sql block"
                         .to_owned(),
-                )),
+                },
                 Some(sql_text) => {
                     last_sql = Some((attempt, sql_text.clone()));
-                    let as_run = reader.masked().then(|| reader.text(sql_text));
-                    match sql::validate(
-                        &reader.pool,
-                        sql_text,
-                        as_run.as_deref(),
-                        self.config.default_timeout,
-                        self.database.plan_format(),
-                    )
-                    .await
-                    {
-                        // The database, not the statement, is at fault: asking again cannot help.
-                        Err(invalid)
-                            if matches!(
-                                invalid.error,
-                                sql::Error::Unavailable(_) | sql::Error::Timeout { .. }
-                            ) =>
-                        {
-                            let mut error = sql_error(invalid.error);
-                            attach(
-                                &mut error,
-                                failures,
-                                &usage,
-                                &choice,
-                                base_meta(&usage, attempt),
-                            );
-                            return Err(error);
-                        }
-                        Err(invalid) => Err((invalid.stage.as_str(), invalid.error.to_string())),
-                        Ok(validated) if self.read_only && validated.is_write() => Err((
-                            "read_only",
-                            format!(
-                                "database `{}` is read-only here and will not run a {} statement; write one SELECT",
-                                self.target.catalog, validated.statement.kind
-                            ),
-                        )),
-                        Ok(validated) => Ok(validated),
-                    }
+                    self.check_generated(&reader, sql_text).await
                 }
             };
             match checked {
-                Ok(validated) => {
+                Checked::Valid(validated) => {
                     return Ok(self.generated(
                         validated,
                         &choice,
@@ -206,7 +190,12 @@ impl PostgresServer {
                         failures,
                     ));
                 }
-                Err((stage, reason)) => {
+                Checked::DatabaseFailed(error) => {
+                    let mut error = sql_error(error);
+                    attach(&mut error, failures, &usage, &choice, base_meta(&usage, attempt));
+                    return Err(error);
+                }
+                Checked::Refused { stage, reason } => {
                     let failure = failed(attempt, &choice, sql_text.as_deref(), stage, reason);
                     messages.push(Message { role: Role::Assistant, content: answer });
                     messages.push(Message {
@@ -219,36 +208,45 @@ impl PostgresServer {
         }
 
         // Every attempt failed: the manual fallback. The last failure becomes the final error.
-        let last = failures.pop().map(|failure| failure.error);
-        let last_error = last
-            .as_ref()
-            .and_then(|error| error.details.as_deref())
-            .and_then(|details| details["error"].as_str())
-            .unwrap_or_default()
-            .to_owned();
-        let mut error = ToolError::new(
-            ErrorCode::ExceededRetries,
-            format!(
-                "no valid SQL after {} attempts; the last error: {last_error}",
-                params.max_retries
-            ),
-        )
-        .with_hint(
-            "edit the last SQL and run it with execute_sql, or rephrase the question and try again",
-        );
-        error.retryable = false;
-        let last_failure = last.as_ref().and_then(|error| error.details.as_deref());
-        error.details = Some(Box::new(json!({
-            "last_sql": last_sql.as_ref().map(|(_, sql)| sql),
-            "last_sql_attempt": last_sql.as_ref().map(|(attempt, _)| attempt),
-            "last_error": last_error,
-            "last_stage": last_failure.map(|details| details["stage"].clone()),
-            "attempts": params.max_retries,
-            "provider_used": choice.provider.as_str(),
-            "model_used": choice.model,
-        })));
+        let mut error = exceeded_retries(&mut failures, last_sql, &choice, params.max_retries);
         attach(&mut error, failures, &usage, &choice, base_meta(&usage, params.max_retries));
         Err(error)
+    }
+
+    /// Validate the SQL of an answer where the caller's own statements would run.
+    async fn check_generated(&self, reader: &Reader, sql_text: &str) -> Checked {
+        let as_run = reader.masked().then(|| reader.text(sql_text));
+        match sql::validate(
+            &reader.pool,
+            sql_text,
+            as_run.as_deref(),
+            self.config.default_timeout,
+            self.database.plan_format(),
+        )
+        .await
+        {
+            // The database, not the statement, is at fault: asking again cannot help.
+            Err(invalid)
+                if matches!(
+                    invalid.error,
+                    sql::Error::Unavailable(_) | sql::Error::Timeout { .. }
+                ) =>
+            {
+                Checked::DatabaseFailed(invalid.error)
+            }
+            Err(invalid) => Checked::Refused {
+                stage: invalid.stage.as_str(),
+                reason: invalid.error.to_string(),
+            },
+            Ok(validated) if self.read_only && validated.is_write() => Checked::Refused {
+                stage: "read_only",
+                reason: format!(
+                    "database `{}` is read-only here and will not run a {} statement; write one SELECT",
+                    self.target.catalog, validated.statement.kind
+                ),
+            },
+            Ok(validated) => Checked::Valid(validated),
+        }
     }
 
     fn generated(
@@ -300,6 +298,42 @@ impl PostgresServer {
         output.failed_attempts = failures.into_iter().map(|failure| failure.error).collect();
         output
     }
+}
+
+/// The error of a call whose every attempt failed: the last attempt's error (taken off
+/// `failures`), with the last SQL any attempt produced, for a person to fix by hand.
+fn exceeded_retries(
+    failures: &mut Vec<FailedAttempt>,
+    last_sql: Option<(u32, String)>,
+    choice: &ModelChoice,
+    max_retries: u32,
+) -> ToolError {
+    let last = failures.pop().map(|failure| failure.error);
+    let last_error = last
+        .as_ref()
+        .and_then(|error| error.details.as_deref())
+        .and_then(|details| details["error"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    let mut error = ToolError::new(
+        ErrorCode::ExceededRetries,
+        format!("no valid SQL after {max_retries} attempts; the last error: {last_error}"),
+    )
+    .with_hint(
+        "edit the last SQL and run it with execute_sql, or rephrase the question and try again",
+    );
+    error.retryable = false;
+    let last_failure = last.as_ref().and_then(|error| error.details.as_deref());
+    error.details = Some(Box::new(json!({
+        "last_sql": last_sql.as_ref().map(|(_, sql)| sql),
+        "last_sql_attempt": last_sql.as_ref().map(|(attempt, _)| attempt),
+        "last_error": last_error,
+        "last_stage": last_failure.map(|details| details["stage"].clone()),
+        "attempts": max_retries,
+        "provider_used": choice.provider.as_str(),
+        "model_used": choice.model,
+    })));
+    error
 }
 
 /// Give a final error what the call tried before it: the failed attempts (failure rows), the
