@@ -275,6 +275,7 @@ pub(super) struct RawServer {
     #[serde(default)]
     headers: BTreeMap<String, String>,
     /// The longest a call may take: seconds (`30`) or with a unit (`500ms`, `30s`, `2m`).
+    #[serde(default)]
     #[schemars(schema_with = "super::schema::duration", extend("default" = "30s"))]
     timeout: Option<Value>,
     /// Further attempts of a call that is safe to repeat (at most 10).

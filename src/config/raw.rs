@@ -40,6 +40,7 @@ pub(super) struct RawApiKey {
     pub(super) sha256: String,
     /// The verbs the key grants (`read`, `create`, `update`, `delete`): give either `verbs` (at
     /// least one) or `role`.
+    #[serde(default)]
     #[schemars(schema_with = "super::schema::verb_list")]
     pub(super) verbs: Option<Vec<String>>,
     /// A role of `auth.roles` whose verbs, tools, rate limit and masking the key gets, instead
@@ -56,6 +57,7 @@ pub(super) struct RawPrincipal {
     /// for anonymous HTTP callers).
     pub(super) name: Option<String>,
     /// Its verbs (`read`, `create`, `update`, `delete`); default: all four.
+    #[serde(default)]
     #[schemars(schema_with = "super::schema::verb_list")]
     pub(super) verbs: Option<Vec<String>>,
 }

@@ -84,6 +84,7 @@ impl File {
 #[allow(dead_code, reason = "only its schema is used; the sections are read one by one")]
 pub(crate) struct OrcaFile {
     /// The internal servers to serve (`--servers` overrides it); default: all of them.
+    #[serde(default)]
     #[schemars(schema_with = "server_list")]
     servers: Option<Vec<String>>,
     /// The size of each of the two connection pools.
@@ -107,6 +108,7 @@ pub(crate) struct OrcaFile {
     /// The limits of the `data` server's metadata and profiling tools.
     data: Option<raw::RawData>,
     /// Masking policies by id, for `preview_masked` and `auth.roles.<role>.masking`.
+    #[serde(default)]
     #[schemars(schema_with = "masking")]
     masking: Option<Value>,
     /// The model providers of the tools that ask a model.
@@ -161,6 +163,10 @@ fn tidy(value: &mut Value) {
             // An unsigned integer's `minimum: 0` says nothing a person needs to read.
             if map.get("type") == Some(&json!("integer")) && map.get("minimum") == Some(&json!(0)) {
                 map.remove("minimum");
+            }
+            // `#[serde(default)]` on an `Option` (which makes it optional beside `schema_with`).
+            if map.get("default") == Some(&Value::Null) {
+                map.remove("default");
             }
             // Doc comments are wrapped at 100 columns; a description is one paragraph.
             if let Some(Value::String(text)) = map.get_mut("description") {
@@ -391,7 +397,7 @@ mod tests {
     #[test]
     fn every_default_of_an_external_server_is_what_orca_uses() {
         let schema = File::External.schema();
-        let server = &schema["$defs"]["RawServer"];
+        let server = &schema["$defs"]["Server"];
         let parse = |entry: Value| {
             let text = json!({"mcps": {"tool": entry}}).to_string();
             let mut errors = Vec::new();

@@ -58,8 +58,8 @@ mod tests {
                 "unknown field `Advertise_URL`, expected `advertise_url`; did you mean `advertise_url`?",
             ),
             (
-                "unknown variant `stdoi`, expected one of `stdio`, `http`",
-                "unknown variant `stdoi`, expected one of `stdio`, `http`; did you mean `stdio`?",
+                "unknown variant `stdoo`, expected one of `stdio`, `http`",
+                "unknown variant `stdoo`, expected one of `stdio`, `http`; did you mean `stdio`?",
             ),
             // Nothing close: the list alone.
             (
