@@ -390,7 +390,7 @@ mod tests {
         assert!(found.len() > 50, "{found:?}");
         for (path, default) in found {
             let yaml = nested(&path, default).to_string();
-            assert_eq!(loaded(&yaml, scratch.path()), baseline, "{} is not the default", yaml);
+            assert_eq!(loaded(&yaml, scratch.path()), baseline, "{yaml} is not the default");
         }
     }
 
