@@ -15,6 +15,7 @@ mod login;
 mod masking;
 mod output;
 mod pins;
+mod reference;
 mod retention;
 mod skills;
 mod tools;
@@ -84,6 +85,9 @@ enum Command {
     ExportFeedback(ExportArgs),
     /// Print the effective configuration (secrets masked) and check every connection
     Doctor,
+    /// Print the JSON Schema of orca.yaml or external-mcps.yaml, or write the generated reference
+    #[command(subcommand)]
+    Config(reference::ConfigCommand),
     /// Manage HTTP API keys
     #[command(subcommand)]
     Key(KeyCommand),
@@ -301,6 +305,8 @@ async fn run(cli: Cli, env: Env) -> anyhow::Result<ExitCode> {
         return key_new(name, verbs);
     }
     match cli.command {
+        // Generated from the code alone: no configuration is read.
+        Command::Config(command) => return reference::run(command),
         Command::Tools(mut args) => match args.pins.take() {
             Some(command) => {
                 let config = config::load(cli.config.as_deref(), &env)?;
@@ -339,6 +345,7 @@ async fn run_command(command: Command, config: Config, env: &Env) -> anyhow::Res
         Command::Approve(args) => approve(config, args, env).await,
         Command::Context(command) => context::run(config, command).await,
         Command::Key(_)
+        | Command::Config(_)
         | Command::Tools(_)
         | Command::Skills(_)
         | Command::Call(_)

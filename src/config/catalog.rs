@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::llm::Provider;
@@ -56,27 +57,50 @@ impl Default for CatalogConfig {
     }
 }
 
-/// `catalog:` as written.
-#[derive(Debug, Default, Deserialize)]
+/// `catalog:` as written: when `tools/list` offers tool search (`search_tools` and
+/// `call_tool`) instead of every tool.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Catalog")]
 pub(super) struct RawCatalog {
+    /// Search is offered when a caller may see more tools than this (`ORCA_CATALOG_SEARCH_ABOVE`
+    /// when unset here).
+    #[schemars(extend("default" = 40))]
     search_above: Option<u64>,
+    /// Principals (API key names, token users) who always get search, whatever the count.
     #[serde(default)]
     principals: Vec<String>,
+    /// Roles (`auth.roles`) whose holders always get search.
     #[serde(default)]
     roles: Vec<String>,
+    /// The semantic layer of the search: a model that embeds tools and queries; default none
+    /// (lexical ranking only).
     embeddings: Option<RawEmbeddings>,
+    /// How long (milliseconds) a 2026-07-28 client may keep orca's lists (`ttlMs`); 0: not at
+    /// all.
+    #[schemars(extend("default" = 0))]
     cache_ttl_ms: Option<u64>,
+    /// `public`: the lists may be shared across callers; `private`: they may not.
+    #[schemars(extend("enum" = ["private", "public"], "default" = "private"))]
     cache_scope: Option<String>,
 }
 
 /// `catalog.embeddings` as written.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Embeddings")]
 struct RawEmbeddings {
+    /// `openai` (any OpenAI-compatible `/v1/embeddings`: `OPENAI_BASE_URL`, `OPENAI_API_KEY`) or
+    /// `google` (`GEMINI_BASE_URL`, `GEMINI_API_KEY`).
+    #[schemars(extend("enum" = ["openai", "google", "gemini"]))]
     provider: String,
+    /// The embedding model, such as `text-embedding-3-small`.
     model: String,
+    /// The share of the semantic score in the blend, from 0 to 1.
+    #[schemars(extend("default" = DEFAULT_WEIGHT), range(min = 0.0, max = 1.0))]
     weight: Option<f64>,
+    /// A search's wait for its query's embedding (milliseconds).
+    #[schemars(extend("default" = 10_000))]
     timeout_ms: Option<u64>,
 }
 

@@ -1,12 +1,16 @@
 //! `cluster:` in `orca.yaml`: where the other replicas reach this one (`advertise_url`, or the
 //! environment's `ORCA_ADVERTISE_URL`, which wins). Unset: one replica, as orca alone is.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
-/// `cluster:` section.
-#[derive(Debug, Default, Deserialize)]
+/// `cluster:` section: how replicas sharing one state database find each other.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Cluster")]
 pub(super) struct RawCluster {
+    /// Where the other replicas reach this one (`http(s)://host[:port]`, no path);
+    /// `ORCA_ADVERTISE_URL` wins. Unset: one replica alone.
     advertise_url: Option<String>,
 }
 

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use secrecy::SecretString;
 use serde::Deserialize;
 
@@ -34,22 +35,36 @@ pub(crate) struct DatabaseConfig {
     pub(crate) context_file: Option<PathBuf>,
 }
 
-/// One entry as written.
-#[derive(Debug, Deserialize)]
+/// One entry of `databases:` as written: a target database the SQL tools serve.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct RawDatabase {
+#[schemars(rename = "Database")]
+pub(super) struct RawDatabase {
+    /// The catalog name clients use: lowercase letters, digits, `_` and `-` (at most 63).
+    #[schemars(regex(pattern = r"^[a-z0-9_][a-z0-9_-]{0,62}$"))]
     name: String,
+    /// The connection URL, read from the environment as `${VAR}`; a password written in the
+    /// file itself is refused.
     url: String,
+    /// What the database holds, for people and for `generate_sql`'s choice of database.
     #[serde(default)]
     description: Option<String>,
+    /// Writes are refused on this database; default: the global `read_only`.
     #[serde(default)]
     read_only: Option<bool>,
+    /// Globs of the schemas shown; default: every schema.
     #[serde(default)]
     schemas: Vec<String>,
+    /// The statement timeout of its reads and writes (milliseconds); default:
+    /// `sql.default_timeout_ms`.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     statement_timeout_ms: Option<u64>,
+    /// The most rows one read returns; default: `sql.hard_max_rows`.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     max_rows: Option<u64>,
+    /// Its own context file; default: the configured one (`llm.context_file`).
     #[serde(default)]
     context_file: Option<PathBuf>,
 }
@@ -90,7 +105,8 @@ pub(super) fn load(
             Err(error) => {
                 let path = error.path().to_string();
                 let at = if path == "." { key } else { format!("{key}.{path}") };
-                errors.push(format!("{file}: {at}: {}", error.into_inner()));
+                let message = super::suggest::with_suggestion(error.into_inner().to_string());
+                errors.push(format!("{file}: {at}: {message}"));
                 continue;
             }
         };

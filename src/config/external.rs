@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use secrecy::SecretString;
 use serde::Deserialize;
 use serde_json::Value;
@@ -219,62 +220,137 @@ impl ExternalTransport {
     }
 }
 
-#[derive(Debug, Deserialize)]
+/// `external-mcps.yaml` as written: the external MCP servers orca starts (stdio) or connects to
+/// (http, sse), namespaces and supervises.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct RawFile {
+#[schemars(rename = "ExternalMcpsFile")]
+pub(super) struct RawFile {
+    /// The servers by key: the key is the server's name in orca (`list_servers`, tracking,
+    /// metrics) and, by default, the prefix of its tools (`<prefix>_<tool>`). Letters, digits,
+    /// `_` and `-`; not `orca` or `postgres`.
     #[serde(default)]
+    #[schemars(with = "BTreeMap<String, RawServer>")]
     mcps: BTreeMap<String, Value>,
 }
 
-#[derive(Debug, Deserialize)]
+/// One entry of `mcps:` as written.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct RawServer {
+#[schemars(rename = "Server")]
+pub(super) struct RawServer {
+    /// The server's name for people.
     name: Option<String>,
+    /// The endpoint of an http or sse server (header values and the URL may use `${VAR}`); for a
+    /// stdio server, a page about it.
     url: Option<String>,
+    /// Descriptive; the only type is `external`.
     #[serde(rename = "type")]
+    #[schemars(extend("enum" = ["external"]))]
     kind: Option<String>,
+    /// Secrets read from orca's environment, as `<anything>_env: VARIABLE`. A stdio server gets
+    /// each variable in its environment; an http or sse server the first of `bearer_env`,
+    /// `token_env`, `api_key_env` as `Authorization: Bearer` (or in the header named by
+    /// `auth_header`). A variable that is not set disables only this server.
     #[serde(default)]
     credentials: BTreeMap<String, String>,
+    /// Descriptive capability names, shown by `list_servers`.
     #[serde(default)]
     capabilities: Vec<String>,
+    /// How to reach it; default: `stdio` when `command` is set, `http` when `url` ends in
+    /// `/mcp`, `sse` when it ends in `/sse`.
+    #[schemars(extend("enum" = ["stdio", "http", "sse"]))]
     transport: Option<String>,
+    /// stdio: the program to start.
     command: Option<String>,
+    /// stdio: its arguments.
     #[serde(default)]
     args: Vec<String>,
+    /// stdio: variables set in its environment (values may use `${VAR}`).
     #[serde(default)]
     env: BTreeMap<String, String>,
+    /// stdio: its working directory; default: orca's.
     cwd: Option<PathBuf>,
+    /// http and sse: headers sent with every request (values may use `${VAR}`).
     #[serde(default)]
     headers: BTreeMap<String, String>,
+    /// The longest a call may take: seconds (`30`) or with a unit (`500ms`, `30s`, `2m`).
+    #[serde(default)]
+    #[schemars(schema_with = "super::schema::duration", extend("default" = "30s"))]
     timeout: Option<Value>,
+    /// Further attempts of a call that is safe to repeat (at most 10).
+    #[schemars(extend("default" = DEFAULT_RETRIES), range(max = 10))]
     retries: Option<u32>,
+    /// The revision orca speaks to it: `2025-11-25` (initialize), `2026-07-28`
+    /// (`server/discover`), or `auto` (2026-07-28 when discover is answered).
+    #[schemars(extend("enum" = ["2025-11-25", "2026-07-28", "auto"], "default" = "2025-11-25"))]
     protocol: Option<String>,
-    /// `hold`, `warn` or `off` (which YAML may read as `false`).
+    /// A tool whose definition changed since it was pinned, one added after the first listing,
+    /// or one that reads as poisoned: `hold` (not served until a person approves it), `warn`
+    /// (served, with a warning), `off` (neither pinned nor scanned; YAML may read it as
+    /// `false`).
+    #[schemars(extend("enum" = ["hold", "warn", "off", false], "default" = "hold"))]
     pin: Option<Value>,
+    /// Upstream tool names served (`*` and `?` patterns); default: every tool.
     #[serde(default)]
     include_tools: Vec<String>,
+    /// Upstream tool names left out (`*` and `?` patterns).
     #[serde(default)]
     exclude_tools: Vec<String>,
+    /// The prefix of its tools and URIs (at most 32 letters, digits, `_` and `-`); `""` keeps
+    /// the server's own names. Default: the key.
     prefix: Option<String>,
+    /// `false`: declared but not started.
+    #[schemars(extend("default" = true))]
     enabled: Option<bool>,
+    /// Larger results are refused with `RESULT_TRUNCATED` (bytes).
+    #[schemars(extend("default" = DEFAULT_MAX_RESPONSE_BYTES), range(min = 1))]
     max_response_bytes: Option<u64>,
+    /// The verb callers need for every tool, instead of the one derived from the tool's
+    /// annotations (read-only: read, destructive: delete, idempotent: update, otherwise
+    /// create).
+    #[schemars(extend("enum" = ["read", "create", "update", "delete"]))]
     verb: Option<String>,
+    /// The verb callers need, by upstream tool name (overrides `verb`).
     #[serde(default)]
+    #[schemars(schema_with = "super::schema::verb_map")]
     tool_verbs: BTreeMap<String, String>,
+    /// http and sse: the header that carries the credential instead of `Authorization:
+    /// Bearer`.
     auth_header: Option<String>,
+    /// http: how orca signs in to a server that asks for OAuth.
     oauth: Option<RawOAuth>,
 }
 
-#[derive(Debug, Deserialize)]
+/// `mcps.<key>.oauth` as written.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "ServerOAuth")]
 struct RawOAuth {
+    /// `service` (orca signs in as itself with client credentials), `shared` (one person signs
+    /// in once with `orca login <key>`, every caller uses it) or `per_user` (each user signs in
+    /// for themselves in the console).
+    #[schemars(extend("enum" = ["service", "shared", "per_user"]))]
     mode: String,
+    /// A pre-registered client id; without one, `client_metadata_url` or dynamic registration.
     client_id: Option<String>,
+    /// The environment variable holding the client secret.
     client_secret_env: Option<String>,
+    /// The environment variable holding a PEM private key, for `private_key_jwt`.
     private_key_env: Option<String>,
+    /// The algorithm of `private_key_jwt`.
+    #[schemars(extend(
+        "enum" = ["ES256", "ES384", "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "EdDSA"],
+        "default" = "ES256"
+    ))]
     signing_algorithm: Option<String>,
+    /// The https URL (ending in `.json`) of orca's client metadata document, presented as
+    /// `client_id` where the authorization server supports it.
     client_metadata_url: Option<String>,
+    /// The authorization server's issuer identifier: the only server the client's credentials
+    /// go to; required with `client_secret_env` or `private_key_env`.
     issuer: Option<String>,
+    /// Other hosts (`host` or `host:port`) its challenges and metadata may send orca to.
     #[serde(default)]
     allowed_hosts: Vec<String>,
 }
@@ -330,7 +406,8 @@ pub(crate) fn parse(
         Err(error) => {
             let path = error.path().to_string();
             let key = if path == "." { "top level".to_owned() } else { path };
-            errors.push(format!("{label}: {key}: {}", error.into_inner()));
+            let message = super::suggest::with_suggestion(error.into_inner().to_string());
+            errors.push(format!("{label}: {key}: {message}"));
             return Vec::new();
         }
     };
@@ -347,7 +424,8 @@ pub(crate) fn parse(
                 let path = error.path().to_string();
                 let at =
                     if path == "." { format!("mcps.{key}") } else { format!("mcps.{key}.{path}") };
-                errors.push(format!("{label}: {at}: {}", error.into_inner()));
+                let message = super::suggest::with_suggestion(error.into_inner().to_string());
+                errors.push(format!("{label}: {at}: {message}"));
                 continue;
             }
         };

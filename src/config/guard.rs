@@ -2,6 +2,7 @@
 //! `guard.secrets`: `redact` (the default) replaces every credential found in a tool's result or
 //! error, from every server, with a marker naming its kind; `off` passes them on.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -18,11 +19,14 @@ pub(crate) struct GuardConfig {
     pub(crate) secrets: SecretsMode,
 }
 
-/// `guard:` as written.
-#[derive(Debug, Default, Deserialize)]
+/// `guard:` as written: what orca does with what servers send back.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Guard")]
 pub(super) struct RawGuard {
-    /// `redact` or `off` (which YAML may read as `false`).
+    /// `redact`: credentials in every tool result and error, from every server, are replaced
+    /// with `[REDACTED:<kind>]`; `off` (which YAML may read as `false`): passed on.
+    #[schemars(extend("enum" = ["redact", "off", false], "default" = "redact"))]
     secrets: Option<Value>,
 }
 

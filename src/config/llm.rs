@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use secrecy::SecretString;
 use serde::Deserialize;
 use serde_json::Value;
@@ -107,30 +108,57 @@ impl LlmConfig {
 /// The context file's name, in `./context/` or `$ORCA_HOME/context/`.
 const CONTEXT_FILE_NAME: &str = "supabase-sql-context.md";
 
-/// `llm:` as written.
-#[derive(Debug, Default, Deserialize)]
+/// `llm:` as written: the model providers of the tools that ask a model.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Llm")]
 pub(super) struct RawLlm {
+    /// Each request to a model provider (milliseconds).
+    #[schemars(extend("default" = 60_000), range(min = 1))]
     timeout_ms: Option<u64>,
+    /// Further attempts after a 429, a 5xx or a refused connection.
+    #[schemars(extend("default" = 2))]
     max_retries: Option<u32>,
+    /// The longest wait between attempts (milliseconds); a longer `Retry-After` gives up.
+    #[schemars(extend("default" = 10_000), range(min = 1))]
     max_backoff_ms: Option<u64>,
+    /// The learned context file of `generate_sql` (`ORCA_CONTEXT_FILE` wins). Default:
+    /// `context/supabase-sql-context.md` in the working directory when it exists, else in
+    /// `ORCA_HOME`.
     context_file: Option<PathBuf>,
+    /// How much of the context file a prompt may hold, in estimated tokens.
+    #[schemars(extend("default" = 1500), range(min = 1))]
     context_budget_tokens: Option<u64>,
+    /// How much of the schema a prompt may hold, in estimated tokens.
+    #[schemars(extend("default" = 6000), range(min = 1))]
     schema_budget_tokens: Option<u64>,
+    /// Each LLM-backed tool's default provider and model, by tool (`generate_sql`,
+    /// `generate_schema`, `format_results`, `context_suggest`).
     #[serde(default)]
+    #[schemars(schema_with = "super::schema::llm_tools")]
     tools: BTreeMap<String, RawToolModel>,
+    /// The model used when a tool falls back to a provider, by provider (`openai`,
+    /// `anthropic`, `google`, `client`; for `client` only a hint to the calling client).
     #[serde(default)]
     models: BTreeMap<String, String>,
+    /// Short names callers may pass as `llm_model` (`sonnet: claude-sonnet-4-5`).
     #[serde(default)]
     aliases: BTreeMap<String, String>,
 }
 
 /// `llm.tools.<tool>` as written.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct RawToolModel {
+#[schemars(rename = "ToolModel")]
+pub(super) struct RawToolModel {
+    /// The provider: `anthropic`, `openai`, `google` or `client` (the calling client's model,
+    /// through MCP sampling); each tool accepts some of them.
+    #[schemars(extend("enum" = ["anthropic", "openai", "google", "gemini", "client"]))]
     provider: Option<String>,
+    /// The provider's model, or an alias of `llm.aliases`.
     model: Option<String>,
+    /// `false` turns the tool's model calls off: nothing it sees is sent to a provider.
+    #[schemars(extend("default" = true))]
     enabled: Option<bool>,
 }
 

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use secrecy::SecretString;
 use serde::Deserialize;
 use serde_json::Value;
@@ -56,16 +57,30 @@ impl MetabaseConfig {
     }
 }
 
-/// `metabase:` in `orca.yaml`.
-#[derive(Debug, Default, Deserialize)]
+/// `metabase:` in `orca.yaml`: the `metabase` server; the `METABASE_*` variables win over
+/// these keys.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct RawMetabase {
+#[schemars(rename = "Metabase")]
+pub(super) struct RawMetabase {
+    /// The Metabase instance (`METABASE_URL`); unset: the server is disabled.
     url: Option<String>,
+    /// The Metabase user orca signs in as, with `password` (`METABASE_USERNAME`).
     username: Option<String>,
+    /// The user's password (`METABASE_PASSWORD`).
     password: Option<String>,
+    /// A Metabase API key instead of a user (`METABASE_API_KEY`); not together with
+    /// `username`.
     api_key: Option<String>,
+    /// Rows a query result keeps unless the call's `max_rows` says otherwise
+    /// (`METABASE_MAX_ROWS`; 1 to 10,000).
+    #[schemars(extend("default" = MetabaseConfig::DEFAULT_MAX_ROWS), range(min = 1, max = 10_000))]
     max_rows: Option<u64>,
+    /// Each request to Metabase (milliseconds).
+    #[schemars(extend("default" = 30_000), range(min = 1))]
     timeout_ms: Option<u64>,
+    /// The longest login-throttle wait (milliseconds) a call sits out before `RATE_LIMITED`.
+    #[schemars(extend("default" = 10_000))]
     max_login_wait_ms: Option<u64>,
 }
 

@@ -17,6 +17,8 @@ mod oauth;
 mod policy;
 mod pool;
 mod raw;
+mod schema;
+mod suggest;
 #[cfg(test)]
 mod tests;
 mod weaviate;
@@ -50,6 +52,7 @@ pub(crate) use metabase::{MetabaseAuth, MetabaseConfig};
 pub(crate) use oauth::{NO_TOKEN_TYPE, OAuthConfig, secure_or_loopback, split_origin, token_type};
 pub(crate) use pool::PoolConfig;
 use raw::{RawAuth, RawData, RawHttp, RawSql, RawTracking};
+pub(crate) use schema::File as ConfigFile;
 pub(crate) use weaviate::WeaviateConfig;
 
 /// The internal servers orca can host: a closed list. Each is enabled by configuration.
@@ -996,8 +999,9 @@ impl<'a> Sections<'a> {
         for key in map.keys() {
             if !Sections::KNOWN.contains(&key.as_str()) {
                 errors.push(format!(
-                    "{file}: {key}: unknown key; known keys: {}",
-                    Sections::KNOWN.join(", ")
+                    "{file}: {key}: unknown key; known keys: {}{}",
+                    Sections::KNOWN.join(", "),
+                    suggest::did_you_mean(key, Sections::KNOWN)
                 ));
             }
         }
@@ -1037,7 +1041,8 @@ fn section<T: DeserializeOwned>(
         Err(error) => {
             let path = error.path().to_string();
             let key = if path == "." { name.to_owned() } else { format!("{name}.{path}") };
-            errors.push(format!("{file}: {key}: {}", error.into_inner()));
+            let message = suggest::with_suggestion(error.into_inner().to_string());
+            errors.push(format!("{file}: {key}: {message}"));
             None
         }
     }

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::policy::ToolPolicy;
@@ -13,37 +14,67 @@ use super::validate_verbs;
 use crate::privacy::mask::{MaskRule, MaskingPolicy};
 use crate::tool::Verb;
 
-/// `auth.oauth` as written.
-#[derive(Debug, Deserialize)]
+/// `auth.oauth` as written: orca as an OAuth 2.1 resource server.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "OAuth")]
 pub(super) struct RawOAuth {
+    /// Exactly the `iss` a token must carry; its metadata is found by discovery.
     issuer: String,
+    /// orca's canonical URL (such as `https://orca.example.com/mcp`): the audience a token must
+    /// name (RFC 8707).
     resource: String,
+    /// The scopes orca's protected resource metadata advertises.
     #[serde(default)]
     scopes_supported: Vec<String>,
+    /// Scopes every token must hold.
     #[serde(default)]
     required_scopes: Vec<String>,
+    /// The claim naming the person, recorded as the principal.
+    #[schemars(extend("default" = "sub"))]
     user_claim: Option<String>,
+    /// The claim naming the OAuth client (then `azp`).
+    #[schemars(extend("default" = "client_id"))]
     client_claim: Option<String>,
+    /// The claim holding the token's roles (a list or a space-separated string), each a name of
+    /// `auth.roles`; default none: tokens may read.
     roles_claim: Option<String>,
+    /// Allowed clock skew for `exp`, `nbf` and `iat` (seconds, at most 600).
+    #[schemars(extend("default" = 60), range(max = 600))]
     leeway_seconds: Option<u64>,
+    /// A token with an unknown `kid` fetches the key set again at most this often (seconds).
+    #[schemars(extend("default" = 30))]
     jwks_min_refresh_seconds: Option<u64>,
+    /// The console's public client at the issuer (its redirect URI is orca's own page): adds the
+    /// console's Sign in.
     console_client_id: Option<String>,
+    /// The `typ` headers a token may carry (`none`: no `typ`); Keycloak, Auth0, Okta and Entra
+    /// ID need more than RFC 9068's `at+jwt`.
+    #[schemars(extend("default" = ["at+jwt"]))]
     accepted_token_types: Option<Vec<String>>,
 }
 
 /// One entry of `auth.roles` as written.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Role")]
 pub(super) struct RawRole {
+    /// The verbs its holders get (`read`, `create`, `update`, `delete`).
+    #[schemars(schema_with = "super::schema::verb_list")]
     verbs: Vec<String>,
-    /// Gateway tool names (globs), `server:<name>`, and `!` exclusions; default: every tool.
+    /// Gateway tool names (globs), `server:<name>`, and `!` exclusions; default: every tool. The
+    /// servers it shows a tool of are the ones whose prompts, resources and console sign-ins it
+    /// reaches.
     tools: Option<Vec<String>>,
+    /// `tools/call` per principal per minute (all replicas together with
+    /// `cluster.advertise_url`), then 429 with `Retry-After`; default: no limit.
     calls_per_minute: Option<u32>,
-    /// The id of a policy under `masking:` applied to every value its holders read.
+    /// The id of a policy under `masking:` applied to every value its holders read; default:
+    /// none.
     masking: Option<String>,
     /// Whether its holders may approve external tools held for a person.
     #[serde(default)]
+    #[schemars(extend("default" = false))]
     approve_tools: bool,
 }
 

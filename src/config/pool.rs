@@ -1,6 +1,7 @@
 //! `database:` in `orca.yaml`: the size of orca's two connection pools, the one on the target
 //! database (`DATABASE_URL`) and the one on orca's own state (`ORCA_DATABASE_URL`).
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 /// The largest pool a setting may ask for: PostgreSQL's own default `max_connections` is 100.
@@ -30,11 +31,17 @@ impl Default for PoolConfig {
     }
 }
 
-/// `database:` as written.
-#[derive(Debug, Default, Deserialize)]
+/// `database:` as written: the size of each of the two pools (the target database's and orca's
+/// own state's).
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "Pool")]
 pub(super) struct RawDatabase {
+    /// At most this many connections per pool (1 to 1,000).
+    #[schemars(extend("default" = 8), range(min = 1, max = 1000))]
     max_connections: Option<u64>,
+    /// Connections opened at start and kept; equal to `max_connections`: a fixed-size pool.
+    #[schemars(extend("default" = 0))]
     min_connections: Option<u64>,
 }
 

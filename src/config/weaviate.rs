@@ -5,21 +5,30 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use secrecy::SecretString;
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::Env;
 
-/// `weaviate:` in `orca.yaml`, as written.
-#[derive(Debug, Default, Deserialize)]
+/// `weaviate:` in `orca.yaml`, as written; read when `WEAVIATE_URL` is set.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct RawWeaviate {
-    /// Extra request headers, such as `X-OpenAI-Api-Key: ${OPENAI_API_KEY}`.
+#[schemars(rename = "Weaviate")]
+pub(super) struct RawWeaviate {
+    /// Extra headers on every request to Weaviate, such as vectorizer keys
+    /// (`X-OpenAI-Api-Key: ${OPENAI_API_KEY}`); `${VAR}` reads the environment.
     #[serde(default)]
     headers: BTreeMap<String, String>,
+    /// Each request to Weaviate (milliseconds).
+    #[schemars(extend("default" = 30_000), range(min = 1))]
     timeout_ms: Option<u64>,
+    /// Larger results are cut (`truncated: true`), in bytes of JSON.
+    #[schemars(extend("default" = 1_048_576), range(min = 1))]
     max_results_bytes: Option<u64>,
+    /// How often (milliseconds) readiness and version are checked for `list_servers`.
+    #[schemars(extend("default" = 15_000), range(min = 1))]
     probe_interval_ms: Option<u64>,
 }
 

@@ -110,3 +110,26 @@ fn key_new_prints_a_key_and_the_matching_yaml_entry() {
     assert_eq!(code, 1);
     assert!(stderr.contains("unknown verb `admin`"), "{stderr}");
 }
+
+#[test]
+fn an_unknown_key_suggests_the_closest_known_one() {
+    let setup = OrcaSetup::new("postgres://orca@127.0.0.1:1/orca")
+        .with_config("trackng: {}\ntracking:\n  batch_sise: 3\n");
+    let (code, _, stderr) = run(&setup, &["doctor"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("trackng: unknown key") && stderr.contains("did you mean `tracking`?"));
+    assert!(stderr.contains("did you mean `batch_size`?"), "{stderr}");
+}
+
+#[test]
+fn the_committed_reference_is_what_the_code_generates() {
+    let setup = OrcaSetup::new("postgres://orca@127.0.0.1:1/orca");
+    let root = env!("CARGO_MANIFEST_DIR");
+    let (code, stdout, stderr) = run(&setup, &["config", "reference", "--check", "--dir", root]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let (code, schema, _) = run(&setup, &["config", "schema", "external"]);
+    assert_eq!(code, 0);
+    let committed =
+        std::fs::read_to_string(format!("{root}/docs/schema/external-mcps.schema.json"));
+    assert_eq!(schema, committed.unwrap());
+}
