@@ -347,39 +347,15 @@ impl Pins {
                     let since = match holds.get(name) {
                         Some((held, since)) if held == sha256 => *since,
                         _ => {
-                            let findings = findings_json(&candidate.findings);
-                            let since = sqlx::query_scalar::<_, DateTime<Utc>>(
-                                "INSERT INTO orca.tool_holds (server, tool, sha256, definition, pinned_sha256, reason, findings)
-                                 VALUES ($1, $2, $3, $4, $5, $6, $7)
-                                 ON CONFLICT (server, tool) DO UPDATE SET sha256 = EXCLUDED.sha256, definition = EXCLUDED.definition,
-                                     pinned_sha256 = EXCLUDED.pinned_sha256, reason = EXCLUDED.reason, findings = EXCLUDED.findings, held_at = now()
-                                 RETURNING held_at",
-                            )
-                            .bind(server)
-                            .bind(name)
-                            .bind(sha256)
-                            .bind(&candidate.definition.value)
-                            .bind(pinned_hash.as_deref())
-                            .bind(reason.as_str())
-                            .bind(serde_json::json!(findings))
-                            .fetch_one(&mut *transaction)
-                            .await?;
-                            event(
+                            told = true;
+                            record_hold(
                                 &mut transaction,
                                 server,
-                                name,
-                                "held",
-                                ORCA,
+                                candidate,
+                                reason,
                                 pinned_hash.as_deref(),
-                                sha256,
-                                Some(reason.as_str()),
                             )
-                            .await?;
-                            let found: Vec<String> =
-                                candidate.findings.iter().map(Finding::describe).collect();
-                            tracing::warn!(server, tool = %name, reason = reason.as_str(), findings = ?found, "external tool held until a person approves it");
-                            told = true;
-                            since
+                            .await?
                         }
                     };
                     verdicts.push(Verdict::Hold(notice(
@@ -390,24 +366,14 @@ impl Pins {
                     )));
                 }
                 Decision::Warn { reason, .. } => {
-                    let recorded = sqlx::query_scalar::<_, i64>(
-                        "INSERT INTO orca.tool_pin_events (server, tool, event, actor, pinned_sha256, sha256, reason)
-                         SELECT $1, $2, 'warned', 'orca', $3, $4, $5
-                         WHERE NOT EXISTS (SELECT 1 FROM orca.tool_pin_events WHERE server = $1 AND tool = $2 AND event = 'warned' AND sha256 = $4)
-                         RETURNING id",
+                    record_warning(
+                        &mut transaction,
+                        server,
+                        candidate,
+                        reason,
+                        pinned_hash.as_deref(),
                     )
-                    .bind(server)
-                    .bind(name)
-                    .bind(pinned_hash.as_deref())
-                    .bind(sha256)
-                    .bind(reason.as_str())
-                    .fetch_optional(&mut *transaction)
                     .await?;
-                    if recorded.is_some() {
-                        let found: Vec<String> =
-                            candidate.findings.iter().map(Finding::describe).collect();
-                        tracing::warn!(server, tool = %name, reason = reason.as_str(), findings = ?found, "external tool served with a warning (pin: warn)");
-                    }
                     verdicts.push(Verdict::Warn(notice(candidate, reason, pinned_value, None)));
                 }
             }
@@ -426,6 +392,71 @@ impl Pins {
             .insert(server.to_owned(), pinned_now);
         Ok(verdicts)
     }
+}
+
+/// Hold `candidate` (a hold of another definition of the tool is replaced), record it and say
+/// so in the log; when the hold began.
+async fn record_hold(
+    transaction: &mut sqlx::PgConnection,
+    server: &str,
+    candidate: &Candidate,
+    reason: Reason,
+    pinned_hash: Option<&str>,
+) -> Result<DateTime<Utc>, sqlx::Error> {
+    let name = &candidate.upstream_name;
+    let sha256 = &candidate.definition.sha256;
+    let findings = findings_json(&candidate.findings);
+    let since = sqlx::query_scalar::<_, DateTime<Utc>>(
+        "INSERT INTO orca.tool_holds (server, tool, sha256, definition, pinned_sha256, reason, findings)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)
+         ON CONFLICT (server, tool) DO UPDATE SET sha256 = EXCLUDED.sha256, definition = EXCLUDED.definition,
+             pinned_sha256 = EXCLUDED.pinned_sha256, reason = EXCLUDED.reason, findings = EXCLUDED.findings, held_at = now()
+         RETURNING held_at",
+    )
+    .bind(server)
+    .bind(name)
+    .bind(sha256)
+    .bind(&candidate.definition.value)
+    .bind(pinned_hash)
+    .bind(reason.as_str())
+    .bind(serde_json::json!(findings))
+    .fetch_one(&mut *transaction)
+    .await?;
+    event(transaction, server, name, "held", ORCA, pinned_hash, sha256, Some(reason.as_str()))
+        .await?;
+    let found: Vec<String> = candidate.findings.iter().map(Finding::describe).collect();
+    tracing::warn!(server, tool = %name, reason = reason.as_str(), findings = ?found, "external tool held until a person approves it");
+    Ok(since)
+}
+
+/// Record that `candidate` is served with a warning (`pin: warn`), once per definition, and say
+/// so in the log the first time.
+async fn record_warning(
+    transaction: &mut sqlx::PgConnection,
+    server: &str,
+    candidate: &Candidate,
+    reason: Reason,
+    pinned_hash: Option<&str>,
+) -> Result<(), sqlx::Error> {
+    let name = &candidate.upstream_name;
+    let recorded = sqlx::query_scalar::<_, i64>(
+        "INSERT INTO orca.tool_pin_events (server, tool, event, actor, pinned_sha256, sha256, reason)
+         SELECT $1, $2, 'warned', 'orca', $3, $4, $5
+         WHERE NOT EXISTS (SELECT 1 FROM orca.tool_pin_events WHERE server = $1 AND tool = $2 AND event = 'warned' AND sha256 = $4)
+         RETURNING id",
+    )
+    .bind(server)
+    .bind(name)
+    .bind(pinned_hash)
+    .bind(&candidate.definition.sha256)
+    .bind(reason.as_str())
+    .fetch_optional(&mut *transaction)
+    .await?;
+    if recorded.is_some() {
+        let found: Vec<String> = candidate.findings.iter().map(Finding::describe).collect();
+        tracing::warn!(server, tool = %name, reason = reason.as_str(), findings = ?found, "external tool served with a warning (pin: warn)");
+    }
+    Ok(())
 }
 
 /// Serialize the judgements and approvals of one server across replicas.
