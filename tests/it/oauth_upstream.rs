@@ -95,10 +95,7 @@ async fn a_service_identity_signs_in_by_itself_and_its_token_is_sealed_and_never
     assert_eq!(rows.len(), 1, "one sign-in, the service's");
     assert_eq!((rows[0].0.as_str(), rows[0].1.as_str()), ("up", ""));
     let sealed = String::from_utf8_lossy(&rows[0].2).into_owned();
-    assert!(
-        !sealed.contains("eyJ") && !sealed.contains("access_token"),
-        "a readable token: {sealed}"
-    );
+    assert!(!holds_jwt(&sealed) && !sealed.contains("access_token"), "a readable token: {sealed}");
     let tracked: Vec<(Option<String>,)> = sqlx::query_as(
         "SELECT response_data::text FROM orca.mcp_executions WHERE tool_name = 'up_list_servers'",
     )
@@ -106,16 +103,13 @@ async fn a_service_identity_signs_in_by_itself_and_its_token_is_sealed_and_never
     .await
     .unwrap_or_default();
     for (row,) in &tracked {
-        assert!(
-            !row.as_deref().unwrap_or_default().contains("eyJ"),
-            "a token in tracking: {row:?}"
-        );
+        assert!(!holds_jwt(row.as_deref().unwrap_or_default()), "a token in tracking: {row:?}");
     }
     pool.close().await;
 
     client.cancel().await.unwrap();
     let log = proxy.log_text();
-    assert!(!log.contains("eyJ"), "a token in the proxy's log:\n{log}");
+    assert!(!holds_jwt(&log), "a token in the proxy's log:\n{log}");
     drop(proxy);
 
     let (code, stdout, stderr) = crate::support::run(&proxy_setup, &["logout", "waiting"]);
@@ -129,6 +123,15 @@ async fn a_service_identity_signs_in_by_itself_and_its_token_is_sealed_and_never
 
 /// `orca login <upstream> --no-browser` for `setup`, with a person signing in through the
 /// provider's pages (`tests/oauth/sign_in.mjs`) as `person`; the command's stdout.
+/// Whether `text` holds a JWT (a header, a payload and a signature of base64url), as every
+/// token the provider issues is; a bare `eyJ` is no token (a random client id may hold one).
+fn holds_jwt(text: impl AsRef<str>) -> bool {
+    static JWT: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]+").unwrap()
+    });
+    JWT.is_match(text.as_ref())
+}
+
 fn login(setup: &OrcaSetup, upstream: &str, person: &str) -> String {
     use std::io::{BufRead, BufReader};
     let mut child = setup
@@ -270,7 +273,7 @@ async fn a_shared_sign_in_serves_two_replicas_is_refreshed_and_when_revoked_asks
     assert!(text.contains("orca login up"), "the error says how to sign in again: {text}");
     client.cancel().await.unwrap();
     let log = proxy.log_text();
-    assert!(!log.contains("eyJ"), "a token in the proxy's log:\n{log}");
+    assert!(!holds_jwt(&log), "a token in the proxy's log:\n{log}");
 }
 
 const ALICE_KEY: &str = "alice-key-0123456789abcdef0123456789";
@@ -598,7 +601,7 @@ async fn each_user_signs_in_for_themselves_and_the_upstream_sees_each_as_themsel
     assert!(!subjects.contains(&"principal:local"), "{subjects:?}");
     for (_, sealed) in &rows {
         let sealed = String::from_utf8_lossy(sealed);
-        assert!(!sealed.contains("eyJ") && !sealed.contains("access_token"), "{sealed}");
+        assert!(!holds_jwt(&sealed) && !sealed.contains("access_token"), "{sealed}");
     }
     let tracked: Vec<String> = sqlx::query_scalar(
         "SELECT concat_ws(' ', request_data::text, response_data::text, error_message) FROM orca.mcp_executions",
@@ -608,7 +611,7 @@ async fn each_user_signs_in_for_themselves_and_the_upstream_sees_each_as_themsel
     .unwrap();
     assert!(!tracked.is_empty());
     for row in &tracked {
-        assert!(!row.contains("eyJ"), "a token in tracking: {row}");
+        assert!(!holds_jwt(row), "a token in tracking: {row}");
     }
     // Nor in the nightly export, which holds the refused calls among its failures.
     let exports = proxy_setup.home.path().join("exports");
@@ -621,7 +624,7 @@ async fn each_user_signs_in_for_themselves_and_the_upstream_sees_each_as_themsel
     let mut exported = 0;
     for entry in std::fs::read_dir(&exports).unwrap() {
         let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
-        assert!(!text.contains("eyJ"), "a token in an export: {text}");
+        assert!(!holds_jwt(&text), "a token in an export: {text}");
         exported += text.lines().count();
     }
     assert!(exported > 2, "the export holds the refused calls");
@@ -630,7 +633,7 @@ async fn each_user_signs_in_for_themselves_and_the_upstream_sees_each_as_themsel
     alice.cancel().await.unwrap();
     bob.cancel().await.unwrap();
     let log = proxy.log_text();
-    assert!(!log.contains("eyJ"), "a token in the proxy's log:\n{log}");
+    assert!(!holds_jwt(&log), "a token in the proxy's log:\n{log}");
     assert!(!log.contains("code_verifier"), "a verifier in the proxy's log:\n{log}");
 }
 
@@ -676,7 +679,7 @@ async fn in_a_browser_the_console_signs_a_user_in_to_a_per_user_upstream_and_out
         &[("PROVIDER_ORIGIN", &provider.issuer()), ("USER_KEY", ALICE_KEY), ("UPSTREAM", "up")],
     );
     let log = proxy.log_text();
-    assert!(!log.contains("eyJ"), "a token in the proxy's log:\n{log}");
+    assert!(!holds_jwt(&log), "a token in the proxy's log:\n{log}");
 }
 
 #[tokio::test]
@@ -814,7 +817,7 @@ async fn a_sign_in_started_on_one_replica_finishes_on_another_and_serves_both() 
     on_second.cancel().await.unwrap();
     for replica in [&first, &second] {
         let log = replica.log_text();
-        assert!(!log.contains("eyJ"), "a token in a replica's log:\n{log}");
+        assert!(!holds_jwt(&log), "a token in a replica's log:\n{log}");
         assert!(!log.contains("code_verifier"), "a verifier in a replica's log:\n{log}");
         assert!(!log.contains(&state), "a state in a replica's log:\n{log}");
     }
