@@ -106,22 +106,13 @@ pub(crate) fn declared_tools() -> Vec<ToolSpec> {
 /// what the tool reference (`orca config reference`) is written from.
 pub(crate) fn listed_tools() -> Vec<(crate::config::ServerKind, Vec<ToolSpec>)> {
     use crate::config::ServerKind;
-    let with_database = |mut tools: Vec<ToolSpec>, except: &[&str]| {
-        for tool in tools.iter_mut().filter(|tool| !except.contains(&tool.name())) {
-            sql_common::with_database_parameter(tool, &[]);
-        }
-        tools
-    };
     ServerKind::ALL
         .into_iter()
         .map(|kind| {
             let tools = match kind {
                 ServerKind::Orca => orca::OrcaServer::declared_tools(),
-                ServerKind::Postgres => with_database(
-                    postgres::PostgresServer::declared_tools(false),
-                    &["format_results"],
-                ),
-                ServerKind::Data => with_database(data::DataServer::declared_tools(false), &[]),
+                ServerKind::Postgres => postgres::PostgresServer::listed_tools(false, &[]),
+                ServerKind::Data => data::DataServer::listed_tools(false, &[]),
                 ServerKind::Metabase => metabase::MetabaseServer::declared_tools(false),
                 ServerKind::Weaviate => weaviate::WeaviateServer::declared_tools(false),
             };

@@ -92,11 +92,9 @@ impl DataServer {
             .collect();
         let first =
             Arc::clone(databases.iter().next().expect("the registry gives at least one database"));
-        let mut tools = DataServer::declared_tools(settings.read_only || !databases.any_writable());
         let names = if databases.len() > 1 { databases.names() } else { Vec::new() };
-        for tool in &mut tools {
-            with_database_parameter(tool, &names);
-        }
+        let tools =
+            DataServer::listed_tools(settings.read_only || !databases.any_writable(), &names);
         DataServer {
             target: first.target.clone(),
             config: first.sql.clone(),
@@ -156,6 +154,16 @@ impl DataServer {
             ))
             .with_hint("make `database` and every `catalog` name the same database")),
         }
+    }
+
+    /// The tools as listed over `names` (empty: one database), each with the `database`
+    /// argument.
+    pub(crate) fn listed_tools(read_only: bool, names: &[String]) -> Vec<ToolSpec> {
+        let mut tools = DataServer::declared_tools(read_only);
+        for tool in &mut tools {
+            with_database_parameter(tool, names);
+        }
+        tools
     }
 
     /// The tools this server declares.

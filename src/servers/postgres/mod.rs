@@ -88,11 +88,8 @@ impl PostgresServer {
         intelligence: Intelligence,
     ) -> PostgresServer {
         let first = databases.iter().next().expect("the registry gives at least one database");
-        let mut tools = PostgresServer::declared_tools(!databases.any_writable());
         let names = if databases.len() > 1 { databases.names() } else { Vec::new() };
-        for tool in tools.iter_mut().filter(|tool| tool.name() != "format_results") {
-            with_database_parameter(tool, &names);
-        }
+        let tools = PostgresServer::listed_tools(!databases.any_writable(), &names);
         PostgresServer {
             database: Arc::clone(first),
             target: first.target.clone(),
@@ -123,6 +120,16 @@ impl PostgresServer {
     /// The databases this server serves.
     pub(crate) fn databases(&self) -> &Databases {
         &self.databases
+    }
+
+    /// The tools as listed over `names` (empty: one database): each takes the `database`
+    /// argument but `format_results`, which formats rows the client sends.
+    pub(crate) fn listed_tools(read_only: bool, names: &[String]) -> Vec<ToolSpec> {
+        let mut tools = PostgresServer::declared_tools(read_only);
+        for tool in tools.iter_mut().filter(|tool| tool.name() != "format_results") {
+            with_database_parameter(tool, names);
+        }
+        tools
     }
 
     /// The tools this server declares.
