@@ -445,3 +445,129 @@ async fn a_tool_listed_while_the_database_is_down_is_judged_again_once_it_is_bac
     client.cancel().await.unwrap();
     cluster.stop().await.unwrap();
 }
+
+/// The exposed names of `external`'s warned tools, with their reasons.
+fn warned(external: &Value) -> Vec<(String, String)> {
+    external["warned_tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| (w["tool"].as_str().unwrap().to_owned(), w["reason"].as_str().unwrap().to_owned()))
+        .collect()
+}
+
+/// The reason `tool` is held, if it is.
+fn held_reason(external: &Value, tool: &str) -> Option<String> {
+    external["held_tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|held| held["tool"] == tool)
+        .map(|held| held["reason"].as_str().unwrap().to_owned())
+}
+
+#[tokio::test]
+async fn a_poisoned_tool_served_under_warn_is_held_once_the_server_is_under_hold() {
+    let database = TestDatabase::create().await;
+    let state = tempfile::NamedTempFile::new().unwrap();
+    let poisoned = "      ROGUE_POISONED: \"1\"\n";
+    let setup = OrcaSetup::new(&database.url).with_external(&rogue_yaml(
+        state.path(),
+        "    pin: warn\n",
+        poisoned,
+    ));
+    let client = setup.stdio_client().await;
+    assert!(tool_names(&client).await.contains(&"r_notes".to_owned()), "served under warn");
+    let external = external_entry(&client).await;
+    assert_eq!(warned(&external), [("r_notes".to_owned(), "findings".to_owned())], "{external}");
+    client.cancel().await.unwrap();
+    let pool = database.connect().await;
+    let pinned_by: String = sqlx::query_scalar(
+        "SELECT pinned_by FROM orca.tool_pins WHERE server = 'r' AND tool = 'notes'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(pinned_by, "orca", "pinned at first sight, under warn");
+
+    // orca again on the same database, the server now under `hold`: the poisoned definition
+    // equals its pin, but orca wrote that pin itself, and no person ever approved the tool.
+    let setup = setup.with_external(&rogue_yaml(state.path(), "", poisoned));
+    let client = setup.stdio_client().await;
+    let external = external_entry(&client).await;
+    assert_eq!(held_names(&external), ["r_notes"], "{external}");
+    let held = &external["held_tools"][0];
+    assert_eq!(
+        (held["reason"].as_str(), held["what"].as_str()),
+        (Some("findings"), Some("its definition reads as poisoned")),
+        "{held}"
+    );
+    assert!(!held["findings"].as_array().unwrap().is_empty(), "{held}");
+    assert!(!tool_names(&client).await.contains(&"r_notes".to_owned()));
+    let refused = call(&client, "r_notes", json!({"text": "x"}), None).await.unwrap();
+    let error = error_of(&refused);
+    assert_eq!(error["code"], "UNAUTHORIZED");
+    assert!(error["hint"].as_str().unwrap().contains("orca tools approve r notes"), "{error}");
+
+    // A person reads the whole definition (it equals its pin: a diff against it would be
+    // empty) and approves it; it is then served under `hold`.
+    let (code, out, err) = run(&setup, &["tools", "held"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("r notes: its definition reads as poisoned"), "{out}");
+    assert!(out.contains("| +  Keeps notes."), "{out}");
+    let (code, out, err) = run(&setup, &["tools", "approve", "r", "notes", "--by", "alice"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("approved r notes"), "{out}");
+    eventually("r_notes is served once approved", Duration::from_secs(20), || async {
+        tool_names(&client).await.contains(&"r_notes".to_owned())
+    })
+    .await;
+    let noted = call(&client, "r_notes", json!({"text": "x"}), None).await.unwrap();
+    assert_eq!(text_of(&noted), "noted");
+    let external = external_entry(&client).await;
+    assert!(held_names(&external).is_empty() && warned(&external).is_empty(), "{external}");
+    let recorded = events(&pool, "notes").await;
+    let steps: Vec<(&str, &str)> =
+        recorded.iter().map(|(event, actor, ..)| (event.as_str(), actor.as_str())).collect();
+    assert_eq!(
+        steps,
+        [("pinned", "orca"), ("warned", "orca"), ("held", "orca"), ("approved", "stdio:alice")],
+        "{recorded:?}"
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_poisoned_tool_pinned_by_orca_is_not_served_under_hold_from_the_pins_read_last() {
+    let private = crate::support::PrivateCluster::new();
+    let cluster = private.start().await;
+    let state = tempfile::NamedTempFile::new().unwrap();
+    let poisoned = "      ROGUE_POISONED: \"1\"\n";
+    let setup = OrcaSetup::new(&cluster.url("orca")).with_external(&rogue_yaml(
+        state.path(),
+        "    pin: warn\n",
+        poisoned,
+    ));
+    let client = setup.stdio_client().await;
+    assert!(tool_names(&client).await.contains(&"r_notes".to_owned()), "served under warn");
+    client.cancel().await.unwrap();
+    let setup = setup.with_external(&rogue_yaml(state.path(), "", poisoned));
+    let client = setup.stdio_client().await;
+    let external = external_entry(&client).await;
+    assert_eq!(held_reason(&external, "r_notes").as_deref(), Some("findings"), "{external}");
+    cluster.stop().await.unwrap();
+    // Listed while the pins cannot be read: judged against those read last, among them orca's
+    // own pin of the poisoned definition, which vouches for it no more than when they are read.
+    std::fs::write(state.path(), "added").unwrap();
+    eventually("r_forecast held as unverified", Duration::from_secs(20), || async {
+        held_reason(&external_entry(&client).await, "r_forecast").as_deref() == Some("unverified")
+    })
+    .await;
+    let external = external_entry(&client).await;
+    assert_eq!(held_reason(&external, "r_notes").as_deref(), Some("findings"), "{external}");
+    let names = tool_names(&client).await;
+    assert!(names.contains(&"r_weather".to_owned()) && !names.contains(&"r_notes".to_owned()));
+    let refused = call(&client, "r_notes", json!({"text": "x"}), None).await.unwrap();
+    assert_eq!(error_of(&refused)["code"], "UNAUTHORIZED");
+    client.cancel().await.unwrap();
+}
