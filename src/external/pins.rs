@@ -10,7 +10,8 @@
 //! warning, release and approval is a row of `orca.tool_pin_events`; a hold or an approval is
 //! told to every replica on the channel `orca_tool_pins`, and each lists that server's tools
 //! again ([`listen`]). When the database cannot be read, a listing is judged against the pins
-//! last read: what matches is served, anything else is held without a record.
+//! last read, recording nothing: what matches is judged as it would be (see `decide` for what
+//! a pin vouches for), anything else is held.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -262,7 +263,7 @@ impl Pins {
     }
 
     /// Judge a listing against the pins last read, recording nothing: a definition equal to its
-    /// pin is judged as [`decide`] judges it (so orca's own pin of a poisoned definition serves
+    /// pin is judged as `decide` judges it (so orca's own pin of a poisoned definition serves
     /// it under `hold` no more than when the database is up), anything else is held.
     fn judge_unverified(
         &self,
