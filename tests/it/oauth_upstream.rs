@@ -15,7 +15,7 @@
 use serde_json::{Value, json};
 
 use crate::oauth::{Provider, setup_for};
-use crate::support::{OrcaSetup, TestDatabase, call, text_of};
+use crate::support::{OrcaSetup, TestDatabase, call, holds_jwt, text_of};
 
 /// A free loopback port, so that the upstream's canonical URL is known before it starts.
 pub(crate) fn free_port() -> u16 {
@@ -123,15 +123,6 @@ async fn a_service_identity_signs_in_by_itself_and_its_token_is_sealed_and_never
 
 /// `orca login <upstream> --no-browser` for `setup`, with a person signing in through the
 /// provider's pages (`tests/oauth/sign_in.mjs`) as `person`; the command's stdout.
-/// Whether `text` holds a JWT (a header, a payload and a signature of base64url), as every
-/// token the provider issues is; a bare `eyJ` is no token (a random client id may hold one).
-fn holds_jwt(text: impl AsRef<str>) -> bool {
-    static JWT: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]+").unwrap()
-    });
-    JWT.is_match(text.as_ref())
-}
-
 fn login(setup: &OrcaSetup, upstream: &str, person: &str) -> String {
     use std::io::{BufRead, BufReader};
     let mut child = setup

@@ -129,3 +129,12 @@ pub(crate) fn text_of(result: &CallToolResult) -> String {
     assert_eq!(result.content.len(), 1, "expected exactly one content block");
     result.content[0].as_text().expect("a text block").text.clone()
 }
+
+/// Whether `text` holds a JWT (a header, a payload and a signature of base64url), as every
+/// token the provider issues is; a bare `eyJ` is no token (a random client id may hold one).
+pub(crate) fn holds_jwt(text: impl AsRef<str>) -> bool {
+    static JWT: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]+").unwrap()
+    });
+    JWT.is_match(text.as_ref())
+}
