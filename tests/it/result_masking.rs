@@ -283,12 +283,17 @@ async fn an_upstreams_resources_prompts_and_completions_are_masked_and_redacted(
         ArgumentInfo, CompleteRequestParams, GetPromptRequestParams, Reference,
     };
     let database = TestDatabase::create().await;
+    let pool = database.connect().await;
+    // A table for orca's own resources, there before orca starts (and masks it).
+    sqlx::raw_sql("CREATE TABLE notes (id int PRIMARY KEY, note text); INSERT INTO notes VALUES (1, 'write to ada@example.com, key AKIAIOSFODNN7EXAMPLE')")
+        .execute(&pool)
+        .await
+        .unwrap();
     let setup =
         OrcaSetup::new(&database.url).with_config(&config()).with_external(&personal_fixture_yaml());
     let server = setup.http_server(&[]);
     let reader = server.client(Some(READER)).await;
     let admin = server.client(Some(ADMIN)).await;
-    let pool = database.connect().await;
 
     // Resources: free text by kind, JSON text as JSON (by name too), a blob's text, the
     // upstream's `_meta`; and what the tracking row holds.
@@ -411,6 +416,42 @@ async fn an_upstreams_resources_prompts_and_completions_are_masked_and_redacted(
         .await
         .unwrap_err();
     assert_masked(&failed.to_string(), "the reader's failed completion");
+
+    // orca's own resources and prompts (the `data` server's, masked by kind).
+    let catalogs: Value =
+        serde_json::from_str(&contents_text(&read(&reader, "res://catalogs").await.unwrap()))
+            .unwrap();
+    let catalog = catalogs["items"][0]["name"].as_str().unwrap().to_owned();
+    let sample = read(&reader, &format!("res://samples/{catalog}/public/notes")).await.unwrap();
+    let sample_text = contents_text(&sample);
+    assert_masked(&sample_text, "the reader's sample rows");
+    assert_no_credentials(&sample_text, "the reader's sample rows");
+    assert!(
+        sample_text.contains("write to ***@example.com, key [REDACTED:aws_access_key]"),
+        "{sample_text}"
+    );
+    let id: Uuid = sample.meta.unwrap().0["execution_id"].as_str().unwrap().parse().unwrap();
+    wait_for_row(&pool, "SELECT 1 FROM orca.mcp_executions WHERE id = $1", id).await;
+    let row: String = sqlx::query_scalar(
+        "SELECT coalesce(response_data::text, '') FROM orca.mcp_executions WHERE id = $1",
+    )
+    .bind(id)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_masked(&row, "the sample's tracking row");
+    assert_no_credentials(&row, "the sample's tracking row");
+    let mut arguments = serde_json::Map::new();
+    arguments.insert("table".into(), json!("ada@example.com"));
+    arguments.insert("candidates".into(), json!("AKIAIOSFODNN7EXAMPLE"));
+    let own = reader
+        .get_prompt(GetPromptRequestParams::new("ask_for_disambiguation").with_arguments(arguments))
+        .await
+        .unwrap();
+    let own = serde_json::to_string(&own).unwrap();
+    assert!(own.contains("***@example.com"), "{own}");
+    assert_masked(&own, "orca's own prompt");
+    assert_no_credentials(&own, "orca's own prompt");
     reader.cancel().await.unwrap();
     admin.cancel().await.unwrap();
 }
