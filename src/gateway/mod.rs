@@ -83,9 +83,9 @@ pub(crate) use auth::hash_key;
 pub(crate) use call::record_refused_token;
 use call::status_of;
 use carried::{Carried, http_parts, incoming_traceparent, origin, trace_id};
-use outgoing::{Origin, Outgoing};
 pub(crate) use edge::{BodyProblem, check_json_rpc};
 pub(crate) use metrics::Metrics;
+use outgoing::{Origin, Outgoing};
 pub(crate) use stdio::{Intercept, SCAN_LIMIT, Take, takes_directly};
 
 /// `orca doctor`'s check of the OAuth issuer: its metadata found, its keys fetched.

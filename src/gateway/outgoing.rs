@@ -255,3 +255,81 @@ fn is_app_page(mime_type: &str) -> bool {
     let compact: String = mime_type.chars().filter(|c| !c.is_whitespace()).collect();
     compact.eq_ignore_ascii_case(super::apps::MIME_TYPE)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::privacy::mask::MaskingPolicy;
+    use crate::privacy::results::ValueKind;
+
+    /// Checks with every kind masked by its default rule, and credentials redacted.
+    fn outgoing() -> Outgoing {
+        let policy = MaskingPolicy {
+            id: "p".to_owned(),
+            columns: std::collections::BTreeMap::new(),
+            kinds: ValueKind::ALL.iter().map(|kind| (*kind, kind.default_rule())).collect(),
+            salt: "salt".to_owned(),
+        };
+        Outgoing {
+            secrets: true,
+            mask: Some(ResultMask::new(Arc::new(policy), true)),
+            masked: 0,
+            redacted: Redactions::default(),
+        }
+    }
+
+    fn blob(bytes: &[u8], mime_type: &str) -> ResourceContents {
+        ResourceContents::BlobResourceContents {
+            uri: "x://blob".to_owned(),
+            mime_type: Some(mime_type.to_owned()),
+            blob: STANDARD.encode(bytes),
+            meta: None,
+        }
+    }
+
+    fn text_of(contents: &ResourceContents) -> String {
+        match contents {
+            ResourceContents::TextResourceContents { text, .. } => text.clone(),
+            ResourceContents::BlobResourceContents { blob, .. } => {
+                String::from_utf8_lossy(&STANDARD.decode(blob).unwrap()).into_owned()
+            }
+            _ => unreachable!("two kinds of contents"),
+        }
+    }
+
+    #[test]
+    fn a_reads_text_and_text_blobs_are_masked_an_app_page_only_redacted() {
+        let page =
+            "<script>const phone = '+1 415 555 0100'; const key = 'AKIAIOSFODNN7EXAMPLE';</script>";
+        let png = [0x89, b'P', b'N', b'G', 0xff, 0xfe, 0x00];
+        let mut read = ReadResourceResult::new(vec![
+            ResourceContents::text("write to ada@example.com", "x://text"),
+            blob(b"key AKIAIOSFODNN7EXAMPLE for ada@example.com", "application/octet-stream"),
+            blob(&png, "image/png"),
+            ResourceContents::text(page, "ui://x/app.html")
+                .with_mime_type("text/html; profile=mcp-app"),
+        ]);
+        let mut outgoing = outgoing();
+        outgoing.contents(&mut read);
+        let texts: Vec<String> = read.contents.iter().map(text_of).collect();
+        assert_eq!(texts[0], "write to ***@example.com");
+        assert_eq!(texts[1], "key [REDACTED:aws_access_key] for ***@example.com");
+        assert_eq!(read.contents[2], blob(&png, "image/png"), "a binary blob is left alone");
+        assert_eq!(
+            texts[3],
+            "<script>const phone = '+1 415 555 0100'; const key = '[REDACTED:aws_access_key]';</script>",
+            "an app page keeps its numbers"
+        );
+        let mut meta = Map::new();
+        outgoing.tell(&mut meta);
+        assert_eq!(
+            (meta["masked_values"].as_u64(), meta["redacted_secrets"].as_u64()),
+            (Some(2), Some(2))
+        );
+        let mut plain = ResourceContents::text(page, "x://page.txt");
+        outgoing.resource(&mut plain);
+        assert!(!text_of(&plain).contains("415 555 0100"), "the same text elsewhere is masked");
+    }
+}

@@ -113,8 +113,7 @@ impl Gateway {
                         return Err(unknown());
                     }
                     let caller = self.caller(&context, exchange);
-                    let Some(mut outcome) = external.read_resource(uri, Some(caller)).await
-                    else {
+                    let Some(mut outcome) = external.read_resource(uri, Some(caller)).await else {
                         return Err(unknown());
                     };
                     let mut outgoing = Outgoing::new(config, &principal, Origin::Other);

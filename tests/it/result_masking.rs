@@ -4,7 +4,9 @@
 //! key), Metabase's rows and Weaviate's objects (their fakes), by name (JSON keys at any
 //! depth, table columns) and by kind (`kinds:`, wherever a value of the kind appears), and the
 //! SQL tools' rows by kind. A by-name hash of a result never equals PostgreSQL's hash of the
-//! same value, so an echo tool is no dictionary of the SQL hashes.
+//! same value, so an echo tool is no dictionary of the SQL hashes. What a server sends besides
+//! tool results (`orca-test-upstream`'s resources, prompt and completions with
+//! `FIXTURE_PERSONAL`, orca's own `res://samples/...` and prompts) is masked and redacted too.
 
 use serde_json::{Value, json};
 use sha2::Digest as _;
@@ -269,19 +271,17 @@ fn contents_text(read: &rmcp::model::ReadResourceResult) -> String {
     use base64::Engine as _;
     match &read.contents[..] {
         [rmcp::model::ResourceContents::TextResourceContents { text, .. }] => text.clone(),
-        [rmcp::model::ResourceContents::BlobResourceContents { blob, .. }] => String::from_utf8(
-            base64::engine::general_purpose::STANDARD.decode(blob).unwrap(),
-        )
-        .unwrap(),
+        [rmcp::model::ResourceContents::BlobResourceContents { blob, .. }] => {
+            String::from_utf8(base64::engine::general_purpose::STANDARD.decode(blob).unwrap())
+                .unwrap()
+        }
         other => panic!("expected one contents: {other:?}"),
     }
 }
 
 #[tokio::test]
 async fn an_upstreams_resources_prompts_and_completions_are_masked_and_redacted() {
-    use rmcp::model::{
-        ArgumentInfo, CompleteRequestParams, GetPromptRequestParams, Reference,
-    };
+    use rmcp::model::{ArgumentInfo, CompleteRequestParams, GetPromptRequestParams, Reference};
     let database = TestDatabase::create().await;
     let pool = database.connect().await;
     // A table for orca's own resources, there before orca starts (and masks it).
@@ -289,8 +289,9 @@ async fn an_upstreams_resources_prompts_and_completions_are_masked_and_redacted(
         .execute(&pool)
         .await
         .unwrap();
-    let setup =
-        OrcaSetup::new(&database.url).with_config(&config()).with_external(&personal_fixture_yaml());
+    let setup = OrcaSetup::new(&database.url)
+        .with_config(&config())
+        .with_external(&personal_fixture_yaml());
     let server = setup.http_server(&[]);
     let reader = server.client(Some(READER)).await;
     let admin = server.client(Some(ADMIN)).await;
@@ -335,7 +336,10 @@ async fn an_upstreams_resources_prompts_and_completions_are_masked_and_redacted(
     // The unmasked admin sees the personal data, never the credentials.
     let clear = read(&admin, "orca://fx/fixture://customer").await.unwrap();
     let clear_text = contents_text(&clear);
-    assert!(clear_text.contains("ada@example.com") && clear_text.contains("4111 1111"), "{clear_text}");
+    assert!(
+        clear_text.contains("ada@example.com") && clear_text.contains("4111 1111"),
+        "{clear_text}"
+    );
     assert_no_credentials(&serde_json::to_string(&clear).unwrap(), "the admin's resource");
 
     // The reader's tracking rows hold what the reader saw.
