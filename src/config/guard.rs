@@ -24,8 +24,9 @@ pub(crate) struct GuardConfig {
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "Guard")]
 pub(super) struct RawGuard {
-    /// `redact`: credentials in every tool result and error, from every server, are replaced
-    /// with `[REDACTED:<kind>]`; `off` (which YAML may read as `false`): passed on.
+    /// `redact`: credentials in every tool result, resource read, prompt and completion and
+    /// their errors, from every server, are replaced with `[REDACTED:<kind>]`; `off` (which
+    /// YAML may read as `false`): passed on.
     #[schemars(extend("enum" = ["redact", "off", false], "default" = "redact"))]
     secrets: Option<Value>,
 }

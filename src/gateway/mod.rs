@@ -85,6 +85,7 @@ use call::status_of;
 use carried::{Carried, http_parts, incoming_traceparent, origin, trace_id};
 pub(crate) use edge::{BodyProblem, check_json_rpc};
 pub(crate) use metrics::Metrics;
+use outgoing::{Origin, Outgoing};
 pub(crate) use stdio::{Intercept, SCAN_LIMIT, Take, takes_directly};
 
 /// `orca doctor`'s check of the OAuth issuer: its metadata found, its keys fetched.
@@ -589,7 +590,8 @@ impl ServerHandler for Gateway {
         };
         // Like the prompts and resources themselves, only those of servers in the caller's
         // reach: a hidden server's reference is answered as one nobody owns.
-        let reach = self.servers_in_reach(&self.principal(&context)?);
+        let principal = self.principal(&context)?;
+        let reach = self.servers_in_reach(&principal);
         let owned_in_reach = match &request.r#ref {
             rmcp::model::Reference::Prompt(prompt) => external
                 .prompt_server(&prompt.name)
@@ -602,10 +604,16 @@ impl ServerHandler for Gateway {
         if !owned_in_reach {
             return Ok(CompleteResult::default());
         }
+        let mut outgoing = Outgoing::new(&self.state.config, &principal, Origin::Other);
         match external.complete(request).await {
             None => Ok(CompleteResult::default()),
-            Some(Ok(result)) => Ok(result),
-            Some(Err(tool_error)) => {
+            Some(Ok(mut result)) => {
+                outgoing.completion(&mut result);
+                outgoing.tell_in(&mut result.meta);
+                Ok(result)
+            }
+            Some(Err(mut tool_error)) => {
+                outgoing.error(&mut tool_error);
                 Err(error::protocol_error(&tool_error, &Uuid::new_v4().simple().to_string()))
             }
         }
@@ -710,9 +718,19 @@ impl ServerHandler for Gateway {
             && let Some(filled) =
                 self.state.registry.get_prompt(&request.name, request.arguments.as_ref())
         {
-            return filled
-                .map(GetPromptResponse::Complete)
-                .map_err(|message| McpError::invalid_params(message, None));
+            let mut outgoing =
+                Outgoing::new(&self.state.config, &principal, Origin::internal("data"));
+            return match filled {
+                Ok(mut prompt) => {
+                    outgoing.prompt(&mut prompt);
+                    outgoing.tell_in(&mut prompt.meta);
+                    Ok(GetPromptResponse::Complete(prompt))
+                }
+                Err(mut message) => {
+                    outgoing.text(&mut message);
+                    Err(McpError::invalid_params(message, None))
+                }
+            };
         }
         let Some(external) = self.readable_external(&context)? else {
             return Err(unknown());

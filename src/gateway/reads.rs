@@ -1,6 +1,7 @@
 //! `resources/read`: orca's own resources and external servers' (what an external server asks
 //! during the read relayed to the client, or held for a 2026-07-28 client that answers by
-//! retrying, as for a tool call), recorded in tracking like a tool call.
+//! retrying, as for a tool call), masked and redacted (`outgoing.rs`) and recorded in tracking
+//! like a tool call.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -16,6 +17,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::input_required::{self, Round};
+use super::outgoing::{Origin, Outgoing};
 use super::{
     Carried, Gateway, error, in_reach, incoming_traceparent, origin, shown, status_of, trace_id,
 };
@@ -74,11 +76,13 @@ impl Gateway {
         let unknown =
             || McpError::resource_not_found(format!("unknown resource: {}", shown(uri)), None);
         let reach = self.servers_in_reach(&principal);
-        let (server, outcome, database) = if uri == super::apps::RESULTS_URI {
+        // orca's own results page is not masked; every other read is, as a tool result is.
+        let config = &self.state.config;
+        let (server, mut outcome, database, mut outgoing) = if uri == super::apps::RESULTS_URI {
             if !self.offers_results_app(&principal, &context) {
                 return Err(unknown());
             }
-            ("orca".to_owned(), Ok(super::apps::results_contents()), None)
+            ("orca".to_owned(), Ok(super::apps::results_contents()), None, None)
         } else {
             match self.state.registry.resource_server(uri) {
                 Some(server) if principal.may(Verb::Read) => {
@@ -90,13 +94,15 @@ impl Gateway {
                     else {
                         return Err(unknown());
                     };
-                    let outcome = outcome.map(|value| {
+                    let mut outgoing = Outgoing::new(config, &principal, Origin::internal(server));
+                    let outcome = outcome.map(|mut value| {
+                        outgoing.value(&mut value);
                         ReadResourceResult::new(vec![
                             ResourceContents::text(value.to_string(), uri.to_owned())
                                 .with_mime_type("application/json"),
                         ])
                     });
-                    (server.to_owned(), outcome, call_context.database())
+                    (server.to_owned(), outcome, call_context.database(), Some(outgoing))
                 }
                 _ => {
                     let Some(external) = self.readable_external(&context)? else {
@@ -107,13 +113,20 @@ impl Gateway {
                         return Err(unknown());
                     }
                     let caller = self.caller(&context, exchange);
-                    let Some(outcome) = external.read_resource(uri, Some(caller)).await else {
+                    let Some(mut outcome) = external.read_resource(uri, Some(caller)).await else {
                         return Err(unknown());
                     };
-                    (server, outcome, None)
+                    let mut outgoing = Outgoing::new(config, &principal, Origin::Other);
+                    if let Ok(result) = &mut outcome {
+                        outgoing.contents(result);
+                    }
+                    (server, outcome, None, Some(outgoing))
                 }
             }
         };
+        if let (Some(outgoing), Err(tool_error)) = (&mut outgoing, &mut outcome) {
+            outgoing.error(tool_error);
+        }
         let read = ResourceRead {
             server,
             database,
@@ -136,6 +149,9 @@ impl Gateway {
                 meta.insert("execution_id".into(), Value::from(read.execution_id.to_string()));
                 meta.insert("feedback_token".into(), Value::from(read.feedback_token.to_string()));
                 meta.insert("trace_id".into(), Value::from(read.trace_id.clone()));
+                if let Some(outgoing) = &outgoing {
+                    outgoing.tell(meta);
+                }
                 if self.state.tracker.is_enabled() {
                     let text = serde_json::to_string(&result).unwrap_or_default();
                     self.record_read(read, &principal, &request, &context, started, Ok(text));

@@ -14,6 +14,7 @@ use rmcp::service::{RequestContext, RoleServer};
 use uuid::Uuid;
 
 use super::input_required::{self, Round};
+use super::outgoing::{Origin, Outgoing};
 use super::{Carried, Gateway, error, shown};
 use crate::config::Principal;
 use crate::external::Exchange;
@@ -96,33 +97,42 @@ impl Gateway {
             let exchange = Exchange::new(context.client_capabilities(), offered);
             let gateway = self.clone();
             let asks = exchange.clone();
-            let prompt =
-                async move { gateway.external_prompt(request, &context, Some(asks)).await };
+            let principal = principal.clone();
+            let prompt = async move {
+                gateway.external_prompt(request, &context, &principal, Some(asks)).await
+            };
             let round = pending.begin(prompt, exchange, &bound_to, &client_gone, Result::is_err);
             return round.await.map(prompt_round);
         }
-        self.external_prompt(request, &context, None).await.map(GetPromptResponse::Complete)
+        let prompt = self.external_prompt(request, &context, principal, None).await;
+        prompt.map(GetPromptResponse::Complete)
     }
 
     /// An external server's prompt, what the server asks during it relayed to the client (or
-    /// held in `exchange` for a client that answers by retrying).
+    /// held in `exchange` for a client that answers by retrying), masked for `principal` and
+    /// its credentials redacted as a tool result's are.
     async fn external_prompt(
         &self,
         request: GetPromptRequestParams,
         context: &RequestContext<RoleServer>,
+        principal: &Principal,
         exchange: Option<Arc<Exchange>>,
     ) -> Result<GetPromptResult, McpError> {
         let unknown =
             || McpError::invalid_params(format!("unknown prompt: {}", shown(&request.name)), None);
         let Some(external) = self.readable_external(context)? else { return Err(unknown()) };
         let caller = self.caller(context, exchange);
+        let mut outgoing = Outgoing::new(&self.state.config, principal, Origin::Other);
         match external.get_prompt(&request.name, request.arguments, Some(caller)).await {
             None => Err(unknown()),
             Some(Ok(mut result)) => {
+                outgoing.prompt(&mut result);
+                outgoing.tell_in(&mut result.meta);
                 result.result_type = Some(ResultType::COMPLETE);
                 Ok(result)
             }
-            Some(Err(tool_error)) => {
+            Some(Err(mut tool_error)) => {
+                outgoing.error(&mut tool_error);
                 Err(error::protocol_error(&tool_error, &Uuid::new_v4().simple().to_string()))
             }
         }

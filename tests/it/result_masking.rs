@@ -4,7 +4,9 @@
 //! key), Metabase's rows and Weaviate's objects (their fakes), by name (JSON keys at any
 //! depth, table columns) and by kind (`kinds:`, wherever a value of the kind appears), and the
 //! SQL tools' rows by kind. A by-name hash of a result never equals PostgreSQL's hash of the
-//! same value, so an echo tool is no dictionary of the SQL hashes.
+//! same value, so an echo tool is no dictionary of the SQL hashes. What a server sends besides
+//! tool results (`orca-test-upstream`'s resources, prompt and completions with
+//! `FIXTURE_PERSONAL`, orca's own `res://samples/...` and prompts) is masked and redacted too.
 
 use serde_json::{Value, json};
 use sha2::Digest as _;
@@ -13,7 +15,7 @@ use uuid::Uuid;
 use crate::pinning::rogue_yaml;
 use crate::support::fake_metabase::{FakeMetabase, PASSWORD, USERNAME, Version};
 use crate::support::fake_weaviate::{ADMIN_KEY, FakeWeaviate};
-use crate::support::{OrcaSetup, TestDatabase, call, meta_of, wait_for_row};
+use crate::support::{OrcaSetup, TestDatabase, call, eventually, meta_of, wait_for_row};
 
 const READER: &str = "orca_test_key_of_the_masked_reader";
 const ADMIN: &str = "orca_test_key_of_the_unmasked_admin";
@@ -232,6 +234,228 @@ async fn metabases_rows_and_weaviates_objects_are_masked_for_a_masked_role() {
         .filter_map(|hit| hit["properties"]["text"].as_str())
         .collect();
     assert!(texts.contains(&"card ***************1111 for ***@example.net"), "{texts:?}");
+    reader.cancel().await.unwrap();
+    admin.cancel().await.unwrap();
+}
+
+/// The test upstream with its personal data outside tool results (`FIXTURE_PERSONAL`) and its
+/// MCP App (`FIXTURE_APP`), as server `fx`.
+fn personal_fixture_yaml() -> String {
+    format!(
+        "mcps:\n  fx:\n    command: {}\n    timeout: 5s\n    env:\n      FIXTURE_PERSONAL: \"1\"\n      FIXTURE_APP: \"1\"\n",
+        crate::apps::fixture().display()
+    )
+}
+
+/// The credentials the fixture puts in its resources, prompt and completions.
+const CREDENTIALS: [&str; 2] = [
+    "AKIAIOSFODNN7EXAMPLE",
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NSJ9.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
+];
+
+fn assert_no_credentials(text: &str, what: &str) {
+    for credential in CREDENTIALS {
+        assert!(!text.contains(credential), "{what} holds {credential}: {text}");
+    }
+}
+
+async fn read(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    uri: &str,
+) -> Result<rmcp::model::ReadResourceResult, rmcp::ServiceError> {
+    client.read_resource(rmcp::model::ReadResourceRequestParams::new(uri)).await
+}
+
+/// The text of a read's one contents (a blob decoded).
+fn contents_text(read: &rmcp::model::ReadResourceResult) -> String {
+    use base64::Engine as _;
+    match &read.contents[..] {
+        [rmcp::model::ResourceContents::TextResourceContents { text, .. }] => text.clone(),
+        [rmcp::model::ResourceContents::BlobResourceContents { blob, .. }] => {
+            String::from_utf8(base64::engine::general_purpose::STANDARD.decode(blob).unwrap())
+                .unwrap()
+        }
+        other => panic!("expected one contents: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_upstreams_resources_prompts_and_completions_are_masked_and_redacted() {
+    use rmcp::model::{ArgumentInfo, CompleteRequestParams, GetPromptRequestParams, Reference};
+    let database = TestDatabase::create().await;
+    let pool = database.connect().await;
+    // A table for orca's own resources, there before orca starts (and masks it).
+    sqlx::raw_sql("CREATE TABLE notes (id int PRIMARY KEY, note text); INSERT INTO notes VALUES (1, 'write to ada@example.com, key AKIAIOSFODNN7EXAMPLE')")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let setup = OrcaSetup::new(&database.url)
+        .with_config(&config())
+        .with_external(&personal_fixture_yaml());
+    let server = setup.http_server(&[]);
+    let reader = server.client(Some(READER)).await;
+    let admin = server.client(Some(ADMIN)).await;
+
+    // Resources: free text by kind, JSON text as JSON (by name too), a blob's text, the
+    // upstream's `_meta`; and what the tracking row holds.
+    let card = read(&reader, "orca://fx/fixture://customer").await.unwrap();
+    let whole = serde_json::to_string(&card).unwrap();
+    assert_masked(&whole, "the reader's resource");
+    assert_no_credentials(&whole, "the reader's resource");
+    assert_eq!(
+        contents_text(&card),
+        format!(
+            "Ada Lovelace <***@example.com> pays with ***************1111; deploy key \
+             [REDACTED:aws_access_key]; session [REDACTED:jwt]"
+        )
+    );
+    let meta = card.meta.clone().unwrap().0;
+    assert_eq!(meta["masking_policy"], "people");
+    assert_eq!(meta["redacted_secrets"], 3, "{meta:?}");
+    let record = read(&reader, "orca://fx/fixture://customer.json").await.unwrap();
+    let record: Value = serde_json::from_str(&contents_text(&record)).unwrap();
+    assert_eq!(
+        record,
+        json!({"email": "[REDACTED]", "card": "***************1111", "token": "[REDACTED:jwt]"})
+    );
+    let backup = read(&reader, "orca://fx/fixture://backup").await.unwrap();
+    assert_eq!(
+        contents_text(&backup),
+        "backup contact ***@example.org, key [REDACTED:aws_access_key]"
+    );
+    let failed = read(&reader, "orca://fx/fixture://items/ada@example.com/x").await.unwrap_err();
+    assert_masked(&failed.to_string(), "the reader's failed read");
+    // An upstream's app page is served as it came (it holds nothing to redact).
+    let app = read(&reader, "ui://fx/fixture/app.html").await.unwrap();
+    assert_eq!(
+        contents_text(&app),
+        include_str!("../../fixtures/upstream/src/app.html"),
+        "the app page is not masked"
+    );
+
+    // The unmasked admin sees the personal data, never the credentials.
+    let clear = read(&admin, "orca://fx/fixture://customer").await.unwrap();
+    let clear_text = contents_text(&clear);
+    assert!(
+        clear_text.contains("ada@example.com") && clear_text.contains("4111 1111"),
+        "{clear_text}"
+    );
+    assert_no_credentials(&serde_json::to_string(&clear).unwrap(), "the admin's resource");
+
+    // The reader's tracking rows hold what the reader saw.
+    eventually("the reader's five reads", std::time::Duration::from_secs(20), || async {
+        let count: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM orca.mcp_executions \
+              WHERE principal = 'reader' AND tool_name = 'resources/read'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        count == 5
+    })
+    .await;
+    let stored: Vec<String> = sqlx::query_scalar(
+        "SELECT coalesce(e.response_data::text, '') || ' | ' || coalesce(e.error_message, '') \
+                || ' | ' || coalesce((SELECT string_agg(f.error_details::text, ' ') \
+                                        FROM orca.mcp_failures f WHERE f.execution_id = e.id), '') \
+           FROM orca.mcp_executions e \
+          WHERE e.principal = 'reader' AND e.tool_name = 'resources/read'",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    for row in &stored {
+        assert_masked(row, "the reader's tracking row");
+        assert_no_credentials(row, "the reader's tracking row");
+    }
+    let admin_row: String = sqlx::query_scalar(
+        "SELECT coalesce(response_data::text, '') FROM orca.mcp_executions WHERE id = $1",
+    )
+    .bind(clear.meta.unwrap().0["execution_id"].as_str().unwrap().parse::<Uuid>().unwrap())
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_no_credentials(&admin_row, "the admin's tracking row");
+
+    // A prompt: its description, messages, embedded resource and `_meta`.
+    let prompt = reader.get_prompt(GetPromptRequestParams::new("fx_customer_note")).await.unwrap();
+    let whole = serde_json::to_string(&prompt).unwrap();
+    assert_masked(&whole, "the reader's prompt");
+    assert_no_credentials(&whole, "the reader's prompt");
+    assert_eq!(
+        prompt.description.as_deref(),
+        Some("A note to ***@example.com (key [REDACTED:aws_access_key])")
+    );
+    assert!(whole.contains("Write to ***@example.com; token [REDACTED:jwt]"), "{whole}");
+    assert!(whole.contains("Card on file: ***************1111."), "{whole}");
+    assert!(whole.contains("Ada Lovelace <***@example.com> pays with"), "embedded: {whole}");
+    let clear = admin.get_prompt(GetPromptRequestParams::new("fx_customer_note")).await.unwrap();
+    let clear = serde_json::to_string(&clear).unwrap();
+    assert!(clear.contains("A note to ada@example.com"), "{clear}");
+    assert_no_credentials(&clear, "the admin's prompt");
+
+    // Completions, and a failed one.
+    let contact = |value: &str| {
+        CompleteRequestParams::new(
+            Reference::for_prompt("fx_customer_note"),
+            ArgumentInfo::new("contact", value),
+        )
+    };
+    let completed = reader.complete(contact("")).await.unwrap();
+    assert_eq!(
+        completed.completion.values,
+        ["***@example.com", "***@example.net", "[REDACTED:aws_access_key]"]
+    );
+    assert_no_credentials(&serde_json::to_string(&completed).unwrap(), "the reader's completion");
+    let clear = admin.complete(contact("")).await.unwrap();
+    assert_eq!(
+        clear.completion.values,
+        ["ada@example.com", "alan@example.net", "[REDACTED:aws_access_key]"]
+    );
+    let failed = reader
+        .complete(CompleteRequestParams::new(
+            Reference::for_prompt("fx_customer_note"),
+            ArgumentInfo::new("ada@example.com", ""),
+        ))
+        .await
+        .unwrap_err();
+    assert_masked(&failed.to_string(), "the reader's failed completion");
+
+    // orca's own resources and prompts (the `data` server's, masked by kind).
+    let catalogs: Value =
+        serde_json::from_str(&contents_text(&read(&reader, "res://catalogs").await.unwrap()))
+            .unwrap();
+    let catalog = catalogs["items"][0]["name"].as_str().unwrap().to_owned();
+    let sample = read(&reader, &format!("res://samples/{catalog}/public/notes")).await.unwrap();
+    let sample_text = contents_text(&sample);
+    assert_masked(&sample_text, "the reader's sample rows");
+    assert_no_credentials(&sample_text, "the reader's sample rows");
+    assert!(
+        sample_text.contains("write to ***@example.com, key [REDACTED:aws_access_key]"),
+        "{sample_text}"
+    );
+    let id: Uuid = sample.meta.unwrap().0["execution_id"].as_str().unwrap().parse().unwrap();
+    wait_for_row(&pool, "SELECT 1 FROM orca.mcp_executions WHERE id = $1", id).await;
+    let row: String = sqlx::query_scalar(
+        "SELECT coalesce(response_data::text, '') FROM orca.mcp_executions WHERE id = $1",
+    )
+    .bind(id)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_masked(&row, "the sample's tracking row");
+    assert_no_credentials(&row, "the sample's tracking row");
+    let mut arguments = serde_json::Map::new();
+    arguments.insert("table".into(), json!("ada@example.com"));
+    arguments.insert("candidates".into(), json!("AKIAIOSFODNN7EXAMPLE"));
+    let own = reader
+        .get_prompt(GetPromptRequestParams::new("ask_for_disambiguation").with_arguments(arguments))
+        .await
+        .unwrap();
+    let own = serde_json::to_string(&own).unwrap();
+    assert!(own.contains("***@example.com"), "{own}");
+    assert_masked(&own, "orca's own prompt");
+    assert_no_credentials(&own, "orca's own prompt");
     reader.cancel().await.unwrap();
     admin.cancel().await.unwrap();
 }
