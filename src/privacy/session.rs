@@ -4,7 +4,7 @@
 //! calls go on with what was prepared: a relation or column created since is unreadable until
 //! then, never readable unmasked).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,6 +31,9 @@ pub(crate) struct MaskedSession {
     schemas: BTreeMap<String, String>,
     /// Relations the role cannot read, with why.
     hidden: BTreeMap<QualifiedRelation, String>,
+    /// Every relation of the catalog it was prepared from (each read through its masked view,
+    /// or hidden).
+    known: BTreeSet<QualifiedRelation>,
     /// The search path its connections start with.
     search_path: String,
 }
@@ -50,6 +53,15 @@ impl MaskedSession {
     pub(crate) fn relation(&self, schema: &str, name: &str) -> String {
         let schema = self.schemas.get(schema).map_or(schema, String::as_str);
         format!("{}.{}", quote_identifier(schema), quote_identifier(name))
+    }
+
+    /// Whether the relation `schema.name` existed when the session was prepared, or is one of
+    /// the schemas masking leaves alone (a relation created since is unreadable through it until
+    /// it is prepared again).
+    #[must_use]
+    pub(crate) fn knows(&self, schema: &str, name: &str) -> bool {
+        setup::is_system_schema(schema)
+            || self.known.contains(&(schema.to_owned(), name.to_owned()))
     }
 
     /// Why the role cannot read the relation `name` (in any schema), when it is one left out.
@@ -280,6 +292,7 @@ impl MaskedSessions {
             role,
             schemas: plan.schemas,
             hidden: applied.hidden,
+            known: plan.relations,
             search_path,
         };
         Ok((Arc::new(session), plan.fingerprint))

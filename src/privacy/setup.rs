@@ -44,7 +44,7 @@ pub(crate) const KEEP_SCHEMA: &str = "orca_mask";
 
 /// Schemas that are never masked or read through masked views: PostgreSQL's own, orca's state
 /// and orca's masking schemas.
-fn is_system_schema(name: &str) -> bool {
+pub(crate) fn is_system_schema(name: &str) -> bool {
     name == "information_schema"
         || name.starts_with("pg_")
         || name == crate::sql::STATE_SCHEMA
@@ -264,6 +264,8 @@ pub(crate) struct Plan {
     pub(crate) hidden: BTreeMap<QualifiedRelation, String>,
     /// Original schema -> masked schema.
     pub(crate) schemas: BTreeMap<String, String>,
+    /// Every relation of the catalog the plan was made from.
+    pub(crate) relations: BTreeSet<QualifiedRelation>,
     /// A hash of everything the plan builds.
     pub(crate) fingerprint: String,
 }
@@ -325,7 +327,13 @@ pub(crate) fn plan(role: &MaskRole, policy: &MaskingPolicy, catalog: &Catalog) -
         fingerprint.update(statement.as_bytes());
         fingerprint.update([0]);
     }
-    Plan { statements, views, hidden, schemas, fingerprint: hex::encode(fingerprint.finalize()) }
+    let relations = catalog
+        .relations
+        .iter()
+        .map(|relation| (relation.schema.clone(), relation.name.clone()))
+        .collect();
+    let fingerprint = hex::encode(fingerprint.finalize());
+    Plan { statements, views, hidden, schemas, relations, fingerprint }
 }
 
 /// Views after what they read (Kahn's order over their dependencies), tables first.

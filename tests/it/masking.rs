@@ -337,6 +337,31 @@ async fn relations_and_columns_created_after_start_are_masked_before_they_are_re
     .execute(&pool)
     .await
     .unwrap();
+    // The tools that write their own SQL over a table read one created since the masked session
+    // was prepared at once, masked (not refused until the session is prepared again).
+    for tool in ["sample_table", "preview_masked", "profile_table"] {
+        let table = format!("later_{tool}");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "CREATE TABLE {table} (id int, email text); \
+             INSERT INTO {table} VALUES (1, 'secret.person@example.org')"
+        )))
+        .execute(&pool)
+        .await
+        .unwrap();
+        // The table listed at once (the schema cache read again); the masked session is not.
+        answer(&analyst, "generate_schema", json!({"refresh_cache": true})).await;
+        let arguments = match tool {
+            "preview_masked" => json!({"ref": {"table": table}, "policy_id": "guarded"}),
+            _ => json!({"ref": {"table": table}}),
+        };
+        let result = call(&analyst, tool, arguments, None).await.unwrap();
+        let answered = serde_json::to_string(&result).unwrap();
+        assert_ne!(result.is_error, Some(true), "{tool}: {answered}");
+        assert!(!answered.contains("secret.person"), "{tool}: {answered}");
+        if tool != "profile_table" {
+            assert!(answered.contains("***@example.org"), "{tool}: {answered}");
+        }
+    }
     let later = read("SELECT * FROM later").await;
     assert!(later.contains("***@example.org") && later.contains("visible note"), "{later}");
     assert!(!later.contains("secret.person"), "{later}");

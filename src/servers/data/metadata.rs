@@ -862,6 +862,7 @@ async fn get_stats(
     let params: GetStatsParams = parse_arguments(arguments)?;
     let resolved = server.resolve_table(&params.table).await?;
     let relation = resolved.relation();
+    let reader = &reader.knowing(&relation.schema, &relation.name).await;
     let schema = &resolved.schema;
     // A masked caller reads the masked view, which a TABLESAMPLE cannot sample.
     let quoted = reader.relation(&relation.schema, &relation.name);
@@ -967,6 +968,7 @@ async fn sample_table(
     };
     let resolved = server.resolve_table(&params.table).await?;
     let relation = resolved.relation();
+    let reader = &reader.knowing(&relation.schema, &relation.name).await;
     let quoted = reader.relation(&relation.schema, &relation.name);
     let limit_u64 = u64::try_from(limit).unwrap_or(u64::MAX);
     let timeout_hint = "use method head, or a smaller limit";

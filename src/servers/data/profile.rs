@@ -566,6 +566,7 @@ impl DataServer {
         let bins = params.bins;
         let table: ResolvedTable = self.resolve_table(&params.table).await?;
         let relation = table.relation();
+        let reader = &reader.knowing(&relation.schema, &relation.name).await;
         let columns = chosen_columns(relation, params.columns.as_deref())?;
         // A masked caller profiles the masked view: its masked columns are text, and a view
         // cannot be sampled by pages.
@@ -949,6 +950,7 @@ impl DataServer {
         let policy = self.masking_policy(&params.policy_id)?;
         let table = self.resolve_table(&params.table).await?;
         let relation = table.relation();
+        let reader = &reader.knowing(&relation.schema, &relation.name).await;
         let sql_text =
             preview_sql(relation, &reader.relation(&relation.schema, &relation.name), limit);
         let mut result = self

@@ -154,6 +154,22 @@ impl Reader {
         }
     }
 
+    /// The reader of a statement orca writes over the relation `schema.name`: under masking,
+    /// when the relation was created after the session was prepared, the session prepared
+    /// again first, so that the new relation is read (masked) at once rather than refused.
+    pub(crate) async fn knowing(&self, schema: &str, name: &str) -> Reader {
+        let Some(masked) = self.masked.as_ref().filter(|m| !m.session.knows(schema, name)) else {
+            return self.clone();
+        };
+        match masked.sessions.refresh(&masked.policy).await {
+            Ok(session) => Reader {
+                pool: session.pool.clone(),
+                masked: Some(Masked { session, ..masked.clone() }),
+            },
+            Err(_) => self.clone(),
+        }
+    }
+
     /// After `error` of a masked statement that met a relation or column its session does not
     /// have (created since it was prepared), the session prepared again, for one more try.
     /// `None` otherwise.
