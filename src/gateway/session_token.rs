@@ -12,8 +12,8 @@
 //! log messages it would look like a session). Any replica that shares `ORCA_SECRET` verifies
 //! it; nothing is stored.
 //!
-//! A token that does not verify (tampered, made with another secret, expired, of another
-//! revision than the request names, or no token at all) is ignored: the request is served as it
+//! A token that does not verify (tampered, made with another secret, expired, sent with a
+//! request of a revision without `initialize`, or no token at all) is ignored: the request is served as it
 //! was before tokens existed, without the client's capabilities, and never refused. A token
 //! carries no authority (the capabilities only say what the client can be asked and shown), so
 //! refusing a forged one would protect nothing; a 404 would tell the client its session ended,
@@ -57,7 +57,8 @@ pub(crate) struct Declared(pub(crate) ClientCapabilities);
 /// What a token carries.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Payload {
-    /// The protocol revision orca answered the `initialize` with.
+    /// The protocol revision orca answered the `initialize` with (what the client speaks, for
+    /// whoever reads a token; a request of any revision with `initialize` may carry it).
     #[serde(rename = "v")]
     version: String,
     #[serde(rename = "c")]
@@ -66,6 +67,10 @@ struct Payload {
     #[serde(rename = "e")]
     expires: i64,
 }
+
+/// The last revision whose clients declare their capabilities in `initialize` (revisions are
+/// dates, compared as text); later ones send them with each request.
+const LAST_WITH_INITIALIZE: &str = "2025-11-25";
 
 /// Issues and verifies the tokens, with orca's secret.
 #[derive(Debug, Clone)]
@@ -95,8 +100,11 @@ impl Tokens {
         Some(format!("{PREFIX}{}.{}", engine.encode(&payload), engine.encode(signature)))
     }
 
-    /// The capabilities `token` carries, when it is one of orca's, unaltered, unexpired, and
-    /// of the revision the request names (`revision`, its `MCP-Protocol-Version`, when sent).
+    /// The capabilities `token` carries, when it is one of orca's, unaltered and unexpired, and
+    /// the request is of a revision that has `initialize` (`revision`, its
+    /// `MCP-Protocol-Version`; none is 2025-03-26). Any such revision: not every client sends
+    /// the one it was answered with (the conformance suite's sends 2025-03-26 after a
+    /// 2025-11-25 `initialize`), and what a capability means did not change between them.
     fn verify(&self, token: &str, revision: Option<&str>, now: i64) -> Option<ClientCapabilities> {
         let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
         let (payload, signature) = token.strip_prefix(PREFIX)?.split_once('.')?;
@@ -107,8 +115,8 @@ impl Tokens {
             return None;
         }
         let payload: Payload = serde_json::from_slice(&payload).ok()?;
-        let same_revision = revision.is_none_or(|revision| revision == payload.version);
-        (payload.expires >= now && same_revision).then_some(payload.capabilities)
+        let initialized = revision.is_none_or(|revision| revision <= LAST_WITH_INITIALIZE);
+        (payload.expires >= now && initialized).then_some(payload.capabilities)
     }
 
     /// Take the token off a stateless request, and put what a valid one carries in its
@@ -233,6 +241,7 @@ mod tests {
         let verified = orca.verify(&token, Some("2025-11-25"), NOW).unwrap();
         assert!(verified.sampling.is_some());
         assert!(orca.verify(&token, None, NOW).is_some(), "no revision header: 2025-03-26's");
+        assert!(orca.verify(&token, Some("2025-06-18"), NOW).is_some(), "another 2025 revision");
 
         let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
         let (payload, signature) = token.strip_prefix(PREFIX).unwrap().split_once('.').unwrap();
@@ -244,7 +253,7 @@ mod tests {
         let cases = [
             ("another secret", other.verify(&token, None, NOW)),
             ("a changed payload", orca.verify(&forged, None, NOW)),
-            ("another revision", orca.verify(&token, Some("2026-07-28"), NOW)),
+            ("a revision without initialize", orca.verify(&token, Some("2026-07-28"), NOW)),
             ("expired", orca.verify(&token, None, NOW + VALID_FOR_SECONDS + 1)),
             ("no prefix", orca.verify(&token[PREFIX.len()..], None, NOW)),
             ("garbage", orca.verify("orca_cs1.%%%.!!", None, NOW)),
