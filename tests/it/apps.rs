@@ -33,6 +33,11 @@ pub(crate) fn orca_with_apps(database_url: &str) -> HttpServer {
 
 /// `orca_with_apps` with `args` for the HTTP server (none: stateless).
 fn orca_with_apps_over(database_url: &str, args: &[&str]) -> HttpServer {
+    apps_setup(database_url).http_server(args)
+}
+
+/// The setup of `orca_with_apps`.
+fn apps_setup(database_url: &str) -> OrcaSetup {
     let hash = |key: &str| hex::encode(Sha256::digest(key.as_bytes()));
     let config = format!(
         "auth:\n  api_keys:\n    - name: analyst\n      sha256: {}\n      role: analyst\n    - name: outsider\n      sha256: {}\n      role: outsider\n  roles:\n    analyst:\n      verbs: [read]\n      tools: [\"*\"]\n    outsider:\n      verbs: [read]\n      tools: [\"*\", \"!server:fx\"]\n",
@@ -43,7 +48,7 @@ fn orca_with_apps_over(database_url: &str, args: &[&str]) -> HttpServer {
         "mcps:\n  fx:\n    name: Fixture\n    command: {}\n    timeout: 5s\n    pin: off\n    env:\n      FIXTURE_APP: \"1\"\n",
         fixture().display()
     );
-    OrcaSetup::new(database_url).with_config(&config).with_external(&external).http_server(args)
+    OrcaSetup::new(database_url).with_config(&config).with_external(&external)
 }
 
 /// The capabilities of a client that renders MCP Apps.
@@ -319,6 +324,25 @@ async fn a_forged_or_tampered_session_id_gives_no_capabilities_and_no_error() {
         assert_eq!(response.status(), 405, "{method}");
     }
     assert!(!server.log_text().contains(payload), "a token is never written to the log");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_id_one_replica_issued_holds_on_another_that_shares_the_secret_only() {
+    const SECRET: &str = "the secret these replicas share, 32+ bytes";
+    let database = samples::chinook().await;
+    let first = apps_setup(&database.url).with_env("ORCA_SECRET", SECRET).http_server(&[]);
+    let second = apps_setup(&database.url).with_env("ORCA_SECRET", SECRET).http_server(&[]);
+    let other = apps_setup(&database.url)
+        .with_env("ORCA_SECRET", "another secret, of another orca, 32+ bytes")
+        .http_server(&[]);
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {"extensions": {"io.modelcontextprotocol/ui": {"mimeTypes": [MIME]}}},
+        "clientInfo": {"name": "raw", "version": "1"}}});
+    let response = post(&first, None, initialize).await;
+    let token = response.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    assert!(linked_with(&second, Some(&token)).await, "nothing is kept: the secret verifies it");
+    assert!(!linked_with(&other, Some(&token)).await, "another secret: served without it");
 }
 
 /// The browser's side, installed once per target directory: playwright-core (driving Debian's
