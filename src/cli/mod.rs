@@ -430,7 +430,8 @@ impl Running {
                 })
             })
         };
-        let replica = crate::gateway::Replica { cluster, databases: targets.clone() };
+        let replica =
+            crate::gateway::Replica { cluster, databases: targets.clone(), secret: secret.clone() };
         let registry = Registry::build(
             enabled.as_deref(),
             ServerDependencies {

@@ -84,14 +84,21 @@ pub(crate) struct Caller {
     /// For a client that cannot be asked during its call (2026-07-28), where the server's
     /// requests wait for the client to answer them by retrying its request.
     pub(crate) exchange: Option<Arc<Exchange>>,
+    /// What a stateless 2025 client declared in its `initialize`, carried by its request
+    /// (`gateway::session_token`).
+    pub(crate) declared: Option<ClientCapabilities>,
 }
 
 impl Caller {
     /// What the client declared it can answer, when known: a 2026-07-28 client's from its
-    /// request, a session's from its `initialize`.
+    /// request, a stateless 2025 client's from the token its request carries, a session's from
+    /// its `initialize`.
     fn capabilities(&self) -> Option<ClientCapabilities> {
         if let Some(exchange) = &self.exchange {
             return exchange.capabilities().cloned();
+        }
+        if let Some(declared) = &self.declared {
+            return Some(declared.clone());
         }
         match &self.reach {
             Reach::Session(peer) => peer.peer_info().map(|info| info.capabilities.clone()),
@@ -100,7 +107,7 @@ impl Caller {
     }
 
     /// Whether the client declared it answers sampling requests; `None` when orca cannot know
-    /// (a stateless request of a 2025 revision).
+    /// (a stateless request of a 2025 revision without a valid token).
     pub(crate) fn offers_sampling(&self) -> Option<bool> {
         self.capabilities().map(|capabilities| capabilities.sampling.is_some())
     }

@@ -97,6 +97,7 @@ mod tests {
             cancelled: CancellationToken::new(),
             admits: Arc::new(|_| true),
             exchange: None,
+            declared: None,
         });
         let registered = calls.register(caller);
         let upstream_token = ProgressToken(NumberOrString::String("orca~1".into()));

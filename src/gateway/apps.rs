@@ -34,9 +34,10 @@ const LINKED: [(&str, &str); 7] = [
     ("metabase", "run_dataset_query"),
 ];
 
-/// Whether the request's client declared the extension with the HTML profile.
+/// Whether the request's client declared the extension with the HTML profile: in the request
+/// (2026-07-28), its session, or the token of a stateless client (`session_token`).
 pub(super) fn declared(context: &RequestContext<RoleServer>) -> bool {
-    context.client_capabilities().as_ref().is_some_and(declares)
+    super::session_token::client_capabilities(context).as_ref().is_some_and(declares)
 }
 
 /// Whether `capabilities` declare the extension with the HTML profile.

@@ -131,7 +131,8 @@ async fn call(
     // The shared gateway's level is never set: a stateless request hears every message, as a
     // fresh session does.
     let reach = Reach::Answer(stream.clone());
-    let caller = gateway.plain_caller(reach, id.clone(), progress_token, cancelled.clone());
+    let mut caller = gateway.plain_caller(reach, id.clone(), progress_token, cancelled.clone());
+    caller.declared = super::session_token::declared(Some(&head));
     tokio::spawn(async move {
         let meta = RequestMetaObject::default();
         let carried = Carried { head: Some(&head), meta: &meta };

@@ -150,7 +150,8 @@ pub(crate) fn router(
                 max_body_bytes: config.http.max_body_bytes,
                 calls: Arc::new(edge::CallLimiter::default()),
                 state: state.clone(),
-                sessions,
+                sessions: stateful.then_some(sessions),
+                tokens: (!stateful).then(|| state.session_tokens.clone()),
             },
             check_mcp_body,
         ))
@@ -458,29 +459,37 @@ struct BodyCheck {
     /// `calls_per_minute` counted by this replica alone (without `cluster.advertise_url`).
     calls: Arc<edge::CallLimiter>,
     state: AppState,
-    sessions: Arc<LocalSessionManager>,
+    /// The sessions of `--stateful` HTTP.
+    sessions: Option<Arc<LocalSessionManager>>,
+    /// Stateless, the tokens that carry a client's capabilities (`session_token`).
+    tokens: Option<super::session_token::Tokens>,
 }
 
 /// Refuse a JSON-RPC body sent to `/mcp` that is not UTF-8, nests too deep, is not JSON or is
 /// a batch, with a clear 400, before rmcp parses it; a `tools/call` past the caller's
 /// `calls_per_minute` with 429; then send what continues another replica's session, task or
-/// input round there (`replicas`).
+/// input round there (`replicas`). Stateless, a client's token of its capabilities is taken
+/// off its request (`session_token`), and the answer to its `initialize` carries one.
 async fn check_mcp_body(State(check): State<BodyCheck>, request: Request, next: Next) -> Response {
     if request.uri().path() != "/mcp" {
         return next.run(request).await;
     }
+    let sessions = check.sessions.as_deref();
     if request.method() != axum::http::Method::POST {
-        let (parts, body) = request.into_parts();
+        let (mut parts, body) = request.into_parts();
         let state = &check.state;
         if let Some(answer) =
-            super::replicas::continue_elsewhere(state, &check.sessions, &parts, &Bytes::new()).await
+            super::replicas::continue_elsewhere(state, sessions, &parts, &Bytes::new()).await
         {
             return answer;
+        }
+        if let Some(tokens) = &check.tokens {
+            tokens.admit(&mut parts);
         }
         return next.run(Request::from_parts(parts, body)).await;
     }
     let BodyCheck { max_depth, max_body_bytes, .. } = check;
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
     let bytes = match axum::body::to_bytes(body, max_body_bytes).await {
         Ok(bytes) => bytes,
         Err(error) => return edge::unreadable_body(&error),
@@ -514,18 +523,26 @@ async fn check_mcp_body(State(check): State<BodyCheck>, request: Request, next: 
         return response;
     }
     let state = &check.state;
-    if let Some(answer) =
-        super::replicas::continue_elsewhere(state, &check.sessions, &parts, &bytes).await
+    if let Some(answer) = super::replicas::continue_elsewhere(state, sessions, &parts, &bytes).await
     {
         return answer;
     }
-    let starts_session = !parts.headers.contains_key("mcp-session-id");
-    let principal = parts.extensions.get::<Principal>().cloned();
+    let Some(tokens) = &check.tokens else {
+        let starts_session = !parts.headers.contains_key("mcp-session-id");
+        let principal = parts.extensions.get::<Principal>().cloned();
+        let response = next.run(Request::from_parts(parts, axum::body::Body::from(bytes))).await;
+        if starts_session {
+            super::replicas::note_session(state, principal.as_ref(), response.headers()).await;
+        }
+        return response;
+    };
+    tokens.admit(&mut parts);
+    let initialize = super::session_token::initialize(&bytes);
     let response = next.run(Request::from_parts(parts, axum::body::Body::from(bytes))).await;
-    if starts_session {
-        super::replicas::note_session(state, principal.as_ref(), response.headers()).await;
+    match initialize {
+        Some(initialize) => tokens.on_initialize(&initialize, response).await,
+        None => response,
     }
-    response
 }
 
 /// Count one tool call of `principal` against its role's `limit` a minute: with this

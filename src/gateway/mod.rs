@@ -52,6 +52,7 @@ mod respond;
 mod rounds;
 mod sampling;
 mod search;
+mod session_token;
 mod sign_in;
 pub(crate) mod stdio;
 mod tasks;
@@ -138,6 +139,8 @@ pub(crate) struct Shared {
     pub(crate) limits: Arc<crate::cluster::limits::SharedLimits>,
     /// The target databases, for the context versions `/healthz` shows.
     pub(crate) databases: crate::servers::sql_common::Databases,
+    /// The tokens that carry a stateless client's capabilities from its `initialize`.
+    session_tokens: session_token::Tokens,
 }
 
 impl Shared {
@@ -195,6 +198,7 @@ impl AppState {
             cluster: replica.cluster,
             limits,
             databases: replica.databases,
+            session_tokens: session_token::Tokens::new(replica.secret),
         }))
     }
 }
@@ -204,6 +208,8 @@ impl AppState {
 pub(crate) struct Replica {
     pub(crate) cluster: crate::cluster::Cluster,
     pub(crate) databases: crate::servers::sql_common::Databases,
+    /// orca's secret, which signs the tokens of stateless clients' capabilities.
+    pub(crate) secret: crate::sql::Secret,
 }
 
 /// How a client reached the gateway.
@@ -364,6 +370,7 @@ impl Gateway {
             },
             admits,
             exchange,
+            declared: session_token::declared(http_parts(context)),
         }
     }
 
@@ -384,6 +391,7 @@ impl Gateway {
             cancelled,
             admits: Arc::new(move |level| session.admits(level)),
             exchange: None,
+            declared: None,
         }
     }
 

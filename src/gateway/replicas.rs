@@ -123,12 +123,14 @@ struct PeekParams {
 
 async fn destination(
     cluster: &Cluster,
-    sessions: &LocalSessionManager,
+    sessions: Option<&LocalSessionManager>,
     parts: &Parts,
     body: &[u8],
 ) -> Destination {
     let session = parts.headers.get(SESSION_HEADER).and_then(|value| value.to_str().ok());
-    if let Some(session) = session
+    // Stateless (no sessions), an `Mcp-Session-Id` is a token any replica verifies.
+    if let Some(sessions) = sessions
+        && let Some(session) = session
         && !sessions.has_session(&session.to_owned().into()).await.unwrap_or(true)
     {
         return match cluster.owner_of(Item::Session, session).await.0 {
@@ -160,10 +162,11 @@ async fn destination(
 }
 
 /// The answer to a request that continues what another replica holds, when it does; `None`:
-/// serve it here. Requests another replica forwarded are always served here.
+/// serve it here. Requests another replica forwarded are always served here. `sessions`: those
+/// of `--stateful` HTTP.
 pub(crate) async fn continue_elsewhere(
     state: &AppState,
-    sessions: &LocalSessionManager,
+    sessions: Option<&LocalSessionManager>,
     parts: &Parts,
     body: &Bytes,
 ) -> Option<Response> {

@@ -34,7 +34,7 @@ pub(crate) type Sampling<'a> = Pin<Box<dyn Future<Output = Result<Sampled, Refus
 /// The client that made the call, as a model to ask. Implemented by the gateway.
 pub(crate) trait ClientModel: Send + Sync + std::fmt::Debug {
     /// Whether the client declared that it answers sampling requests; `None` when orca cannot
-    /// know (a stateless request of a 2025 revision carries no capabilities).
+    /// know (a stateless request of a 2025 revision without a valid session token).
     fn offers_sampling(&self) -> Option<bool>;
 
     /// Ask the client's model `request`, with `hints` as the model names orca would prefer.

@@ -1,7 +1,9 @@
 //! MCP Apps (SEP-1865) through orca, with rmcp's client over `--stateful` HTTP: the results app
 //! (`ui://orca/results`) and its links on tools for a client that declares the extension,
 //! nothing new for one that does not, and an upstream's app passed through under its prefix
-//! for the role that may use that server only. The apps in a real browser, with the
+//! for the role that may use that server only. Over stateless HTTP a 2025-11-25 client that
+//! declared the extension in its `initialize` gets the same through the signed `Mcp-Session-Id`
+//! it sends back, and a forged one gives nothing. The apps in a real browser, with the
 //! extension's own host side, are `apps_browser.rs`.
 
 use std::path::{Path, PathBuf};
@@ -26,6 +28,16 @@ pub(crate) fn fixture() -> PathBuf {
 /// orca over `--stateful` HTTP on `database`, with the fixture's app as server `fx` (prefix
 /// `fx`): `analyst` may use every server, `outsider` every one but `fx`.
 pub(crate) fn orca_with_apps(database_url: &str) -> HttpServer {
+    orca_with_apps_over(database_url, &["--stateful"])
+}
+
+/// `orca_with_apps` with `args` for the HTTP server (none: stateless).
+fn orca_with_apps_over(database_url: &str, args: &[&str]) -> HttpServer {
+    apps_setup(database_url).http_server(args)
+}
+
+/// The setup of `orca_with_apps`.
+fn apps_setup(database_url: &str) -> OrcaSetup {
     let hash = |key: &str| hex::encode(Sha256::digest(key.as_bytes()));
     let config = format!(
         "auth:\n  api_keys:\n    - name: analyst\n      sha256: {}\n      role: analyst\n    - name: outsider\n      sha256: {}\n      role: outsider\n  roles:\n    analyst:\n      verbs: [read]\n      tools: [\"*\"]\n    outsider:\n      verbs: [read]\n      tools: [\"*\", \"!server:fx\"]\n",
@@ -36,10 +48,7 @@ pub(crate) fn orca_with_apps(database_url: &str) -> HttpServer {
         "mcps:\n  fx:\n    name: Fixture\n    command: {}\n    timeout: 5s\n    pin: off\n    env:\n      FIXTURE_APP: \"1\"\n",
         fixture().display()
     );
-    OrcaSetup::new(database_url)
-        .with_config(&config)
-        .with_external(&external)
-        .http_server(&["--stateful"])
+    OrcaSetup::new(database_url).with_config(&config).with_external(&external)
 }
 
 /// The capabilities of a client that renders MCP Apps.
@@ -55,11 +64,19 @@ async fn client(
     key: &str,
     apps: bool,
 ) -> RunningService<RoleClient, ClientConfig> {
+    let capabilities = if apps { apps_capabilities() } else { ClientCapabilities::default() };
+    let info = ClientConfig::new(capabilities, rmcp::model::Implementation::new("apps-test", "1"));
+    client_of(server, key, info).await
+}
+
+async fn client_of(
+    server: &HttpServer,
+    key: &str,
+    info: ClientConfig,
+) -> RunningService<RoleClient, ClientConfig> {
     use rmcp::transport::StreamableHttpClientTransport;
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
     let config = StreamableHttpClientTransportConfig::with_uri(server.url("/mcp")).auth_header(key);
-    let capabilities = if apps { apps_capabilities() } else { ClientCapabilities::default() };
-    let info = ClientConfig::new(capabilities, rmcp::model::Implementation::new("apps-test", "1"));
     rmcp::ServiceExt::serve(info, StreamableHttpClientTransport::from_config(config))
         .await
         .expect("initialize")
@@ -187,6 +204,145 @@ async fn an_upstream_app_is_passed_on_unchanged_to_a_role_that_may_use_its_serve
     assert!(read(&outsider, "ui://fx/fixture/app.html").await.is_err());
     analyst.cancel().await.unwrap();
     outsider.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stateless_2025_client_that_declared_the_extension_gets_the_links_through_its_session_id()
+{
+    let database = samples::chinook().await;
+    let server = orca_with_apps_over(&database.url, &[]);
+    let info =
+        ClientConfig::new(apps_capabilities(), rmcp::model::Implementation::new("apps-test", "1"))
+            .with_protocol_version(rmcp::model::ProtocolVersion::V_2025_11_25);
+    let client = client_of(&server, ANALYST_KEY, info).await;
+    let info = client.peer_info().unwrap();
+    assert_eq!(info.protocol_version, rmcp::model::ProtocolVersion::V_2025_11_25);
+    let listed = tools(&client).await;
+    for name in LINKED {
+        let meta = &tool(&listed, name)["_meta"];
+        assert_eq!(meta["ui"]["resourceUri"], "ui://orca/results", "{name}: {meta}");
+    }
+    let uris = resource_uris(&client).await;
+    assert!(uris.contains(&"ui://orca/results".to_owned()), "{uris:?}");
+    let (html, _) = read(&client, "ui://orca/results").await.unwrap();
+    assert!(html.starts_with("<!doctype html>"), "{html:.200}");
+    // A call goes on as before, and closing the client (its DELETE) is no error.
+    let result = crate::support::call(&client, "list_servers", json!({}), None).await.unwrap();
+    assert_eq!(result.is_error, Some(false), "{result:?}");
+    client.cancel().await.unwrap();
+
+    // A client that did not declare it gets nothing new.
+    let plain = ClientConfig::new(
+        ClientCapabilities::default(),
+        rmcp::model::Implementation::new("apps-test", "1"),
+    )
+    .with_protocol_version(rmcp::model::ProtocolVersion::V_2025_11_25);
+    let client = client_of(&server, ANALYST_KEY, plain).await;
+    let listed = tools(&client).await;
+    let execute_sql = tool(&listed, "execute_sql");
+    assert!(execute_sql.get("_meta").is_none(), "{execute_sql}");
+    client.cancel().await.unwrap();
+}
+
+/// A raw JSON-RPC POST to `/mcp` as the analyst, with `session` as `Mcp-Session-Id`.
+async fn post(server: &HttpServer, session: Option<&str>, body: Value) -> reqwest::Response {
+    let mut request = reqwest::Client::new()
+        .post(server.url("/mcp"))
+        .bearer_auth(ANALYST_KEY)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&body);
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    request.send().await.unwrap()
+}
+
+/// Whether `tools/list` with `session` links `execute_sql` to the results app.
+async fn linked_with(server: &HttpServer, session: Option<&str>) -> bool {
+    let response =
+        post(server, session, json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})).await;
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    let tools = body["result"]["tools"].as_array().unwrap_or_else(|| panic!("{body}"));
+    let meta = &tool(tools, "execute_sql")["_meta"];
+    meta["ui"]["resourceUri"] == "ui://orca/results"
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_forged_or_tampered_session_id_gives_no_capabilities_and_no_error() {
+    let database = samples::chinook().await;
+    let server = orca_with_apps_over(&database.url, &[]);
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {"extensions": {"io.modelcontextprotocol/ui": {"mimeTypes": [MIME]}}},
+        "clientInfo": {"name": "raw", "version": "1"}}});
+    let response = post(&server, None, initialize).await;
+    assert_eq!(response.status(), 200);
+    let token = response.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    assert!(token.starts_with("orca_cs1."), "{token}");
+    assert!(linked_with(&server, Some(&token)).await, "the token carries the extension");
+    assert!(!linked_with(&server, None).await, "no token, no capabilities");
+
+    // The payload with a byte changed, the signature of another, something else altogether.
+    let (payload, signature) = token.rsplit_once('.').unwrap();
+    let flipped = |text: &str, at: usize| {
+        let mut bytes = text.as_bytes().to_vec();
+        bytes[at] = if bytes[at] == b'A' { b'B' } else { b'A' };
+        String::from_utf8(bytes).unwrap()
+    };
+    let other = post(
+        &server,
+        None,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "raw", "version": "1"}}}),
+    )
+    .await;
+    let other = other.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    let (_, other_signature) = other.rsplit_once('.').unwrap();
+    for forged in [
+        format!("{}.{signature}", flipped(payload, payload.len() - 2)),
+        format!("{payload}.{}", flipped(signature, 3)),
+        format!("{payload}.{other_signature}"),
+        "a-session-of-another-server".to_owned(),
+    ] {
+        assert!(!linked_with(&server, Some(&forged)).await, "{forged}");
+    }
+    // Sent back on the other methods, as clients do: rmcp's stateless answer, not a refusal.
+    let client = reqwest::Client::new();
+    for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
+        let response = client
+            .request(method.clone(), server.url("/mcp"))
+            .bearer_auth(ANALYST_KEY)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 405, "{method}");
+    }
+    assert!(!server.log_text().contains(payload), "a token is never written to the log");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_id_one_replica_issued_holds_on_another_that_shares_the_secret_only() {
+    const SECRET: &str = "the secret these replicas share, 32+ bytes";
+    let database = samples::chinook().await;
+    let first = apps_setup(&database.url).with_env("ORCA_SECRET", SECRET).http_server(&[]);
+    let second = apps_setup(&database.url).with_env("ORCA_SECRET", SECRET).http_server(&[]);
+    let other = apps_setup(&database.url)
+        .with_env("ORCA_SECRET", "another secret, of another orca, 32+ bytes")
+        .http_server(&[]);
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {"extensions": {"io.modelcontextprotocol/ui": {"mimeTypes": [MIME]}}},
+        "clientInfo": {"name": "raw", "version": "1"}}});
+    let response = post(&first, None, initialize).await;
+    let token = response.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    assert!(linked_with(&second, Some(&token)).await, "nothing is kept: the secret verifies it");
+    assert!(!linked_with(&other, Some(&token)).await, "another secret: served without it");
 }
 
 /// The browser's side, installed once per target directory: playwright-core (driving Debian's

@@ -1,6 +1,7 @@
 //! The client's own model as a provider (`llm_provider: client`): `generate_sql` with no
 //! provider key, answered through `sampling/createMessage` by rmcp's client over stdio, over
-//! `--stateful` HTTP sessions, stateless HTTP (2025-06-18, the request on the call's own answer
+//! `--stateful` HTTP sessions, stateless HTTP (2025-06-18, the capabilities of its `initialize`
+//! carried by the signed `Mcp-Session-Id` it sends back, the request on the call's own answer
 //! stream and the reply posted back) and in 2026-07-28 input rounds; `generate_schema`'s analysis
 //! and `format_results`' summary through it too; a wrong first answer is retried through a second
 //! sampling request carrying the database's error; the tracking row names the client and the
@@ -82,18 +83,19 @@ enum Transport {
     Stdio,
     /// Streamable HTTP with `--stateful` sessions: the request on the session's stream.
     Stateful,
-    /// Stateless Streamable HTTP, 2025-06-18.
+    /// Stateless Streamable HTTP, 2025-06-18: its capabilities come back with its session id.
     Stateless,
+    /// The same, with the client named as `generate_sql`'s provider in `orca.yaml`.
+    StatelessNamed,
     /// Stateless Streamable HTTP, 2026-07-28 (input rounds).
     Modern,
 }
 
-/// Chinook with no provider key; stateless 2025 calls carry no capabilities, so there the
-/// client is named in `orca.yaml`.
+/// Chinook with no provider key.
 async fn setup(transport: &Transport) -> (TestDatabase, OrcaSetup) {
     let database = samples::chinook().await;
     let mut setup = OrcaSetup::new(&database.url);
-    if matches!(transport, Transport::Stateless) {
+    if matches!(transport, Transport::StatelessNamed) {
         setup = setup.with_config("llm:\n  tools:\n    generate_sql:\n      provider: client\n");
     }
     (database, setup)
@@ -116,7 +118,7 @@ where
             let client = server.client_with(handler, None).await;
             check(client, database).await;
         }
-        Transport::Stateless => {
+        Transport::Stateless | Transport::StatelessNamed => {
             let server = setup.http_server(&[]);
             let client = server.client_with(handler, None).await;
             check(client, database).await;
@@ -258,6 +260,7 @@ async fn a_client_that_declines_to_sample_hears_which_keys_to_set() {
     let declines = || Samples::new(&[Err("the user declined")], ProtocolVersion::V_2025_06_18);
     refused(Transport::Stdio, declines(), 1).await;
     refused(Transport::Stateless, declines(), 1).await;
+    refused(Transport::StatelessNamed, declines(), 1).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -265,6 +268,9 @@ async fn a_client_without_sampling_is_not_asked_and_hears_which_keys_to_set() {
     let mut lacks = Samples::new(&[Ok(RIGHT)], ProtocolVersion::V_2025_06_18);
     lacks.declares = false;
     refused(Transport::Stdio, lacks, 0).await;
+    let mut lacks = Samples::new(&[Ok(RIGHT)], ProtocolVersion::V_2025_06_18);
+    lacks.declares = false;
+    refused(Transport::Stateless, lacks, 0).await;
     let mut lacks = Samples::new(&[Ok(RIGHT)], ProtocolVersion::V_2026_07_28);
     lacks.declares = false;
     refused(Transport::Modern, lacks, 0).await;
