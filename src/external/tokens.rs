@@ -209,6 +209,27 @@ impl TokenStore for VaultStore {
         })
     }
 
+    /// One `UPDATE`: a refresh that ends after the row was deleted (a sign-out, on any
+    /// replica) does not insert it again.
+    fn replace<'a>(&'a self, sign_in: &'a SignIn) -> BoxFuture<'a, Result<bool, AuthError>> {
+        Box::pin(async move {
+            let plain = serde_json::to_vec(sign_in).map_err(store_error)?;
+            let (nonce, sealed) = self.vault.seal(&self.upstream, &self.subject, &plain)?;
+            let updated = sqlx::query(
+                "UPDATE orca.upstream_tokens SET nonce = $3, sealed = $4, updated_at = now() \
+                 WHERE upstream = $1 AND subject = $2",
+            )
+            .bind(&self.upstream)
+            .bind(&self.subject)
+            .bind(nonce.as_slice())
+            .bind(sealed)
+            .execute(&self.vault.pool)
+            .await
+            .map_err(store_error)?;
+            Ok(updated.rows_affected() > 0)
+        })
+    }
+
     fn clear(&self) -> BoxFuture<'_, Result<(), AuthError>> {
         Box::pin(async move { self.vault.forget(&self.upstream, &self.subject).await.map(|_| ()) })
     }

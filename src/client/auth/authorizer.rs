@@ -43,6 +43,18 @@ pub trait TokenStore: Send + Sync {
     fn load(&self) -> BoxFuture<'_, Result<Option<SignIn>, AuthError>>;
     /// Keep `sign_in`, replacing what was there.
     fn save<'a>(&'a self, sign_in: &'a SignIn) -> BoxFuture<'a, Result<(), AuthError>>;
+    /// Keep `sign_in` (refreshed tokens) in place of the stored one only while one is stored;
+    /// whether it was. A refresh that ends after the sign-in was forgotten must not bring it
+    /// back. By default [`TokenStore::load`] then [`TokenStore::save`]; a store shared by
+    /// several processes does it in one step.
+    fn replace<'a>(&'a self, sign_in: &'a SignIn) -> BoxFuture<'a, Result<bool, AuthError>> {
+        Box::pin(async move {
+            if self.load().await?.is_none() {
+                return Ok(false);
+            }
+            self.save(sign_in).await.map(|()| true)
+        })
+    }
     /// Forget the sign-in.
     fn clear(&self) -> BoxFuture<'_, Result<(), AuthError>>;
 }
@@ -668,7 +680,11 @@ impl Authorizer {
                 }
                 let token = tokens.access_token.clone();
                 let renewed = SignIn { tokens, ..sign_in.clone() };
-                self.config.store.save(&renewed).await?;
+                // Signed out while the refresh ran (the sign-in forgotten): it stays forgotten.
+                if !self.config.store.replace(&renewed).await? {
+                    state.sign_in = None;
+                    return Err(AuthError::SignInAgain { hint: self.config.sign_in_hint.clone() });
+                }
                 state.sign_in = Some(renewed);
                 Ok(token)
             }
@@ -1206,6 +1222,35 @@ mod tests {
                 "{challenge:?}"
             );
         }
+    }
+
+    #[tokio::test]
+    async fn a_refresh_replaces_a_stored_sign_in_and_never_brings_a_forgotten_one_back() {
+        let sign_in = SignIn {
+            issuer: "https://as.example.com".to_owned(),
+            token_endpoint: "https://as.example.com/token".to_owned(),
+            resource: "https://mcp.example.com/mcp".to_owned(),
+            client_id: "orca".to_owned(),
+            client_secret: None,
+            auth_method: "none".to_owned(),
+            tokens: Tokens {
+                access_token: "the-token".to_owned(),
+                refresh_token: Some("the-refresh".to_owned()),
+                expires_at: None,
+                scopes: Vec::new(),
+                dpop: false,
+            },
+            dpop_key: None,
+        };
+        use super::{MemoryTokenStore, TokenStore};
+        let store = MemoryTokenStore::default();
+        assert!(!store.replace(&sign_in).await.unwrap());
+        assert!(store.load().await.unwrap().is_none(), "a forgotten sign-in came back");
+        store.save(&sign_in).await.unwrap();
+        let mut renewed = sign_in.clone();
+        renewed.tokens.access_token = "the-new-token".to_owned();
+        assert!(store.replace(&renewed).await.unwrap());
+        assert_eq!(store.load().await.unwrap().unwrap().tokens.access_token, "the-new-token");
     }
 
     #[tokio::test]
